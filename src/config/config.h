@@ -1,0 +1,94 @@
+/* The effective configuration: flags > environment > config file > defaults, per
+ * field, filled into one struct and validated as a whole (config/config.c).
+ * A reload parses into a new struct and swaps only if it is valid. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+
+enum mig_strategy { MIG_STRATEGY_NONE, MIG_STRATEGY_SINGLE, MIG_STRATEGY_MIXED };
+enum device_id_strategy { DEVICE_ID_UUID, DEVICE_ID_INDEX };
+enum device_list_strategy {
+    DEVICE_LIST_ENVVAR = 1 << 0,
+    DEVICE_LIST_VOLUME_MOUNTS = 1 << 1,
+    DEVICE_LIST_CDI_ANNOTATIONS = 1 << 2,
+    DEVICE_LIST_CDI_CRI = 1 << 3,
+};
+enum shared_alloc_policy { SHARED_ALLOC_DISTRIBUTED, SHARED_ALLOC_PACKED };
+enum sharing_strategy { SHARING_NONE, SHARING_TIME_SLICING, SHARING_MPS };
+
+/* `resources.gpus[]` / `resources.mig[]` entry. */
+struct config_pattern {
+    char *pattern;     /* '*' wildcard, anchored */
+    char *name;        /* full resource name, "nvidia.com/..." */
+};
+
+/* One device reference in `sharing.*.resources[].devices`. */
+struct config_device_ref {
+    char *ref;         /* "0", "0:1", "GPU-...", "MIG-..." as written */
+};
+
+struct config_replicated {
+    char *name;        /* full resource name */
+    char *rename;      /* full resource name or NULL */
+    int replicas;      /* >= 2 */
+    enum { DEVICES_ALL, DEVICES_COUNT, DEVICES_LIST } devices_kind;
+    int devices_count;
+    struct config_device_ref *devices;
+    size_t n_devices;
+};
+
+struct config_sharing {
+    bool present;                      /* the key exists in the file */
+    bool rename_by_default;
+    int fail_requests_greater_than_one; /* -1 unset, 0, 1 */
+    struct config_replicated *resources;
+    size_t n_resources;
+};
+
+struct config {
+    /* where things came from, for messages and `config print` */
+    char *config_file;                 /* NULL: none */
+
+    /* flags (reference §3.1) */
+    enum mig_strategy mig_strategy;
+    bool fail_on_init_error;
+    char *driver_root;                 /* "/" */
+    char *dev_root;                    /* defaults to driver_root */
+    bool pass_device_specs;
+    unsigned device_list_strategy;     /* DEVICE_LIST_* bits */
+    enum device_id_strategy device_id_strategy;
+    bool gdrcopy_enabled, gds_enabled, mofed_enabled;
+    char *cdi_annotation_prefix;       /* "cdi.k8s.io/" */
+    char *nvidia_cdi_hook_path;        /* "/usr/bin/nvidia-ctk" */
+    char *driver_root_ctr_path;        /* "/driver-root" */
+    char *mps_root;                    /* NULL/empty: none */
+    enum shared_alloc_policy shared_alloc_policy;
+    char *device_discovery_strategy;   /* "auto" | "nvml" | "tegra" */
+    int *imex_channel_ids;
+    size_t n_imex_channel_ids;
+    bool imex_required;
+    char *kubelet_socket;              /* "/var/lib/kubelet/device-plugins/kubelet.sock" */
+    char **cdi_feature_flags;          /* NULL-terminated */
+    char **cdi_disable_hooks;          /* NULL-terminated */
+
+    /* ours (documented in docs/configuration.md) */
+    char *sysfs_root;                  /* "/sys": NUMA from <root>/bus/pci/devices/... */
+    char *proc_root;                   /* "/proc": nvidia-caps mig-minors */
+    char *cdi_spec_dir;                /* "/var/run/cdi" */
+    int log_verbosity;                 /* klog -v */
+    bool log_json;
+
+    /* config file sections */
+    struct config_pattern *gpu_patterns;
+    size_t n_gpu_patterns;
+    struct config_pattern *mig_patterns;
+    size_t n_mig_patterns;
+    struct config_sharing time_slicing;
+    struct config_sharing mps;
+};
+
+void config_init_defaults(struct config *c);
+void config_free(struct config *c);

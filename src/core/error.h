@@ -1,0 +1,15 @@
+/* A caller-owned error object: filled only on failure, one line, context wrapped on
+ * the way up. See macro.h for the whole error contract. */
+#pragma once
+
+#include "macro.h"
+
+struct error {
+    int code;        /* -errno-style code, or a module's own negative code */
+    char msg[512];   /* one line, no trailing newline */
+};
+
+/* Set err (if non-NULL) and return code (always negative). */
+_printf_(3, 4) int error_set(struct error *err, int code, const char *fmt, ...);
+/* Prepend "<prefix>: " to err->msg. Returns err->code. */
+_printf_(2, 3) int error_prefix(struct error *err, const char *fmt, ...);

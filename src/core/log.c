@@ -1,0 +1,81 @@
+#include <stdio.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+int log_max_level = LOG_INFO;
+static enum log_format log_format = LOG_FORMAT_TEXT;
+static int log_fd = STDERR_FILENO;
+
+void log_set_level(int level) { log_max_level = level; }
+void log_set_format(enum log_format f) { log_format = f; }
+void log_set_fd(int fd) { log_fd = fd; }
+
+static const char *basename_of(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Append s to buf as a JSON string body (without quotes). */
+static size_t json_escape(char *buf, size_t cap, const char *s)
+{
+    size_t n = 0;
+    for (; *s && n + 7 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            buf[n++] = '\\';
+            buf[n++] = (char)c;
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", c);
+        } else {
+            buf[n++] = (char)c;
+        }
+    }
+    buf[n] = 0;
+    return n;
+}
+
+void log_emit(int level, const char *file, int line, const char *fmt, ...)
+{
+    static const char letters[] = "EWII";
+    char msg[2048], out[4608];
+    struct timeval tv;
+    struct tm tm;
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+
+    gettimeofday(&tv, NULL);
+    localtime_r(&tv.tv_sec, &tm);
+    if (level < 0)
+        level = 0;
+    if (level > 3)
+        level = 3;
+
+    if (log_format == LOG_FORMAT_JSON) {
+        static const char *names[] = { "error", "warning", "info", "debug" };
+        char esc[4096];
+        json_escape(esc, sizeof(esc), msg);
+        n = snprintf(out, sizeof(out),
+                     "{\"ts\":%lld.%06ld,\"level\":\"%s\",\"caller\":\"%s:%d\",\"msg\":\"%s\"}\n",
+                     (long long)tv.tv_sec, (long)tv.tv_usec, names[level], basename_of(file), line,
+                     esc);
+    } else {
+        n = snprintf(out, sizeof(out), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] %s\n",
+                     letters[level], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (long)tv.tv_usec, (int)getpid(), basename_of(file), line, msg);
+    }
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(out)) {
+        n = sizeof(out) - 1;
+        out[n - 1] = '\n';
+    }
+    (void)!write(log_fd, out, (size_t)n);
+}

@@ -1,0 +1,60 @@
+/* What the hardware is: plain structs filled once by discovery (node/discover.c) and
+ * read by every policy. No NVML types here; nothing in it changes after discovery
+ * except health, which lives elsewhere (policy/health). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define INV_UUID_MAX 96
+#define INV_NAME_MAX 96
+#define INV_BUSID_MAX 32
+#define INV_PROFILE_MAX 48
+
+struct inv_mig {
+    unsigned mig_index;               /* slot for nvmlDeviceGetMigDeviceHandleByIndex */
+    char uuid[INV_UUID_MAX];          /* "MIG-..." */
+    unsigned gi_id, ci_id;            /* GPU / compute instance ids */
+    unsigned gi_profile_id, ci_profile_id;
+    char profile[INV_PROFILE_MAX];    /* "1g.5gb", "1c.2g.10gb", "1g.10gb+me" ... */
+    uint64_t memory_bytes;
+    unsigned multiprocessors, gi_slices, ci_slices;
+    unsigned copy_engines, decoders, encoders, jpegs, ofas;
+    int gi_cap_minor, ci_cap_minor;   /* /dev/nvidia-caps/nvidia-cap<N>; -1 unknown */
+};
+
+struct inv_gpu {
+    unsigned index;                   /* NVML enumeration index */
+    char uuid[INV_UUID_MAX];          /* "GPU-..." */
+    char name[INV_NAME_MAX];
+    char bus_id[INV_BUSID_MAX];       /* sysfs form, lower case: "0000:3b:00.0" */
+    unsigned minor;                   /* /dev/nvidia<minor> */
+    uint64_t memory_bytes;            /* 0 if NVML could not tell */
+    int cc_major, cc_minor;
+    int numa_node;                    /* -1: unknown (no topology sent) */
+    bool mig_capable, mig_enabled;
+    struct inv_mig *migs;
+    size_t n_migs;
+};
+
+/* Link between two GPUs, as the topology model needs it. */
+struct inv_link {
+    int pcie_level;                   /* NVML_TOPOLOGY_* value (0..50); -1 if unknown */
+    unsigned nvlinks;                 /* number of NVLinks joining the pair */
+};
+
+struct inventory {
+    char driver_version[80];
+    char cuda_driver_version[16];     /* "12.4", empty if unknown */
+    struct inv_gpu *gpus;
+    size_t n_gpus;
+    struct inv_link *links;           /* n_gpus * n_gpus, row-major; diagonal unused */
+};
+
+static inline struct inv_link *inventory_link(const struct inventory *inv, size_t a, size_t b)
+{
+    return &inv->links[a * inv->n_gpus + b];
+}
+
+void inventory_clear(struct inventory *inv);

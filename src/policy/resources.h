@@ -1,0 +1,50 @@
+/* What each plugin socket advertises: resources (nvidia.com/gpu, nvidia.com/mig-1g.5gb,
+ * nvidia.com/gpu.shared, ...) and their devices, built from the inventory and the
+ * configuration by a pure function (policy/resources.c): MIG strategy, device-id
+ * strategy, sharing (replicas) and renaming are all applied here. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "node/inventory.h"
+
+struct rs_device {
+    char *id;            /* kubelet device ID: uuid or index, plus "::<k>" for replicas */
+    char *base_id;       /* id without "::<k>" (what NVIDIA_VISIBLE_DEVICES names) */
+    char *uuid;          /* GPU or MIG UUID of the physical device */
+    char *index;         /* "3" or "3:1" */
+    int gpu;             /* index into inventory.gpus */
+    int mig;             /* -1, or index into gpus[gpu].migs */
+    int replica;         /* -1, or k of "::k" */
+    int replicas;        /* 1 if not shared */
+    int numa_node;       /* -1: none */
+    uint64_t memory_bytes;
+    char **paths;        /* device nodes, NULL-terminated: /dev/nvidia<minor>, MIG caps */
+};
+
+struct rs_resource {
+    char *name;          /* "nvidia.com/gpu" */
+    char *socket_name;   /* "nvidia-gpu.sock" */
+    enum sharing_strategy sharing;
+    bool fail_requests_greater_than_one;
+    struct rs_device *devices;
+    size_t n_devices;
+};
+
+struct resource_set {
+    struct rs_resource *resources;
+    size_t n_resources;
+};
+
+/* Build the resources of this node. Fails (err set, naming the GPU / MIG profile /
+ * config field) where the reference refuses to start. */
+int resources_build(const struct inventory *inv, const struct config *cfg,
+                    struct resource_set *out, struct error *err);
+void resources_clear(struct resource_set *rs);
+
+/* Find a device of a resource by kubelet ID; NULL if unknown. */
+const struct rs_device *resource_find_device(const struct rs_resource *r, const char *id);
