@@ -1,0 +1,100 @@
+/* The only door to NVML. nvml.c dlopens libnvidia-ml.so.1 (resolved under the driver
+ * root like the reference), resolves a typed symbol table (required vs optional
+ * symbols), and turns NVML return codes into our error contract:
+ *   0 on success, or a negative code: -ENOTSUP (NOT_SUPPORTED), -ENOENT (NOT_FOUND),
+ *   -ENODEV (GPU_IS_LOST), -ETIMEDOUT (TIMEOUT), -ENOSYS (symbol missing),
+ *   -ELIBACC (library not loadable), -EIO (anything else); err->msg then carries
+ *   "<nvml function>: <nvmlErrorString text>".
+ * No NVML type leaves this module: callers see only the plain types below.
+ *
+ * Thread rules: NVML itself is thread-safe; nvml_open/nvml_close must not race with
+ * other calls. The health event thread uses the event-set functions while the loop
+ * thread may call the query functions. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+/* Opaque device handle (GPU or MIG device). */
+typedef struct nvml_device_st *nvml_device;
+typedef struct nvml_event_set_st *nvml_event_set;
+
+/* Load the library and nvmlInit_v2. `driver_root`: "/" or empty → plain
+ * "libnvidia-ml.so.1"; else the first existing <root>/{usr/lib64,
+ * usr/lib/x86_64-linux-gnu, usr/lib/aarch64-linux-gnu, lib64, lib/x86_64-linux-gnu,
+ * lib/aarch64-linux-gnu}/libnvidia-ml.so.1, falling back to the plain name.
+ * Reference counted: each successful nvml_open needs one nvml_close. */
+int nvml_open(const char *driver_root, struct error *err);
+void nvml_close(void);
+/* Path or name that was dlopen'ed (for logs). */
+const char *nvml_library_path(void);
+
+int nvml_system_driver_version(char *buf, size_t len, struct error *err);
+int nvml_system_cuda_version(int *version, struct error *err); /* 12040 = 12.4 */
+
+int nvml_device_count(unsigned *count, struct error *err);
+int nvml_device_by_index(unsigned index, nvml_device *dev, struct error *err);
+int nvml_device_by_uuid(const char *uuid, nvml_device *dev, struct error *err);
+int nvml_device_name(nvml_device dev, char *buf, size_t len, struct error *err);
+int nvml_device_uuid(nvml_device dev, char *buf, size_t len, struct error *err);
+int nvml_device_minor(nvml_device dev, unsigned *minor, struct error *err);
+/* PCI bus id as NVML gives it ("00000000:3B:00.0"). */
+int nvml_device_pci_bus_id(nvml_device dev, char *buf, size_t len, struct error *err);
+int nvml_device_memory_total(nvml_device dev, uint64_t *bytes, struct error *err);
+int nvml_device_compute_capability(nvml_device dev, int *major, int *minor, struct error *err);
+/* -ENOTSUP / -ENOSYS: not MIG capable. */
+int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err);
+
+/* ---- MIG */
+int nvml_device_max_mig_count(nvml_device dev, unsigned *count, struct error *err);
+/* -ENOENT for an empty slot. */
+int nvml_device_mig_by_index(nvml_device dev, unsigned index, nvml_device *mig, struct error *err);
+int nvml_device_mig_parent(nvml_device mig, nvml_device *parent, struct error *err);
+int nvml_device_is_mig(nvml_device dev, bool *is_mig, struct error *err);
+
+struct nvml_mig_info {
+    unsigned gi_id, ci_id;
+    unsigned gi_profile_id, ci_profile_id;
+    unsigned gi_slices, ci_slices;   /* from the profile infos */
+    uint64_t memory_bytes;           /* attributes memorySizeMB * 2^20 */
+    unsigned multiprocessors, copy_engines, decoders, encoders, jpegs, ofas;
+    /* go-nvlib profile suffix: "", "+me", "+me.all", "+gfx", "-me" */
+    char suffix[8];
+};
+/* Everything the profile name and the device record need about one MIG device. */
+int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *info,
+                  struct error *err);
+
+/* ---- topology */
+/* NVML_TOPOLOGY_* level (0 internal .. 50 system). */
+int nvml_device_common_ancestor(nvml_device a, nvml_device b, int *level, struct error *err);
+/* Number of enabled NVLinks of `dev` whose remote PCI bus id equals `peer_bus_id`
+ * (NVML form); links answering NOT_SUPPORTED / INVALID_ARGUMENT are skipped. */
+int nvml_device_nvlinks_to(nvml_device dev, const char *peer_bus_id, unsigned *count,
+                           struct error *err);
+
+/* ---- events (health) */
+#define NVML_EVT_SINGLE_BIT_ECC 0x1ULL
+#define NVML_EVT_DOUBLE_BIT_ECC 0x2ULL
+#define NVML_EVT_XID_CRITICAL 0x8ULL
+#define NVML_EVT_NO_INSTANCE 0xFFFFFFFFu
+
+struct nvml_event {
+    char uuid[96];            /* UUID of the device the event names ("GPU-..."), "" if unknown */
+    uint64_t type;            /* NVML_EVT_* */
+    uint64_t data;            /* the Xid for XID_CRITICAL */
+    unsigned gi_id, ci_id;    /* NVML_EVT_NO_INSTANCE when not attributable */
+};
+
+int nvml_event_set_create(nvml_event_set *set, struct error *err);
+void nvml_event_set_free(nvml_event_set set);
+int nvml_device_supported_events(nvml_device dev, uint64_t *mask, struct error *err);
+/* -ENOTSUP: driver too old for events on this device. */
+int nvml_device_register_events(nvml_device dev, uint64_t mask, nvml_event_set set,
+                                struct error *err);
+/* 0 with *ev filled, -ETIMEDOUT when nothing happened, other -errno on failure. */
+int nvml_event_wait(nvml_event_set set, unsigned timeout_ms, struct nvml_event *ev,
+                    struct error *err);
