@@ -88,6 +88,11 @@ struct config {
     size_t n_mig_patterns;
     struct config_sharing time_slicing;
     struct config_sharing mps;
+
+    /* `health:` section, kept raw (a jansson json_t *, owned) for policy/health to
+     * parse and validate; NULL when absent. health_line: its line in the file. */
+    void *health_json;
+    int health_line;
 };
 
 void config_init_defaults(struct config *c);
