@@ -71,10 +71,16 @@ int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *inf
 /* ---- topology */
 /* NVML_TOPOLOGY_* level (0 internal .. 50 system). */
 int nvml_device_common_ancestor(nvml_device a, nvml_device b, int *level, struct error *err);
-/* Number of enabled NVLinks of `dev` whose remote PCI bus id equals `peer_bus_id`
- * (NVML form); links answering NOT_SUPPORTED / INVALID_ARGUMENT are skipped. */
-int nvml_device_nvlinks_to(nvml_device dev, const char *peer_bus_id, unsigned *count,
-                           struct error *err);
+/* Remote PCI bus ids (sysfs form, "0000:3b:00.0") of the enabled NVLinks of `dev`,
+ * one entry per link, at most `max`. Links answering NOT_SUPPORTED / INVALID_ARGUMENT
+ * are skipped (the GPU has fewer links). A remote that is not a GPU of this node is an
+ * NVSwitch (or a CPU); the caller decides what that means. */
+int nvml_device_nvlink_remotes(nvml_device dev, char (*remotes)[32], unsigned max,
+                               unsigned *n, struct error *err);
+
+/* Normalise an NVML bus id ("00000000:3B:00.0") to sysfs form ("0000:3b:00.0").
+ * Returns 0 or -EINVAL. */
+int nvml_bus_id_normalize(const char *in, char *out, size_t len);
 
 /* ---- events (health) */
 #define NVML_EVT_SINGLE_BIT_ECC 0x1ULL

@@ -1,0 +1,256 @@
+#include <math.h>
+#include <stdio.h>
+
+#include "core/log.h"
+#include "discover.h"
+#include "nvml/nvml.h"
+
+void inventory_clear(struct inventory *inv)
+{
+    for (size_t i = 0; i < inv->n_gpus; i++)
+        free(inv->gpus[i].migs);
+    free(inv->gpus);
+    free(inv->links);
+    memset(inv, 0, sizeof(*inv));
+}
+
+int discover_numa_node(const char *sysfs_root, const char *bus_id, bool *bad)
+{
+    char path[4096], buf[32];
+    *bad = false;
+    int n = snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/numa_node",
+                     sysfs_root && *sysfs_root ? sysfs_root : "/sys", bus_id);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return -1;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    char *end;
+    errno = 0;
+    long v = strtol(buf, &end, 10);
+    while (*end == '\n' || *end == ' ')
+        end++;
+    if (errno || end == buf || *end || v > 65535) {
+        *bad = true;
+        return -1;
+    }
+    return v < 0 ? -1 : (int)v;
+}
+
+void discover_mig_profile_name(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory,
+                               uint64_t gpu_memory, const char *suffix, char *out, size_t len)
+{
+    /* Memory is shown as the MIG share of the GPU rounded up to an eighth, scaled to
+     * the GPU's size in whole GiB: 4864 MiB of a 40 GiB A100 reads "5gb". */
+    uint64_t gb = 0;
+    if (gpu_memory > 0) {
+        double frac = ceil((double)mig_memory / (double)gpu_memory * 8.0) / 8.0;
+        double total_gib = ceil((double)gpu_memory / (double)(1ULL << 30));
+        gb = (uint64_t)llround(frac * total_gib);
+    }
+    if (ci_slices == gi_slices)
+        snprintf(out, len, "%ug.%llugb%s", gi_slices, (unsigned long long)gb, suffix);
+    else
+        snprintf(out, len, "%uc.%ug.%llugb%s", ci_slices, gi_slices, (unsigned long long)gb,
+                 suffix);
+}
+
+static int discover_migs(nvml_device dev, struct inv_gpu *g, struct error *err)
+{
+    unsigned max = 0;
+    int r = nvml_device_max_mig_count(dev, &max, err);
+    if (r < 0)
+        return error_prefix(err, "GPU %s", g->uuid);
+    for (unsigned j = 0; j < max; j++) {
+        nvml_device mig;
+        r = nvml_device_mig_by_index(dev, j, &mig, err);
+        if (r == -ENOENT)
+            continue;
+        if (r < 0)
+            return error_prefix(err, "GPU %s MIG slot %u", g->uuid, j);
+        g->migs = xreallocarray(g->migs, g->n_migs + 1, sizeof(*g->migs));
+        struct inv_mig *m = &g->migs[g->n_migs];
+        memset(m, 0, sizeof(*m));
+        m->mig_index = j;
+        m->gi_cap_minor = m->ci_cap_minor = -1;
+        struct nvml_mig_info info;
+        if ((r = nvml_device_uuid(mig, m->uuid, sizeof(m->uuid), err)) < 0 ||
+            (r = nvml_mig_info(dev, mig, &info, err)) < 0)
+            return error_prefix(err, "GPU %s MIG slot %u", g->uuid, j);
+        m->gi_id = info.gi_id;
+        m->ci_id = info.ci_id;
+        m->gi_profile_id = info.gi_profile_id;
+        m->ci_profile_id = info.ci_profile_id;
+        m->memory_bytes = info.memory_bytes;
+        m->multiprocessors = info.multiprocessors;
+        m->gi_slices = info.gi_slices;
+        m->ci_slices = info.ci_slices;
+        m->copy_engines = info.copy_engines;
+        m->decoders = info.decoders;
+        m->encoders = info.encoders;
+        m->jpegs = info.jpegs;
+        m->ofas = info.ofas;
+        discover_mig_profile_name(info.gi_slices, info.ci_slices, info.memory_bytes,
+                                  g->memory_bytes, info.suffix, m->profile, sizeof(m->profile));
+        g->n_migs++;
+    }
+    return 0;
+}
+
+static int discover_gpu(unsigned index, const struct discover_options *opt, nvml_device dev,
+                        struct inv_gpu *g, struct error *err)
+{
+    char busid[64];
+    int r;
+
+    g->index = index;
+    g->numa_node = -1;
+    if ((r = nvml_device_uuid(dev, g->uuid, sizeof(g->uuid), err)) < 0)
+        return error_prefix(err, "GPU %u", index);
+    if ((r = nvml_device_minor(dev, &g->minor, err)) < 0 ||
+        (r = nvml_device_pci_bus_id(dev, busid, sizeof(busid), err)) < 0 ||
+        (r = nvml_device_compute_capability(dev, &g->cc_major, &g->cc_minor, err)) < 0)
+        return error_prefix(err, "GPU %s", g->uuid);
+    if (nvml_bus_id_normalize(busid, g->bus_id, sizeof(g->bus_id)) < 0)
+        return error_set(err, -EINVAL, "GPU %s: malformed PCI bus id \"%s\"", g->uuid, busid);
+
+    struct error merr = { 0 };
+    if (nvml_device_memory_total(dev, &g->memory_bytes, &merr) < 0)
+        log_warning("GPU %s: %s, reporting memory as 0, ignoring", g->uuid, merr.msg);
+
+    bool bad = false;
+    g->numa_node = discover_numa_node(opt->sysfs_root, g->bus_id, &bad);
+    if (bad)
+        log_warning("GPU %s: %s/bus/pci/devices/%s/numa_node is not a number, sending no "
+                    "topology, ignoring", g->uuid, opt->sysfs_root, g->bus_id);
+
+    bool enabled = false;
+    struct error mig_err = { 0 };
+    r = nvml_device_mig_mode(dev, &enabled, &mig_err);
+    if (r == 0) {
+        g->mig_capable = true;
+        g->mig_enabled = enabled;
+    } else if (r != -ENOTSUP && r != -ENOSYS) {
+        *err = mig_err;
+        return error_prefix(err, "GPU %s", g->uuid);
+    }
+    if (opt->with_mig && g->mig_enabled)
+        return discover_migs(dev, g, err);
+    return 0;
+}
+
+/* Pair links: PCIe common ancestor, and NVLinks either direct (remote is the peer) or
+ * through NVSwitches (remote is a switch both GPUs reach: all-to-all, counted as the
+ * links the two share on common switches). */
+static void discover_links(struct inventory *inv, nvml_device *handles)
+{
+    size_t n = inv->n_gpus;
+    enum { MAX_LINKS = 64 };
+    char(*remotes)[MAX_LINKS][32] = xcalloc(n ? n : 1, sizeof(*remotes));
+    unsigned *nrem = xcalloc(n ? n : 1, sizeof(*nrem));
+
+    inv->links = xcalloc(n ? n * n : 1, sizeof(*inv->links));
+    for (size_t a = 0; a < n; a++) {
+        struct error e = { 0 };
+        if (nvml_device_nvlink_remotes(handles[a], remotes[a], MAX_LINKS, &nrem[a], &e) < 0) {
+            log_warning("GPU %s: NVLink query failed: %s, scoring its pairs without NVLink, ignoring",
+                        inv->gpus[a].uuid, e.msg);
+            nrem[a] = 0;
+        }
+    }
+    for (size_t a = 0; a < n; a++) {
+        for (size_t b = 0; b < n; b++) {
+            if (a == b)
+                continue;
+            struct inv_link *l = inventory_link(inv, a, b);
+            struct error e = { 0 };
+            if (b > a) {
+                if (nvml_device_common_ancestor(handles[a], handles[b], &l->pcie_level, &e) < 0) {
+                    log_debug("GPUs %u/%u: %s, pair scored without PCIe level", inv->gpus[a].index,
+                              inv->gpus[b].index, e.msg);
+                    l->pcie_level = -1;
+                }
+            } else {
+                l->pcie_level = inventory_link(inv, b, a)->pcie_level;
+            }
+            unsigned direct = 0, switched = 0;
+            for (unsigned k = 0; k < nrem[a]; k++) {
+                const char *rem = remotes[a][k];
+                if (streq(rem, inv->gpus[b].bus_id)) {
+                    direct++;
+                    continue;
+                }
+                bool is_gpu = false;
+                for (size_t c = 0; c < n && !is_gpu; c++)
+                    is_gpu = streq(rem, inv->gpus[c].bus_id);
+                if (is_gpu)
+                    continue;
+                /* a's link k reaches a switch; it counts if b also reaches that switch,
+                 * one per matching link of b, without reusing b's links */
+                unsigned a_same = 0, b_same = 0;
+                for (unsigned x = 0; x < nrem[a]; x++)
+                    a_same += streq(remotes[a][x], rem);
+                for (unsigned x = 0; x < nrem[b]; x++)
+                    b_same += streq(remotes[b][x], rem);
+                /* count each switch once: only at its first occurrence in a's list */
+                bool first = true;
+                for (unsigned x = 0; x < k && first; x++)
+                    first = !streq(remotes[a][x], rem);
+                if (first)
+                    switched += a_same < b_same ? a_same : b_same;
+            }
+            l->nvlinks = direct + switched;
+        }
+    }
+    free(remotes);
+    free(nrem);
+}
+
+int discover_node(const struct discover_options *opt, struct inventory *out, struct error *err)
+{
+    unsigned count = 0;
+    int r;
+
+    if ((r = nvml_system_driver_version(out->driver_version, sizeof(out->driver_version), NULL)) < 0)
+        out->driver_version[0] = 0;
+    int cuda = 0;
+    if (nvml_system_cuda_version(&cuda, NULL) == 0 && cuda > 0)
+        snprintf(out->cuda_driver_version, sizeof(out->cuda_driver_version), "%d.%d",
+                 cuda / 1000, (cuda % 1000) / 10);
+
+    if ((r = nvml_device_count(&count, err)) < 0)
+        return r;
+    nvml_device *handles = xcalloc(count ? count : 1, sizeof(*handles));
+    out->gpus = xcalloc(count ? count : 1, sizeof(*out->gpus));
+    for (unsigned i = 0; i < count; i++) {
+        nvml_device dev;
+        char name[INV_NAME_MAX];
+        if ((r = nvml_device_by_index(i, &dev, err)) < 0 ||
+            (r = nvml_device_name(dev, name, sizeof(name), err)) < 0) {
+            error_prefix(err, "GPU %u", i);
+            goto fail;
+        }
+        /* The DGX display adapter is not a compute GPU; its index is still used up. */
+        if (streq(name, "DGX Display") || streq(name, "NVIDIA DGX Display"))
+            continue;
+        struct inv_gpu *g = &out->gpus[out->n_gpus];
+        snprintf(g->name, sizeof(g->name), "%s", name);
+        out->n_gpus++;
+        if ((r = discover_gpu(i, opt, dev, g, err)) < 0)
+            goto fail;
+        handles[out->n_gpus - 1] = dev;
+    }
+    if (opt->with_links)
+        discover_links(out, handles);
+    else
+        out->links = xcalloc(out->n_gpus ? out->n_gpus * out->n_gpus : 1, sizeof(*out->links));
+    free(handles);
+    return 0;
+fail:
+    free(handles);
+    inventory_clear(out);
+    return r;
+}

@@ -1,0 +1,27 @@
+/* Hardware discovery: NVML (through nvml/nvml.h) and sysfs into a plain inventory.
+ * The caller has nvml_open()ed the library. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "core/error.h"
+#include "inventory.h"
+
+struct discover_options {
+    const char *sysfs_root;   /* NUMA from <root>/bus/pci/devices/<bdf>/numa_node */
+    bool with_mig;            /* enumerate MIG devices of MIG-enabled GPUs */
+    bool with_links;          /* query PCIe/NVLink topology for every GPU pair */
+};
+
+/* Fill *out (which must be zeroed). Per-GPU failures of required facts (UUID, minor,
+ * PCI, compute capability) fail discovery naming the GPU, like the reference; facts
+ * the reference tolerates (memory, topology) degrade. Returns 0 or -errno. */
+int discover_node(const struct discover_options *opt, struct inventory *out, struct error *err);
+
+/* Read the NUMA node of a PCI device from sysfs: >= 0, or -1 when unknown. A file with
+ * garbage yields -1 and *bad = true so the caller can warn. */
+int discover_numa_node(const char *sysfs_root, const char *bus_id, bool *bad);
+
+/* go-nvlib's MIG profile name: "<G>g.<GB>gb" or "<C>c.<G>g.<GB>gb" plus suffix. */
+void discover_mig_profile_name(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory,
+                               uint64_t gpu_memory, const char *suffix, char *out, size_t len);

@@ -1,0 +1,502 @@
+/* The NVML door: dlopen, a typed symbol table, error translation.
+ *
+ * Symbols are resolved once at open. Required ones (what discovery cannot do without)
+ * fail the open with a message naming the symbol; optional ones leave a NULL slot and
+ * their wrapper answers -ENOSYS, so an old driver degrades instead of killing the
+ * process the way a lazily bound missing symbol does in the reference. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "core/log.h"
+#include "nvml-abi.h"
+#include "nvml.h"
+
+/* name, required, fallback name (legacy unversioned export, or NULL) */
+#define NVML_SYMBOLS(X)                                                                       \
+    X(nvmlInit_v2, 1, "nvmlInit")                                                             \
+    X(nvmlShutdown, 1, NULL)                                                                  \
+    X(nvmlErrorString, 1, NULL)                                                               \
+    X(nvmlSystemGetDriverVersion, 0, NULL)                                                    \
+    X(nvmlSystemGetCudaDriverVersion, 0, NULL)                                                \
+    X(nvmlDeviceGetCount_v2, 1, "nvmlDeviceGetCount")                                         \
+    X(nvmlDeviceGetHandleByIndex_v2, 1, "nvmlDeviceGetHandleByIndex")                         \
+    X(nvmlDeviceGetHandleByUUID, 0, NULL)                                                     \
+    X(nvmlDeviceGetName, 1, NULL)                                                             \
+    X(nvmlDeviceGetUUID, 1, NULL)                                                             \
+    X(nvmlDeviceGetMinorNumber, 1, NULL)                                                      \
+    X(nvmlDeviceGetPciInfo_v3, 1, "nvmlDeviceGetPciInfo_v2")                                  \
+    X(nvmlDeviceGetMemoryInfo, 0, NULL)                                                       \
+    X(nvmlDeviceGetCudaComputeCapability, 0, NULL)                                            \
+    X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
+    X(nvmlDeviceGetMaxMigDeviceCount, 0, NULL)                                                \
+    X(nvmlDeviceGetMigDeviceHandleByIndex, 0, NULL)                                           \
+    X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, 0, NULL)                                  \
+    X(nvmlDeviceIsMigDeviceHandle, 0, NULL)                                                   \
+    X(nvmlDeviceGetGpuInstanceId, 0, NULL)                                                    \
+    X(nvmlDeviceGetComputeInstanceId, 0, NULL)                                                \
+    X(nvmlDeviceGetAttributes_v2, 0, "nvmlDeviceGetAttributes")                               \
+    X(nvmlDeviceGetGpuInstanceById, 0, NULL)                                                  \
+    X(nvmlGpuInstanceGetComputeInstanceById, 0, NULL)                                         \
+    X(nvmlGpuInstanceGetInfo, 0, NULL)                                                        \
+    X(nvmlComputeInstanceGetInfo_v2, 0, NULL)                                                 \
+    X(nvmlDeviceGetGpuInstanceProfileInfo, 0, NULL)                                           \
+    X(nvmlGpuInstanceGetComputeInstanceProfileInfo, 0, NULL)                                  \
+    X(nvmlDeviceGetTopologyCommonAncestor, 0, NULL)                                           \
+    X(nvmlDeviceGetNvLinkState, 0, NULL)                                                      \
+    X(nvmlDeviceGetNvLinkRemotePciInfo_v2, 0, "nvmlDeviceGetNvLinkRemotePciInfo")             \
+    X(nvmlEventSetCreate, 0, NULL)                                                            \
+    X(nvmlEventSetFree, 0, NULL)                                                              \
+    X(nvmlDeviceGetSupportedEventTypes, 0, NULL)                                              \
+    X(nvmlDeviceRegisterEvents, 0, NULL)                                                      \
+    X(nvmlEventSetWait_v2, 0, "nvmlEventSetWait")
+
+/* The pointer types come from our ABI declarations, so a wrong call does not compile. */
+static struct {
+#define X(name, req, fb) __typeof__(&name) name;
+    NVML_SYMBOLS(X)
+#undef X
+} sym;
+
+static pthread_mutex_t nvml_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *nvml_handle;
+static unsigned nvml_refs;
+static char nvml_path[4096];
+
+/* Map an NVML return code to our contract and describe it. */
+static int nvml_fail(struct error *err, const char *fn, nvmlReturn_t r)
+{
+    int code;
+    switch (r) {
+    case NVML_ERROR_NOT_SUPPORTED: code = -ENOTSUP; break;
+    case NVML_ERROR_NOT_FOUND: code = -ENOENT; break;
+    case NVML_ERROR_GPU_IS_LOST: code = -ENODEV; break;
+    case NVML_ERROR_TIMEOUT: code = -ETIMEDOUT; break;
+    case NVML_ERROR_INVALID_ARGUMENT: code = -EINVAL; break;
+    case NVML_ERROR_FUNCTION_NOT_FOUND: code = -ENOSYS; break;
+    case NVML_ERROR_LIBRARY_NOT_FOUND: code = -ELIBACC; break;
+    case NVML_ERROR_INSUFFICIENT_SIZE: code = -ENOBUFS; break;
+    default: code = -EIO; break;
+    }
+    const char *text = sym.nvmlErrorString ? sym.nvmlErrorString(r) : NULL;
+    return error_set(err, code, "%s: %s (NVML error %d)", fn, text ? text : "unknown error",
+                     (int)r);
+}
+
+static int nvml_missing(struct error *err, const char *fn)
+{
+    return error_set(err, -ENOSYS, "%s: not provided by %s", fn, nvml_path);
+}
+
+/* Call an optional or required symbol, translating failure. */
+#define NVML_CALL(err, name, ...)                                                             \
+    ({                                                                                        \
+        int _rc = 0;                                                                          \
+        if (!sym.name)                                                                        \
+            _rc = nvml_missing(err, #name);                                                   \
+        else {                                                                                \
+            nvmlReturn_t _r = sym.name(__VA_ARGS__);                                          \
+            if (_r != NVML_SUCCESS)                                                           \
+                _rc = nvml_fail(err, #name, _r);                                              \
+        }                                                                                     \
+        _rc;                                                                                  \
+    })
+
+static void resolve_library(const char *root, char *out, size_t len)
+{
+    static const char *const dirs[] = {
+        "usr/lib64", "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu",
+        "lib64",     "lib/x86_64-linux-gnu",     "lib/aarch64-linux-gnu",
+    };
+    snprintf(out, len, "libnvidia-ml.so.1");
+    if (!root || !*root || streq(root, "/"))
+        return;
+    for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+        char candidate[4096];
+        struct stat st;
+        int n = snprintf(candidate, sizeof(candidate), "%s/%s/libnvidia-ml.so.1", root, dirs[i]);
+        if (n < 0 || (size_t)n >= sizeof(candidate))
+            continue;
+        if (stat(candidate, &st) == 0) {
+            char *real = realpath(candidate, NULL);
+            snprintf(out, len, "%s", real ? real : candidate);
+            free(real);
+            return;
+        }
+    }
+}
+
+static int load_symbols(struct error *err)
+{
+#define X(name, req, fb)                                                                      \
+    sym.name = (__typeof__(sym.name))dlsym(nvml_handle, #name);                               \
+    if (!sym.name && (fb))                                                                    \
+        sym.name = (__typeof__(sym.name))dlsym(nvml_handle, (const char *)(fb));              \
+    if (!sym.name && (req))                                                                   \
+        return error_set(err, -ENOSYS, "%s: required symbol %s is missing", nvml_path, #name);
+    NVML_SYMBOLS(X)
+#undef X
+    return 0;
+}
+
+int nvml_open(const char *driver_root, struct error *err)
+{
+    int r = 0;
+    pthread_mutex_lock(&nvml_lock);
+    if (nvml_refs > 0) {
+        nvml_refs++;
+        goto out;
+    }
+    resolve_library(driver_root, nvml_path, sizeof(nvml_path));
+    nvml_handle = dlopen(nvml_path, RTLD_LAZY | RTLD_LOCAL);
+    if (!nvml_handle) {
+        const char *why = dlerror();
+        r = error_set(err, -ELIBACC, "could not load NVML library %s: %s", nvml_path,
+                      why ? why : "unknown error");
+        goto out;
+    }
+    r = load_symbols(err);
+    if (r == 0) {
+        nvmlReturn_t nr = sym.nvmlInit_v2();
+        if (nr != NVML_SUCCESS)
+            r = nvml_fail(err, "nvmlInit_v2", nr);
+    }
+    if (r < 0) {
+        memset(&sym, 0, sizeof(sym));
+        dlclose(nvml_handle);
+        nvml_handle = NULL;
+        goto out;
+    }
+    nvml_refs = 1;
+out:
+    pthread_mutex_unlock(&nvml_lock);
+    return r;
+}
+
+void nvml_close(void)
+{
+    pthread_mutex_lock(&nvml_lock);
+    if (nvml_refs > 0 && --nvml_refs == 0) {
+        sym.nvmlShutdown();
+        memset(&sym, 0, sizeof(sym));
+        dlclose(nvml_handle);
+        nvml_handle = NULL;
+    }
+    pthread_mutex_unlock(&nvml_lock);
+}
+
+const char *nvml_library_path(void) { return nvml_path; }
+
+static nvmlDevice_t to_nvml(nvml_device d) { return (nvmlDevice_t)(void *)d; }
+static nvml_device from_nvml(nvmlDevice_t d) { return (nvml_device)(void *)d; }
+
+int nvml_system_driver_version(char *buf, size_t len, struct error *err)
+{
+    return NVML_CALL(err, nvmlSystemGetDriverVersion, buf, (unsigned)len);
+}
+
+int nvml_system_cuda_version(int *version, struct error *err)
+{
+    return NVML_CALL(err, nvmlSystemGetCudaDriverVersion, version);
+}
+
+int nvml_device_count(unsigned *count, struct error *err)
+{
+    return NVML_CALL(err, nvmlDeviceGetCount_v2, count);
+}
+
+int nvml_device_by_index(unsigned index, nvml_device *dev, struct error *err)
+{
+    nvmlDevice_t d = NULL;
+    int r = NVML_CALL(err, nvmlDeviceGetHandleByIndex_v2, index, &d);
+    *dev = from_nvml(d);
+    return r;
+}
+
+int nvml_device_by_uuid(const char *uuid, nvml_device *dev, struct error *err)
+{
+    nvmlDevice_t d = NULL;
+    int r = NVML_CALL(err, nvmlDeviceGetHandleByUUID, uuid, &d);
+    *dev = from_nvml(d);
+    return r;
+}
+
+int nvml_device_name(nvml_device dev, char *buf, size_t len, struct error *err)
+{
+    return NVML_CALL(err, nvmlDeviceGetName, to_nvml(dev), buf, (unsigned)len);
+}
+
+int nvml_device_uuid(nvml_device dev, char *buf, size_t len, struct error *err)
+{
+    return NVML_CALL(err, nvmlDeviceGetUUID, to_nvml(dev), buf, (unsigned)len);
+}
+
+int nvml_device_minor(nvml_device dev, unsigned *minor, struct error *err)
+{
+    return NVML_CALL(err, nvmlDeviceGetMinorNumber, to_nvml(dev), minor);
+}
+
+int nvml_device_pci_bus_id(nvml_device dev, char *buf, size_t len, struct error *err)
+{
+    nvmlPciInfo_t pci;
+    memset(&pci, 0, sizeof(pci));
+    int r = NVML_CALL(err, nvmlDeviceGetPciInfo_v3, to_nvml(dev), &pci);
+    if (r < 0)
+        return r;
+    pci.busId[sizeof(pci.busId) - 1] = 0;
+    if ((size_t)snprintf(buf, len, "%s", pci.busId) >= len)
+        return error_set(err, -ENOBUFS, "PCI bus id %s too long", pci.busId);
+    return 0;
+}
+
+int nvml_device_memory_total(nvml_device dev, uint64_t *bytes, struct error *err)
+{
+    nvmlMemory_t mem;
+    memset(&mem, 0, sizeof(mem));
+    int r = NVML_CALL(err, nvmlDeviceGetMemoryInfo, to_nvml(dev), &mem);
+    *bytes = r < 0 ? 0 : mem.total;
+    return r;
+}
+
+int nvml_device_compute_capability(nvml_device dev, int *major, int *minor, struct error *err)
+{
+    return NVML_CALL(err, nvmlDeviceGetCudaComputeCapability, to_nvml(dev), major, minor);
+}
+
+int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err)
+{
+    unsigned current = 0, pending = 0;
+    int r = NVML_CALL(err, nvmlDeviceGetMigMode, to_nvml(dev), &current, &pending);
+    *enabled = r == 0 && current == NVML_DEVICE_MIG_ENABLE;
+    return r;
+}
+
+int nvml_device_max_mig_count(nvml_device dev, unsigned *count, struct error *err)
+{
+    return NVML_CALL(err, nvmlDeviceGetMaxMigDeviceCount, to_nvml(dev), count);
+}
+
+int nvml_device_mig_by_index(nvml_device dev, unsigned index, nvml_device *mig,
+                             struct error *err)
+{
+    nvmlDevice_t d = NULL;
+    int r = NVML_CALL(err, nvmlDeviceGetMigDeviceHandleByIndex, to_nvml(dev), index, &d);
+    if (r == -EINVAL) /* the reference treats INVALID_ARGUMENT like an empty slot */
+        r = -ENOENT;
+    *mig = from_nvml(d);
+    return r;
+}
+
+int nvml_device_mig_parent(nvml_device mig, nvml_device *parent, struct error *err)
+{
+    nvmlDevice_t d = NULL;
+    int r = NVML_CALL(err, nvmlDeviceGetDeviceHandleFromMigDeviceHandle, to_nvml(mig), &d);
+    *parent = from_nvml(d);
+    return r;
+}
+
+int nvml_device_is_mig(nvml_device dev, bool *is_mig, struct error *err)
+{
+    unsigned v = 0;
+    int r = NVML_CALL(err, nvmlDeviceIsMigDeviceHandle, to_nvml(dev), &v);
+    *is_mig = r == 0 && v;
+    return r;
+}
+
+/* go-nvlib's naming of GPU-instance profile variants, keyed by profile index. */
+static const char *gi_profile_suffix(unsigned profile_index)
+{
+    switch (profile_index) {
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+        return "+me";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+        return "+me.all";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+        return "+gfx";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+        return "-me";
+    default:
+        return "";
+    }
+}
+
+int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *info,
+                  struct error *err)
+{
+    nvmlDeviceAttributes_t attr;
+    nvmlGpuInstance_t gi = NULL;
+    nvmlComputeInstance_t ci = NULL;
+    nvmlGpuInstanceInfo_t gi_info;
+    nvmlComputeInstanceInfo_t ci_info;
+    int r;
+
+    memset(info, 0, sizeof(*info));
+    memset(&attr, 0, sizeof(attr));
+    memset(&gi_info, 0, sizeof(gi_info));
+    memset(&ci_info, 0, sizeof(ci_info));
+
+    if ((r = NVML_CALL(err, nvmlDeviceGetGpuInstanceId, to_nvml(mig), &info->gi_id)) < 0 ||
+        (r = NVML_CALL(err, nvmlDeviceGetComputeInstanceId, to_nvml(mig), &info->ci_id)) < 0 ||
+        (r = NVML_CALL(err, nvmlDeviceGetAttributes_v2, to_nvml(mig), &attr)) < 0 ||
+        (r = NVML_CALL(err, nvmlDeviceGetGpuInstanceById, to_nvml(parent), info->gi_id, &gi)) < 0 ||
+        (r = NVML_CALL(err, nvmlGpuInstanceGetInfo, gi, &gi_info)) < 0 ||
+        (r = NVML_CALL(err, nvmlGpuInstanceGetComputeInstanceById, gi, info->ci_id, &ci)) < 0 ||
+        (r = NVML_CALL(err, nvmlComputeInstanceGetInfo_v2, ci, &ci_info)) < 0)
+        return r;
+
+    info->gi_profile_id = gi_info.profileId;
+    info->ci_profile_id = ci_info.profileId;
+    info->memory_bytes = attr.memorySizeMB << 20;
+    info->multiprocessors = attr.multiprocessorCount;
+    info->copy_engines = attr.sharedCopyEngineCount;
+    info->decoders = attr.sharedDecoderCount;
+    info->encoders = attr.sharedEncoderCount;
+    info->jpegs = attr.sharedJpegCount;
+    info->ofas = attr.sharedOfaCount;
+    info->gi_slices = attr.gpuInstanceSliceCount;
+    info->ci_slices = attr.computeInstanceSliceCount;
+
+    /* The profile index (which carries the +me/-me/+gfx variant) is only found by
+     * matching the instance's profile id against every profile the GPU offers. */
+    bool found = false;
+    for (unsigned p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT && !found; p++) {
+        nvmlGpuInstanceProfileInfo_t pi;
+        memset(&pi, 0, sizeof(pi));
+        if (!sym.nvmlDeviceGetGpuInstanceProfileInfo ||
+            sym.nvmlDeviceGetGpuInstanceProfileInfo(to_nvml(parent), p, &pi) != NVML_SUCCESS)
+            continue;
+        if (pi.id == gi_info.profileId) {
+            info->gi_slices = pi.sliceCount;
+            snprintf(info->suffix, sizeof(info->suffix), "%s", gi_profile_suffix(p));
+            found = true;
+        }
+    }
+    if (!found)
+        return error_set(err, -ENOENT, "GPU instance %u: profile id %u matches no GPU instance profile",
+                         info->gi_id, gi_info.profileId);
+    found = false;
+    for (unsigned p = 0; p < NVML_COMPUTE_INSTANCE_PROFILE_COUNT && !found; p++) {
+        nvmlComputeInstanceProfileInfo_t pi;
+        memset(&pi, 0, sizeof(pi));
+        if (!sym.nvmlGpuInstanceGetComputeInstanceProfileInfo ||
+            sym.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                gi, p, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &pi) != NVML_SUCCESS)
+            continue;
+        if (pi.id == ci_info.profileId) {
+            info->ci_slices = pi.sliceCount;
+            found = true;
+        }
+    }
+    if (!found)
+        return error_set(err, -ENOENT,
+                         "compute instance %u/%u: profile id %u matches no compute instance profile",
+                         info->gi_id, info->ci_id, ci_info.profileId);
+    return 0;
+}
+
+int nvml_device_common_ancestor(nvml_device a, nvml_device b, int *level, struct error *err)
+{
+    nvmlGpuTopologyLevel_t l = NVML_TOPOLOGY_SYSTEM;
+    int r = NVML_CALL(err, nvmlDeviceGetTopologyCommonAncestor, to_nvml(a), to_nvml(b), &l);
+    *level = r < 0 ? -1 : (int)l;
+    return r;
+}
+
+int nvml_bus_id_normalize(const char *in, char *out, size_t len)
+{
+    unsigned domain = 0, bus, dev, fn;
+    int used = 0;
+    if (sscanf(in, "%x:%x:%x.%x%n", &domain, &bus, &dev, &fn, &used) != 4 || in[used]) {
+        domain = 0;
+        if (sscanf(in, "%x:%x.%x%n", &bus, &dev, &fn, &used) != 3 || in[used])
+            return -EINVAL;
+    }
+    if (domain > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
+        return -EINVAL;
+    int n = snprintf(out, len, "%04x:%02x:%02x.%x", domain, bus, dev, fn);
+    return n < 0 || (size_t)n >= len ? -ENOBUFS : 0;
+}
+
+int nvml_device_nvlink_remotes(nvml_device dev, char (*remotes)[32], unsigned max, unsigned *n,
+                               struct error *err)
+{
+    *n = 0;
+    if (!sym.nvmlDeviceGetNvLinkState || !sym.nvmlDeviceGetNvLinkRemotePciInfo_v2)
+        return 0; /* no NVLink API: no links */
+    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && *n < max; link++) {
+        nvmlEnableState_t state = NVML_FEATURE_DISABLED;
+        nvmlReturn_t r = sym.nvmlDeviceGetNvLinkState(to_nvml(dev), link, &state);
+        if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT)
+            continue;
+        if (r != NVML_SUCCESS)
+            return nvml_fail(err, "nvmlDeviceGetNvLinkState", r);
+        if (state != NVML_FEATURE_ENABLED)
+            continue;
+        nvmlPciInfo_t pci;
+        memset(&pci, 0, sizeof(pci));
+        r = sym.nvmlDeviceGetNvLinkRemotePciInfo_v2(to_nvml(dev), link, &pci);
+        if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT)
+            continue;
+        if (r != NVML_SUCCESS)
+            return nvml_fail(err, "nvmlDeviceGetNvLinkRemotePciInfo_v2", r);
+        pci.busId[sizeof(pci.busId) - 1] = 0;
+        if (nvml_bus_id_normalize(pci.busId, remotes[*n], sizeof(remotes[*n])) < 0)
+            continue;
+        (*n)++;
+    }
+    return 0;
+}
+
+int nvml_event_set_create(nvml_event_set *set, struct error *err)
+{
+    nvmlEventSet_t s = NULL;
+    int r = NVML_CALL(err, nvmlEventSetCreate, &s);
+    *set = (nvml_event_set)(void *)s;
+    return r;
+}
+
+void nvml_event_set_free(nvml_event_set set)
+{
+    if (set && sym.nvmlEventSetFree)
+        sym.nvmlEventSetFree((nvmlEventSet_t)(void *)set);
+}
+
+int nvml_device_supported_events(nvml_device dev, uint64_t *mask, struct error *err)
+{
+    unsigned long long m = 0;
+    int r = NVML_CALL(err, nvmlDeviceGetSupportedEventTypes, to_nvml(dev), &m);
+    *mask = m;
+    return r;
+}
+
+int nvml_device_register_events(nvml_device dev, uint64_t mask, nvml_event_set set,
+                                struct error *err)
+{
+    return NVML_CALL(err, nvmlDeviceRegisterEvents, to_nvml(dev), (unsigned long long)mask,
+                     (nvmlEventSet_t)(void *)set);
+}
+
+int nvml_event_wait(nvml_event_set set, unsigned timeout_ms, struct nvml_event *ev,
+                    struct error *err)
+{
+    nvmlEventData_t data;
+    memset(&data, 0, sizeof(data));
+    memset(ev, 0, sizeof(*ev));
+    int r = NVML_CALL(err, nvmlEventSetWait_v2, (nvmlEventSet_t)(void *)set, &data, timeout_ms);
+    if (r < 0)
+        return r;
+    ev->type = data.eventType;
+    ev->data = data.eventData;
+    ev->gi_id = data.gpuInstanceId;
+    ev->ci_id = data.computeInstanceId;
+    if (data.device && sym.nvmlDeviceGetUUID(data.device, ev->uuid, sizeof(ev->uuid)) != NVML_SUCCESS)
+        ev->uuid[0] = 0;
+    return 0;
+}
