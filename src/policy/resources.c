@@ -1,1 +1,624 @@
-/* placeholder: being written */
+/* inventory + config -> the resources each plugin socket advertises.
+ * Order of work: MIG strategy validation, one device per full GPU / MIG device named
+ * by the gpus / mig patterns, then sharing (replicas, rename, device subsets). Device
+ * order everywhere is inventory order (GPU, then its MIG devices, then replica k),
+ * which keeps every later tie-break deterministic. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "core/log.h"
+#include "policy/resources-warn.h"
+
+#define DEV_PREFIX "/dev/nvidia"
+#define CAP_PREFIX "/dev/nvidia-caps/nvidia-cap"
+
+/* ---- patterns ----------------------------------------------------------------- */
+
+bool rs_pattern_match(const char *p, const char *s)
+{
+    /* Iterative glob with one backtrack point: linear enough for names of < 64 chars. */
+    const char *star = NULL, *resume = NULL;
+    while (*s) {
+        if (*p == '*') {
+            star = p++;
+            resume = s;
+        } else if (*p == *s) {
+            p++;
+            s++;
+        } else if (star) {
+            p = star + 1;
+            s = ++resume;
+        } else {
+            return false;
+        }
+    }
+    while (*p == '*')
+        p++;
+    return *p == 0;
+}
+
+static const char *match_patterns(const struct config_pattern *pats, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rs_pattern_match(pats[i].pattern, s))
+            return pats[i].name;
+    return NULL;
+}
+
+/* ---- mig-minors ------------------------------------------------------------------ */
+
+int rs_mig_cap_minor(const char *proc_root, unsigned gpu_minor, unsigned gi, int ci,
+                     struct error *err)
+{
+    _cleanup_free_ char *path =
+        xasprintf("%s/driver/nvidia-caps/mig-minors", proc_root && *proc_root ? proc_root : "/proc");
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return error_set(err, -errno, "opening %s: %s", path, strerror(errno));
+
+    char line[256];
+    int found = -1;
+    while (found < 0 && fgets(line, sizeof(line), f)) {
+        unsigned g, i, c;
+        int minor, n = 0;
+        if (ci >= 0) {
+            if (sscanf(line, "gpu%u/gi%u/ci%u/access %d%n", &g, &i, &c, &minor, &n) == 4 && n > 0 &&
+                g == gpu_minor && i == gi && c == (unsigned)ci)
+                found = minor;
+        } else if (sscanf(line, "gpu%u/gi%u/access %d%n", &g, &i, &minor, &n) == 3 && n > 0 &&
+                   g == gpu_minor && i == gi) {
+            found = minor;
+        }
+        /* "config %d" / "monitor %d" lines are valid but not needed per device. */
+    }
+    fclose(f);
+    if (found < 0) {
+        if (ci >= 0)
+            return error_set(err, -ENOENT, "%s: no entry for gpu%u/gi%u/ci%d/access", path,
+                             gpu_minor, gi, ci);
+        return error_set(err, -ENOENT, "%s: no entry for gpu%u/gi%u/access", path, gpu_minor, gi);
+    }
+    return found;
+}
+
+/* ---- builder -------------------------------------------------------------------- */
+
+struct builder {
+    struct resource_set *set;
+    size_t res_alloc;
+    size_t *dev_alloc; /* parallel to set->resources */
+};
+
+static char *socket_name_for(const char *name)
+{
+    const char *slash = strchr(name, '/');
+    return xasprintf("nvidia-%s.sock", slash ? slash + 1 : name);
+}
+
+static size_t builder_resource(struct builder *b, const char *name)
+{
+    struct resource_set *s = b->set;
+    for (size_t i = 0; i < s->n_resources; i++)
+        if (streq(s->resources[i].name, name))
+            return i;
+    size_t old = b->res_alloc;
+    s->resources = grow_array(s->resources, &b->res_alloc, s->n_resources + 1,
+                              sizeof(*s->resources));
+    if (b->res_alloc != old) {
+        b->dev_alloc = xreallocarray(b->dev_alloc, b->res_alloc, sizeof(*b->dev_alloc));
+        memset(b->dev_alloc + old, 0, (b->res_alloc - old) * sizeof(*b->dev_alloc));
+    }
+    struct rs_resource *r = &s->resources[s->n_resources];
+    *r = (struct rs_resource){
+        .name = xstrdup(name),
+        .socket_name = socket_name_for(name),
+        .sharing = SHARING_NONE,
+    };
+    return s->n_resources++;
+}
+
+/* Takes ownership of *d. */
+static void builder_push(struct builder *b, size_t ri, struct rs_device *d)
+{
+    struct rs_resource *r = &b->set->resources[ri];
+    r->devices = grow_array(r->devices, &b->dev_alloc[ri], r->n_devices + 1, sizeof(*r->devices));
+    r->devices[r->n_devices++] = *d;
+    memset(d, 0, sizeof(*d));
+}
+
+static char **strv_dup(char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    char **r = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        r[i] = xstrdup(v[i]);
+    return r;
+}
+
+static void device_clear(struct rs_device *d)
+{
+    free(d->id);
+    free(d->base_id);
+    free(d->uuid);
+    free(d->index);
+    for (char **p = d->paths; p && *p; p++)
+        free(*p);
+    free(d->paths);
+    memset(d, 0, sizeof(*d));
+}
+
+static void gpu_device(const struct inventory *inv, const struct config *cfg, size_t g,
+                       struct rs_device *d)
+{
+    const struct inv_gpu *gpu = &inv->gpus[g];
+    *d = (struct rs_device){
+        .uuid = xstrdup(gpu->uuid),
+        .index = xasprintf("%u", gpu->index),
+        .gpu = (int)g,
+        .mig = -1,
+        .replica = -1,
+        .replicas = 1,
+        .numa_node = gpu->numa_node < 0 ? -1 : gpu->numa_node,
+        .memory_bytes = gpu->memory_bytes,
+    };
+    d->id = xstrdup(cfg->device_id_strategy == DEVICE_ID_INDEX ? d->index : d->uuid);
+    d->base_id = xstrdup(d->id);
+    d->paths = xcalloc(2, sizeof(char *));
+    d->paths[0] = xasprintf(DEV_PREFIX "%u", gpu->minor);
+}
+
+static int mig_device(const struct inventory *inv, const struct config *cfg, size_t g, size_t m,
+                      struct rs_device *d, struct error *err)
+{
+    const struct inv_gpu *gpu = &inv->gpus[g];
+    const struct inv_mig *mig = &gpu->migs[m];
+
+    /* Discovery may already have resolved the caps; otherwise read mig-minors here. */
+    int gi_minor = mig->gi_cap_minor, ci_minor = mig->ci_cap_minor;
+    if (gi_minor < 0) {
+        gi_minor = rs_mig_cap_minor(cfg->proc_root, gpu->minor, mig->gi_id, -1, err);
+        if (gi_minor < 0)
+            return error_prefix(err, "MIG device %s (GPU %u GI %u)", mig->uuid, gpu->index,
+                                mig->gi_id);
+    }
+    if (ci_minor < 0) {
+        ci_minor = rs_mig_cap_minor(cfg->proc_root, gpu->minor, mig->gi_id, (int)mig->ci_id, err);
+        if (ci_minor < 0)
+            return error_prefix(err, "MIG device %s (GPU %u GI %u CI %u)", mig->uuid, gpu->index,
+                                mig->gi_id, mig->ci_id);
+    }
+
+    *d = (struct rs_device){
+        .uuid = xstrdup(mig->uuid),
+        .index = xasprintf("%u:%u", gpu->index, mig->mig_index),
+        .gpu = (int)g,
+        .mig = (int)m,
+        .replica = -1,
+        .replicas = 1,
+        .numa_node = gpu->numa_node < 0 ? -1 : gpu->numa_node,
+        .memory_bytes = mig->memory_bytes,
+    };
+    d->id = xstrdup(cfg->device_id_strategy == DEVICE_ID_INDEX ? d->index : d->uuid);
+    d->base_id = xstrdup(d->id);
+    d->paths = xcalloc(4, sizeof(char *));
+    d->paths[0] = xasprintf(DEV_PREFIX "%u", gpu->minor);
+    d->paths[1] = xasprintf(CAP_PREFIX "%d", gi_minor);
+    d->paths[2] = xasprintf(CAP_PREFIX "%d", ci_minor);
+    return 0;
+}
+
+/* ---- MIG strategy ---------------------------------------------------------------- */
+
+static bool same_mig_type(const struct inv_mig *a, const struct inv_mig *b)
+{
+    return streq(a->profile, b->profile) && a->memory_bytes == b->memory_bytes &&
+           a->gi_profile_id == b->gi_profile_id && a->ci_profile_id == b->ci_profile_id &&
+           a->multiprocessors == b->multiprocessors && a->gi_slices == b->gi_slices &&
+           a->ci_slices == b->ci_slices && a->copy_engines == b->copy_engines &&
+           a->decoders == b->decoders && a->encoders == b->encoders && a->jpegs == b->jpegs &&
+           a->ofas == b->ofas;
+}
+
+/* Returns whether MIG devices replace MIG-enabled GPUs. */
+static int check_single(const struct inventory *inv, struct error *err)
+{
+    size_t enabled = 0;
+    for (size_t g = 0; g < inv->n_gpus; g++)
+        enabled += inv->gpus[g].mig_enabled;
+    if (enabled == 0)
+        return 0; /* behaves like none */
+    if (enabled != inv->n_gpus)
+        return error_set(err, -EINVAL,
+                         "all devices on the node must be configured with the same migEnabled value");
+    const struct inv_mig *first = NULL;
+    for (size_t g = 0; g < inv->n_gpus; g++) {
+        const struct inv_gpu *gpu = &inv->gpus[g];
+        if (gpu->n_migs == 0)
+            return error_set(err, -EINVAL, "device %u has no MIG devices configured", gpu->index);
+        for (size_t m = 0; m < gpu->n_migs; m++) {
+            if (!first)
+                first = &gpu->migs[m];
+            else if (!same_mig_type(first, &gpu->migs[m]))
+                return error_set(err, -EINVAL, "more than one MIG device type present on node");
+        }
+    }
+    return 1;
+}
+
+/* Name of a MIG device when the config has no resources.mig: the reference's defaults. */
+static char *default_mig_name(enum mig_strategy s, const char *profile)
+{
+    if (s == MIG_STRATEGY_SINGLE)
+        return xstrdup("nvidia.com/gpu");
+    /* mixed: one pattern per C == G profile; "<C>c.<G>g..." profiles match nothing. */
+    unsigned c;
+    int n = 0;
+    if (sscanf(profile, "%uc.%n", &c, &n) == 1 && n > 0)
+        return NULL;
+    char *name = xasprintf("nvidia.com/mig-%s", profile);
+    for (char *p = name; *p; p++)
+        if (*p == '+')
+            *p = '.';
+    return name;
+}
+
+static const struct config_pattern default_gpu_pattern = {
+    .pattern = (char *)"*",
+    .name = (char *)"nvidia.com/gpu",
+};
+
+static int build_base(const struct inventory *inv, const struct config *cfg, rs_warn_fn warn,
+                      void *userdata, struct builder *b, struct error *err)
+{
+    bool use_migs = false;
+    if (cfg->mig_strategy == MIG_STRATEGY_SINGLE) {
+        int r = check_single(inv, err);
+        if (r < 0)
+            return r;
+        use_migs = r > 0;
+    } else if (cfg->mig_strategy == MIG_STRATEGY_MIXED) {
+        use_migs = true;
+    }
+
+    const struct config_pattern *gpats = cfg->n_gpu_patterns ? cfg->gpu_patterns : &default_gpu_pattern;
+    size_t n_gpats = cfg->n_gpu_patterns ? cfg->n_gpu_patterns : 1;
+
+    for (size_t g = 0; g < inv->n_gpus; g++) {
+        const struct inv_gpu *gpu = &inv->gpus[g];
+        struct rs_device d;
+
+        if (!(use_migs && gpu->mig_enabled)) {
+            const char *name = match_patterns(gpats, n_gpats, gpu->name);
+            if (!name)
+                return error_set(err, -EINVAL, "GPU name '%s' does not match any resource patterns",
+                                 gpu->name);
+            gpu_device(inv, cfg, g, &d);
+            builder_push(b, builder_resource(b, name), &d);
+            continue;
+        }
+
+        if (gpu->n_migs == 0 && warn) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "GPU %u (%s) has MIG enabled but no MIG devices configured",
+                     gpu->index, gpu->uuid);
+            warn(userdata, msg);
+        }
+        for (size_t m = 0; m < gpu->n_migs; m++) {
+            const char *profile = gpu->migs[m].profile;
+            _cleanup_free_ char *name = NULL;
+            if (cfg->n_mig_patterns) {
+                const char *n = match_patterns(cfg->mig_patterns, cfg->n_mig_patterns, profile);
+                name = n ? xstrdup(n) : NULL;
+            } else {
+                name = default_mig_name(cfg->mig_strategy, profile);
+            }
+            if (!name)
+                return error_set(err, -EINVAL, "MIG profile '%s' does not match any resource patterns",
+                                 profile);
+            int r = mig_device(inv, cfg, g, m, &d, err);
+            if (r < 0)
+                return r;
+            builder_push(b, builder_resource(b, name), &d);
+        }
+    }
+    return 0;
+}
+
+/* ---- sharing -------------------------------------------------------------------- */
+
+static bool any_replicated(const struct config_sharing *s)
+{
+    for (size_t i = 0; i < s->n_resources; i++)
+        if (s->resources[i].replicas > 1)
+            return true;
+    return false;
+}
+
+static int select_devices(const struct rs_resource *r, const struct config_replicated *rc,
+                          const char *section, size_t entry, bool *sel, struct error *err)
+{
+    switch (rc->devices_kind) {
+    case DEVICES_ALL:
+        for (size_t i = 0; i < r->n_devices; i++)
+            sel[i] = true;
+        return 0;
+    case DEVICES_COUNT:
+        if (rc->devices_count < 0 || (size_t)rc->devices_count > r->n_devices)
+            return error_set(err, -EINVAL,
+                             "sharing.%s.resources[%zu] (%s): requested %d devices to be replicated, "
+                             "but only %zu devices available",
+                             section, entry, rc->name, rc->devices_count, r->n_devices);
+        for (size_t i = 0; i < (size_t)rc->devices_count; i++)
+            sel[i] = true;
+        return 0;
+    case DEVICES_LIST:
+        for (size_t k = 0; k < rc->n_devices; k++) {
+            const char *ref = rc->devices[k].ref;
+            bool found = false;
+            for (size_t i = 0; i < r->n_devices; i++) {
+                const struct rs_device *d = &r->devices[i];
+                if (streq(d->index, ref) || strcasecmp(d->uuid, ref) == 0) {
+                    sel[i] = found = true;
+                    break;
+                }
+            }
+            if (!found)
+                return error_set(err, -ENOENT,
+                                 "sharing.%s.resources[%zu].devices: device '%s' is not a device of "
+                                 "resource %s on this node",
+                                 section, entry, ref, rc->name);
+        }
+        return 0;
+    }
+    return error_set(err, -EINVAL, "sharing.%s.resources[%zu]: bad devices kind", section, entry);
+}
+
+static void replica_of(const struct rs_device *src, int k, int replicas, struct rs_device *d)
+{
+    *d = *src;
+    d->id = xasprintf("%s::%d", src->base_id, k);
+    d->base_id = xstrdup(src->base_id);
+    d->uuid = xstrdup(src->uuid);
+    d->index = xstrdup(src->index);
+    d->paths = strv_dup(src->paths);
+    d->replica = k;
+    d->replicas = replicas;
+}
+
+static int apply_sharing(const struct config *cfg, struct builder *b, struct error *err)
+{
+    enum sharing_strategy strategy = SHARING_NONE;
+    if (cfg->mps.present && any_replicated(&cfg->mps))
+        strategy = SHARING_MPS;
+    else if (any_replicated(&cfg->time_slicing))
+        strategy = SHARING_TIME_SLICING;
+    if (strategy == SHARING_NONE)
+        return 0;
+
+    const struct config_sharing *sh = cfg->mps.present ? &cfg->mps : &cfg->time_slicing;
+    const char *section = cfg->mps.present ? "mps" : "timeSlicing";
+    bool fail_gt1 = sh->fail_requests_greater_than_one < 0 ? strategy == SHARING_MPS
+                                                           : sh->fail_requests_greater_than_one > 0;
+
+    if (strategy == SHARING_MPS) {
+        if (cfg->mig_strategy == MIG_STRATEGY_MIXED)
+            return error_set(err, -EINVAL, "using --mig-strategy=mixed is not supported with MPS");
+        if (!cfg->mps_root || !*cfg->mps_root)
+            return error_set(err, -EINVAL, "using MPS requires --mps-root to be specified");
+    }
+
+    for (size_t e = 0; e < sh->n_resources; e++) {
+        const struct config_replicated *rc = &sh->resources[e];
+        if (rc->replicas < 2)
+            continue;
+
+        size_t ri = SIZE_MAX;
+        for (size_t i = 0; i < b->set->n_resources; i++)
+            if (streq(b->set->resources[i].name, rc->name))
+                ri = i;
+        if (ri == SIZE_MAX)
+            continue; /* not on this node: nothing to share, as the reference */
+
+        _cleanup_free_ bool *sel = xcalloc(b->set->resources[ri].n_devices, sizeof(bool));
+        int r = select_devices(&b->set->resources[ri], rc, section, e, sel, err);
+        if (r < 0)
+            return r;
+
+        if (strategy == SHARING_MPS)
+            for (size_t i = 0; i < b->set->resources[ri].n_devices; i++)
+                if (sel[i] && b->set->resources[ri].devices[i].mig >= 0)
+                    return error_set(err, -EINVAL, "sharing using MPS is not supported for MIG devices");
+
+        _cleanup_free_ char *shared_name = NULL;
+        const char *target = rc->name;
+        if (rc->rename && *rc->rename)
+            target = rc->rename;
+        else if (sh->rename_by_default)
+            target = shared_name = xasprintf("%s.shared", rc->name);
+
+        /* Detach the old device list, then refill: unselected devices stay, selected
+         * ones become replicas in the target (which may be this same resource). */
+        struct rs_resource *src = &b->set->resources[ri];
+        struct rs_device *old = TAKE_PTR(src->devices);
+        size_t n_old = src->n_devices;
+        src->n_devices = 0;
+        b->dev_alloc[ri] = 0;
+        size_t ti = builder_resource(b, target); /* may move resources[] */
+
+        for (size_t i = 0; i < n_old; i++) {
+            if (!sel[i] || old[i].replica >= 0) {
+                builder_push(b, ri, &old[i]);
+                continue;
+            }
+            for (int k = 0; k < rc->replicas; k++) {
+                struct rs_device d;
+                replica_of(&old[i], k, rc->replicas, &d);
+                builder_push(b, ti, &d);
+            }
+            device_clear(&old[i]);
+        }
+        free(old);
+        b->set->resources[ti].sharing = strategy;
+        b->set->resources[ti].fail_requests_greater_than_one = fail_gt1;
+    }
+    return 0;
+}
+
+/* ---- lookup index ----------------------------------------------------------------
+ * struct rs_resource (a contract) has no room for an index, so resources_build keeps
+ * one per device array on the side, keyed by the array pointer. Hand-built
+ * resources (tests) have no entry and are searched linearly. */
+
+struct rs_index {
+    const struct rs_device *devices;
+    size_t n;
+    size_t *order; /* positions sorted by id */
+};
+
+static pthread_mutex_t index_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rs_index *indexes;
+static size_t n_indexes, indexes_alloc;
+
+static const struct rs_device *sort_base;
+
+static int cmp_pos(const void *a, const void *b)
+{
+    return strcmp(sort_base[*(const size_t *)a].id, sort_base[*(const size_t *)b].id);
+}
+
+static void index_add(const struct rs_resource *r)
+{
+    if (!r->n_devices)
+        return;
+    size_t *order = xreallocarray(NULL, r->n_devices, sizeof(size_t));
+    for (size_t i = 0; i < r->n_devices; i++)
+        order[i] = i;
+    pthread_mutex_lock(&index_lock);
+    sort_base = r->devices;
+    qsort(order, r->n_devices, sizeof(size_t), cmp_pos);
+    indexes = grow_array(indexes, &indexes_alloc, n_indexes + 1, sizeof(*indexes));
+    indexes[n_indexes++] = (struct rs_index){ r->devices, r->n_devices, order };
+    pthread_mutex_unlock(&index_lock);
+}
+
+static void index_remove(const struct rs_resource *r)
+{
+    pthread_mutex_lock(&index_lock);
+    for (size_t i = 0; i < n_indexes; i++)
+        if (indexes[i].devices == r->devices) {
+            free(indexes[i].order);
+            indexes[i] = indexes[--n_indexes];
+            break;
+        }
+    if (n_indexes == 0) {
+        free(indexes);
+        indexes = NULL;
+        indexes_alloc = 0;
+    }
+    pthread_mutex_unlock(&index_lock);
+}
+
+const struct rs_device *resource_find_device(const struct rs_resource *r, const char *id)
+{
+    if (!r || !id)
+        return NULL;
+    const struct rs_device *found = NULL;
+    bool indexed = false;
+
+    pthread_mutex_lock(&index_lock);
+    for (size_t i = 0; i < n_indexes; i++) {
+        const struct rs_index *x = &indexes[i];
+        if (x->devices != r->devices || x->n != r->n_devices)
+            continue;
+        indexed = true;
+        size_t lo = 0, hi = x->n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            int c = strcmp(r->devices[x->order[mid]].id, id);
+            if (c == 0) {
+                found = &r->devices[x->order[mid]];
+                break;
+            }
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&index_lock);
+
+    if (!indexed)
+        for (size_t i = 0; i < r->n_devices; i++)
+            if (streq(r->devices[i].id, id))
+                return &r->devices[i];
+    return found;
+}
+
+/* ---- entry points ---------------------------------------------------------------- */
+
+static void log_warn(void *userdata, const char *msg)
+{
+    log_warning("%s", msg);
+}
+
+int resources_build_warn(const struct inventory *inv, const struct config *cfg, rs_warn_fn warn,
+                         void *userdata, struct resource_set *out, struct error *err)
+{
+    struct resource_set set = { 0 };
+    struct builder b = { .set = &set };
+
+    int r = build_base(inv, cfg, warn, userdata, &b, err);
+    if (r >= 0)
+        r = apply_sharing(cfg, &b, err);
+    free(b.dev_alloc);
+    if (r < 0) {
+        resources_clear(&set);
+        return r;
+    }
+
+    /* Drop resources whose devices all moved to a renamed shared resource. */
+    size_t w = 0;
+    for (size_t i = 0; i < set.n_resources; i++) {
+        if (set.resources[i].n_devices == 0) {
+            free(set.resources[i].name);
+            free(set.resources[i].socket_name);
+            free(set.resources[i].devices);
+            continue;
+        }
+        set.resources[w++] = set.resources[i];
+    }
+    set.n_resources = w;
+
+    for (size_t i = 0; i < set.n_resources; i++)
+        index_add(&set.resources[i]);
+    *out = set;
+    return 0;
+}
+
+int resources_build(const struct inventory *inv, const struct config *cfg,
+                    struct resource_set *out, struct error *err)
+{
+    return resources_build_warn(inv, cfg, log_warn, NULL, out, err);
+}
+
+void resources_clear(struct resource_set *rs)
+{
+    if (!rs)
+        return;
+    for (size_t i = 0; i < rs->n_resources; i++) {
+        struct rs_resource *r = &rs->resources[i];
+        index_remove(r);
+        for (size_t j = 0; j < r->n_devices; j++)
+            device_clear(&r->devices[j]);
+        free(r->devices);
+        free(r->name);
+        free(r->socket_name);
+    }
+    free(rs->resources);
+    rs->resources = NULL;
+    rs->n_resources = 0;
+}
