@@ -482,11 +482,10 @@ static pthread_mutex_t index_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rs_index *indexes;
 static size_t n_indexes, indexes_alloc;
 
-static const struct rs_device *sort_base;
-
-static int cmp_pos(const void *a, const void *b)
+static int cmp_pos(const void *a, const void *b, void *devices)
 {
-    return strcmp(sort_base[*(const size_t *)a].id, sort_base[*(const size_t *)b].id);
+    const struct rs_device *dv = devices;
+    return strcmp(dv[*(const size_t *)a].id, dv[*(const size_t *)b].id);
 }
 
 static void index_add(const struct rs_resource *r)
@@ -496,9 +495,8 @@ static void index_add(const struct rs_resource *r)
     size_t *order = xreallocarray(NULL, r->n_devices, sizeof(size_t));
     for (size_t i = 0; i < r->n_devices; i++)
         order[i] = i;
+    qsort_r(order, r->n_devices, sizeof(size_t), cmp_pos, r->devices);
     pthread_mutex_lock(&index_lock);
-    sort_base = r->devices;
-    qsort(order, r->n_devices, sizeof(size_t), cmp_pos);
     indexes = grow_array(indexes, &indexes_alloc, n_indexes + 1, sizeof(*indexes));
     indexes[n_indexes++] = (struct rs_index){ r->devices, r->n_devices, order };
     pthread_mutex_unlock(&index_lock);
