@@ -127,12 +127,18 @@ static void resolve_library(const char *root, char *out, size_t len)
     }
 }
 
+static void *lookup(const char *name, const char *fallback)
+{
+    void *p = dlsym(nvml_handle, name);
+    if (!p && fallback)
+        p = dlsym(nvml_handle, fallback);
+    return p;
+}
+
 static int load_symbols(struct error *err)
 {
 #define X(name, req, fb)                                                                      \
-    sym.name = (__typeof__(sym.name))dlsym(nvml_handle, #name);                               \
-    if (!sym.name && (fb))                                                                    \
-        sym.name = (__typeof__(sym.name))dlsym(nvml_handle, (const char *)(fb));              \
+    sym.name = (__typeof__(sym.name))lookup(#name, fb);                                       \
     if (!sym.name && (req))                                                                   \
         return error_set(err, -ENOSYS, "%s: required symbol %s is missing", nvml_path, #name);
     NVML_SYMBOLS(X)
