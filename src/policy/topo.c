@@ -1,1 +1,459 @@
-/* placeholder: being written */
+/* Topology-aware placement: go-gpuallocator's best-effort objective, solved exactly.
+ *
+ * The reference enumerates every partition of the available GPUs into sets of
+ * `size` (the last one padded) and keeps the best. A partition that contains a
+ * set S is S plus a partition of the rest, so the best partition through S scores
+ * w(S) + F(rest), where F is "best partition of these GPUs into full sets plus one
+ * set of the leftover size". F depends only on the subset, so it is memoised over
+ * subsets (DP by the lowest member, which removes the reference's duplicate
+ * orderings as well). The answer is the S maximising, in order: w(S) + F(rest)
+ * (the partition score), w(S) (best set in a best partition), fewer NUMA nodes,
+ * lexicographically smallest. docs/topology.md has the argument. */
+#include "policy/topo.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/macro.h"
+
+static int pcie_level_score(int level)
+{
+    switch (level) {
+    case 0:  return 60; /* INTERNAL: same board */
+    case 10: return 50; /* SINGLE: one PCIe switch */
+    case 20: return 40; /* MULTIPLE: several switches, no host bridge */
+    case 30: return 30; /* HOSTBRIDGE */
+    case 40: return 20; /* NODE: same CPU / NUMA node */
+    case 50: return 10; /* SYSTEM: across CPUs */
+    default: return 0;  /* unknown: the reference fails the call, we only lose this pair */
+    }
+}
+
+static bool pcie_level_known(int level)
+{
+    return pcie_level_score(level) > 0;
+}
+
+int topo_pair_score(const struct inv_link *ab, const struct inv_link *ba)
+{
+    int level = ab ? ab->pcie_level : -1;
+    unsigned nvlinks = ab ? ab->nvlinks : 0;
+
+    /* NVML answers both directions; if one side failed, the other still tells. */
+    if (ba) {
+        if (!pcie_level_known(level))
+            level = ba->pcie_level;
+        if (ba->nvlinks > nvlinks)
+            nvlinks = ba->nvlinks;
+    }
+    if (nvlinks > TOPO_NVLINK_MAX)
+        nvlinks = TOPO_NVLINK_MAX;
+    return pcie_level_score(level) + 100 * (int)nvlinks;
+}
+
+int topo_model_build(const struct inventory *inv, struct topo_model *out)
+{
+    if (!inv || !out)
+        return -EINVAL;
+
+    size_t n = inv->n_gpus;
+    if (n && n > SIZE_MAX / n)
+        oom();
+    int *score = xcalloc(n ? n * n : 1, sizeof(int));
+    int *numa = xcalloc(n ? n : 1, sizeof(int));
+
+    for (size_t a = 0; a < n; a++) {
+        numa[a] = inv->gpus ? inv->gpus[a].numa_node : -1;
+        if (!inv->links)
+            continue;
+        for (size_t b = a + 1; b < n; b++) {
+            int s = topo_pair_score(inventory_link(inv, a, b), inventory_link(inv, b, a));
+            score[a * n + b] = s;
+            score[b * n + a] = s;
+        }
+    }
+
+    *out = (struct topo_model){ .n = n, .score = score, .numa = numa };
+    return 0;
+}
+
+void topo_model_clear(struct topo_model *m)
+{
+    if (!m)
+        return;
+    free(m->score);
+    free(m->numa);
+    *m = (struct topo_model){ 0 };
+}
+
+long topo_set_score(const struct topo_model *m, const int *set, size_t k)
+{
+    long s = 0;
+    for (size_t i = 0; i < k; i++)
+        for (size_t j = i + 1; j < k; j++)
+            s += m->score[(size_t)set[i] * m->n + (size_t)set[j]];
+    return s;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sort a copy of `list` and reject out-of-range or repeated indices. */
+static int sorted_copy(const struct topo_model *m, const int *list, size_t n, int **ret)
+{
+    _cleanup_free_ int *v = xreallocarray(NULL, n ? n : 1, sizeof(int));
+    if (n)
+        memcpy(v, list, n * sizeof(int));
+    qsort(v, n, sizeof(int), cmp_int);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < 0 || (size_t)v[i] >= m->n)
+            return -EINVAL;
+        if (i > 0 && v[i] == v[i - 1])
+            return -EINVAL;
+    }
+    *ret = TAKE_PTR(v);
+    return 0;
+}
+
+/* The problem restated over positions 0..n-1 of the sorted available list. */
+struct topo_problem {
+    unsigned n, k, r;       /* GPUs, set size, leftover set size (n mod k) */
+    const int *w;           /* n*n pair scores by position */
+    const int *numa;        /* n NUMA nodes by position */
+    const bool *must;       /* n flags */
+    unsigned n_must;
+};
+
+/* Ranking of candidate answers, best first: partition score, set score, fewer
+ * NUMA nodes, lexicographically smallest position list. */
+struct topo_rank {
+    long total, set;
+    unsigned numa_span;
+};
+
+static int rank_cmp(const struct topo_rank *a, const struct topo_rank *b)
+{
+    if (a->total != b->total)
+        return a->total > b->total ? 1 : -1;
+    if (a->set != b->set)
+        return a->set > b->set ? 1 : -1;
+    if (a->numa_span != b->numa_span)
+        return a->numa_span < b->numa_span ? 1 : -1;
+    return 0;
+}
+
+static unsigned numa_span(const int *numa, const unsigned *pos, size_t k)
+{
+    unsigned span = 0;
+    for (size_t i = 0; i < k; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = numa[pos[j]] == numa[pos[i]];
+        span += !seen;
+    }
+    return span;
+}
+
+/* ---- exact search (n <= TOPO_EXACT_MAX) ---------------------------------- */
+
+struct topo_exact {
+    const struct topo_problem *p;
+    int32_t *W;             /* set score of every subset */
+    int32_t *F;             /* best partition into full sets + one r-set; -1 unknown */
+    int32_t *G;             /* best partition into full sets only; -1 unknown */
+};
+
+static int32_t exact_full(struct topo_exact *e, uint32_t R);
+static int32_t exact_leftover(struct topo_exact *e, uint32_t R);
+
+/* Best of W[T] + rest(R \ T) over T = `chosen` plus `need` members of `pool`. */
+static void exact_choose(struct topo_exact *e, uint32_t R, uint32_t pool, unsigned need,
+                         uint32_t chosen, bool rest_full, int32_t *best)
+{
+    if (need == 0) {
+        uint32_t rest = R & ~chosen;
+        int32_t v = e->W[chosen] + (rest_full ? exact_full(e, rest) : exact_leftover(e, rest));
+        if (v > *best)
+            *best = v;
+        return;
+    }
+    while ((unsigned)__builtin_popcount(pool) >= need) {
+        uint32_t b = pool & -pool;
+        pool ^= b;
+        exact_choose(e, R, pool, need - 1, chosen | b, rest_full, best);
+    }
+}
+
+/* |R| is a multiple of k. The lowest member of R is in some set: try each. */
+static int32_t exact_full(struct topo_exact *e, uint32_t R)
+{
+    if (R == 0)
+        return 0;
+    if (e->G[R] >= 0)
+        return e->G[R];
+    uint32_t x = R & -R;
+    int32_t best = -1;
+    exact_choose(e, R, R ^ x, e->p->k - 1, x, true, &best);
+    e->G[R] = best;
+    return best;
+}
+
+/* |R| = j*k + r. The lowest member is in a full set or in the leftover set. */
+static int32_t exact_leftover(struct topo_exact *e, uint32_t R)
+{
+    const struct topo_problem *p = e->p;
+    if (p->r == 0)
+        return exact_full(e, R);
+    if (e->F[R] >= 0)
+        return e->F[R];
+    int32_t best;
+    if ((unsigned)__builtin_popcount(R) == p->r) {
+        best = e->W[R];
+    } else {
+        uint32_t x = R & -R;
+        best = -1;
+        exact_choose(e, R, R ^ x, p->k - 1, x, false, &best);
+        exact_choose(e, R, R ^ x, p->r - 1, x, true, &best);
+    }
+    e->F[R] = best;
+    return best;
+}
+
+struct topo_best {
+    struct topo_rank rank;
+    uint32_t set;
+    bool found;
+};
+
+static void exact_consider(struct topo_exact *e, uint32_t S, struct topo_best *best)
+{
+    const struct topo_problem *p = e->p;
+    uint32_t all = (uint32_t)((1ull << p->n) - 1);
+    struct topo_rank rank = {
+        .total = (long)e->W[S] + exact_leftover(e, all & ~S),
+        .set = e->W[S],
+    };
+
+    if (best->found && rank.total < best->rank.total)
+        return;
+    for (uint32_t s = S; s; s &= s - 1) {
+        int node = p->numa[__builtin_ctz(s)];
+        bool seen = false;
+        for (uint32_t t = S & ((s & -s) - 1); t && !seen; t &= t - 1)
+            seen = p->numa[__builtin_ctz(t)] == node;
+        rank.numa_span += !seen;
+    }
+
+    int c = best->found ? rank_cmp(&rank, &best->rank) : 1;
+    if (c == 0) {
+        /* Lexicographically smaller position list: owns the lowest differing member. */
+        uint32_t d = S ^ best->set;
+        c = (d & -d & S) ? 1 : -1;
+    }
+    if (c > 0)
+        *best = (struct topo_best){ .rank = rank, .set = S, .found = true };
+}
+
+static void exact_candidates(struct topo_exact *e, uint32_t pool, unsigned need, uint32_t S,
+                             struct topo_best *best)
+{
+    if (need == 0) {
+        exact_consider(e, S, best);
+        return;
+    }
+    while ((unsigned)__builtin_popcount(pool) >= need) {
+        uint32_t b = pool & -pool;
+        pool ^= b;
+        exact_candidates(e, pool, need - 1, S | b, best);
+    }
+}
+
+static void solve_exact(const struct topo_problem *p, unsigned *answer)
+{
+    size_t states = (size_t)1 << p->n;
+    _cleanup_free_ int32_t *W = xreallocarray(NULL, states, sizeof(int32_t));
+    _cleanup_free_ int32_t *F = xreallocarray(NULL, states, sizeof(int32_t));
+    _cleanup_free_ int32_t *G = xreallocarray(NULL, states, sizeof(int32_t));
+
+    /* W[mask] = W[mask minus its lowest member] + that member's links to the rest. */
+    W[0] = 0;
+    for (uint32_t mask = 1; mask < states; mask++) {
+        unsigned low = (unsigned)__builtin_ctz(mask);
+        uint32_t rest = mask & (mask - 1);
+        int32_t s = W[rest];
+        for (uint32_t t = rest; t; t &= t - 1)
+            s += p->w[low * p->n + (unsigned)__builtin_ctz(t)];
+        W[mask] = s;
+    }
+    memset(F, 0xff, states * sizeof(int32_t));
+    memset(G, 0xff, states * sizeof(int32_t));
+
+    struct topo_exact e = { .p = p, .W = W, .F = F, .G = G };
+    uint32_t must = 0;
+    for (unsigned i = 0; i < p->n; i++)
+        if (p->must[i])
+            must |= 1u << i;
+    uint32_t pool = (uint32_t)(states - 1) & ~must;
+
+    struct topo_best best = { .found = false };
+    exact_candidates(&e, pool, p->k - p->n_must, must, &best);
+
+    unsigned k = 0;
+    for (uint32_t s = best.set; s; s &= s - 1)
+        answer[k++] = (unsigned)__builtin_ctz(s);
+}
+
+/* ---- heuristic (n > TOPO_EXACT_MAX) -------------------------------------- */
+
+/* Greedy partition, then pairwise swaps between sets while the partition score
+ * strictly improves; must GPUs sit in set 0 and never move. Deterministic. */
+static void solve_heuristic(const struct topo_problem *p, unsigned *answer)
+{
+    unsigned n = p->n, k = p->k;
+    unsigned n_groups = (n + k - 1) / k;
+    _cleanup_free_ unsigned *grp = xreallocarray(NULL, n, sizeof(unsigned));
+    _cleanup_free_ long *gain = xcalloc(n, sizeof(long));
+    /* gs[e * n_groups + g]: sum of e's scores to the members of group g */
+    _cleanup_free_ long *gs = xcalloc((size_t)n * n_groups, sizeof(long));
+
+    for (unsigned e = 0; e < n; e++)
+        grp[e] = UINT_MAX;
+
+    for (unsigned g = 0; g < n_groups; g++) {
+        unsigned target = (g == n_groups - 1 && p->r) ? p->r : k, have = 0;
+        memset(gain, 0, n * sizeof(long));
+        while (have < target) {
+            unsigned pick = UINT_MAX;
+            for (unsigned e = 0; e < n; e++) {
+                if (grp[e] != UINT_MAX)
+                    continue;
+                if (g == 0 && have < p->n_must) {
+                    if (p->must[e]) {
+                        pick = e;
+                        break;
+                    }
+                    continue;
+                }
+                if (pick == UINT_MAX || gain[e] > gain[pick])
+                    pick = e;
+            }
+            grp[pick] = g;
+            have++;
+            for (unsigned e = 0; e < n; e++)
+                gain[e] += p->w[e * n + pick];
+        }
+    }
+    for (unsigned e = 0; e < n; e++)
+        for (unsigned f = 0; f < n; f++)
+            gs[e * n_groups + grp[f]] += p->w[e * n + f];
+
+    bool improved = true;
+    for (unsigned pass = 0; improved && pass < 64u * n; pass++) {
+        improved = false;
+        for (unsigned e = 0; e < n; e++) {
+            for (unsigned f = e + 1; f < n; f++) {
+                unsigned a = grp[e], b = grp[f];
+                if (a == b || p->must[e] || p->must[f])
+                    continue;
+                long wef = p->w[e * n + f];
+                long delta = (gs[e * n_groups + b] - wef) + (gs[f * n_groups + a] - wef) -
+                             gs[e * n_groups + a] - gs[f * n_groups + b];
+                if (delta <= 0)
+                    continue;
+                for (unsigned x = 0; x < n; x++) {
+                    long d = p->w[x * n + f] - p->w[x * n + e];
+                    gs[x * n_groups + a] += d;
+                    gs[x * n_groups + b] -= d;
+                }
+                grp[e] = b;
+                grp[f] = a;
+                improved = true;
+            }
+        }
+    }
+
+    /* Best full set: set 0 when there are must GPUs (only it holds them all). */
+    unsigned last_full = p->r ? n_groups - 1 : n_groups;
+    struct topo_rank best_rank = { 0 };
+    bool found = false;
+    _cleanup_free_ unsigned *pos = xreallocarray(NULL, k, sizeof(unsigned));
+    for (unsigned g = 0; g < (p->n_must ? 1 : last_full); g++) {
+        unsigned m = 0;
+        for (unsigned e = 0; e < n; e++)
+            if (grp[e] == g)
+                pos[m++] = e;
+        struct topo_rank rank = { .numa_span = numa_span(p->numa, pos, m) };
+        for (unsigned i = 0; i < m; i++)
+            rank.set += gs[pos[i] * n_groups + g];
+        rank.set /= 2;
+        int c = found ? rank_cmp(&rank, &best_rank) : 1;
+        if (c == 0) {
+            for (unsigned i = 0; i < k && c == 0; i++)
+                c = pos[i] < answer[i] ? 1 : pos[i] > answer[i] ? -1 : 0;
+        }
+        if (c > 0) {
+            best_rank = rank;
+            memcpy(answer, pos, k * sizeof(unsigned));
+            found = true;
+        }
+    }
+}
+
+int topo_preferred(const struct topo_model *m, const int *available, size_t n_available,
+                   const int *must, size_t n_must, size_t size, int *out)
+{
+    if (!m || (n_available && !available) || (n_must && !must) || (size && !out))
+        return -EINVAL;
+
+    _cleanup_free_ int *avail = NULL, *req = NULL;
+    int r = sorted_copy(m, available, n_available, &avail);
+    if (r < 0)
+        return r;
+    r = sorted_copy(m, must, n_must, &req);
+    if (r < 0)
+        return r;
+
+    /* The reference's empty answers, in its order. */
+    if (size == 0 || n_available < size || n_must > size || n_must > n_available)
+        return 0;
+    if (size > INT_MAX || n_available > UINT_MAX / 2)
+        return -E2BIG;
+
+    unsigned n = (unsigned)n_available;
+    _cleanup_free_ bool *must_pos = xcalloc(n, sizeof(bool));
+    for (size_t i = 0; i < n_must; i++) {
+        int *hit = bsearch(&req[i], avail, n, sizeof(int), cmp_int);
+        if (!hit)
+            return 0; /* no partition has a set holding it: reference answers empty */
+        must_pos[hit - avail] = true;
+    }
+
+    _cleanup_free_ int *w = xreallocarray(NULL, (size_t)n * n, sizeof(int));
+    _cleanup_free_ int *numa = xreallocarray(NULL, n, sizeof(int));
+    for (unsigned i = 0; i < n; i++) {
+        numa[i] = m->numa[avail[i]];
+        for (unsigned j = 0; j < n; j++)
+            w[i * n + j] = m->score[(size_t)avail[i] * m->n + (size_t)avail[j]];
+    }
+
+    struct topo_problem p = {
+        .n = n, .k = (unsigned)size, .r = n % (unsigned)size,
+        .w = w, .numa = numa, .must = must_pos, .n_must = (unsigned)n_must,
+    };
+    _cleanup_free_ unsigned *answer = xreallocarray(NULL, size, sizeof(unsigned));
+    if (n <= TOPO_EXACT_MAX)
+        solve_exact(&p, answer);
+    else
+        solve_heuristic(&p, answer);
+
+    /* Positions ascend and avail is sorted, so out is sorted too. */
+    for (size_t i = 0; i < size; i++)
+        out[i] = avail[answer[i]];
+    return (int)size;
+}
