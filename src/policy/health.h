@@ -1,0 +1,129 @@
+/* Health policy: which Xids matter, what they cost a device, and when it may come
+ * back. Pure decisions, no NVML, no threads, time passed in (milliseconds on any
+ * monotonic clock), so every rule is unit-testable. The event thread, probes and
+ * timers that drive these functions live in node/events.c.
+ *
+ * Classes, in increasing severity (a device keeps the worst class it has seen until
+ * it recovers):
+ *   IGNORE   application-level errors: logged and counted, health untouched
+ *   RECOVER  Unhealthy; after a quiet period a probe through NVML decides
+ *   LOST     NVML cannot see the GPU (Xid 79, GPU_IS_LOST): Unhealthy until a probe
+ *            finds it again
+ *   NEVER    needs a GPU reset, a reboot or service: Unhealthy until the plugin
+ *            restarts
+ * docs/health.md describes the defaults and where they come from. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+enum health_class {
+    HEALTH_IGNORE = 0,
+    HEALTH_RECOVER,
+    HEALTH_LOST,
+    HEALTH_NEVER,
+};
+
+struct health_xid_rule {
+    uint64_t xid;
+    enum health_class cls;
+};
+
+/* Owned by the caller of health_config_load(); read-only afterwards, so the event
+ * thread and the loop may both read it. */
+struct health_config {
+    bool disabled;                   /* DP_DISABLE_HEALTHCHECKS=all without an enable-all */
+    struct health_xid_rule *rules;   /* explicit per-Xid classes, last one wins */
+    size_t n_rules;
+    enum health_class default_class; /* Xids without a rule */
+    uint64_t quiet_ms;               /* first quiet period before a probe */
+    uint64_t max_quiet_ms;           /* cap of the doubling */
+    uint64_t flap_window_ms;         /* failing again this soon after a recovery doubles */
+    uint64_t wait_timeout_ms;        /* nvml_event_wait timeout = worst stop latency */
+    unsigned wait_error_threshold;   /* consecutive failed waits before all go Unhealthy */
+    uint64_t wait_backoff_ms;        /* first retry delay after a failed wait */
+    uint64_t wait_backoff_max_ms;
+};
+
+#define HEALTH_DEFAULT_QUIET_MS (60ULL * 1000)
+#define HEALTH_DEFAULT_MAX_QUIET_MS (60ULL * 60 * 1000)
+#define HEALTH_DEFAULT_FLAP_WINDOW_MS (10ULL * 60 * 1000)
+#define HEALTH_DEFAULT_WAIT_TIMEOUT_MS 1000ULL
+#define HEALTH_DEFAULT_WAIT_ERROR_THRESHOLD 5U
+
+/* Parse env (DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS, GDP_HEALTH_*) and the
+ * config file's `health:` section (a jansson object, may be NULL); `file` and
+ * `health_line` locate messages ("config.yaml:12: health.xids.recover: ...").
+ * Precedence per key: environment > file > defaults; the DP_* variables are applied
+ * last, with the reference plugin's semantics. */
+int health_config_load(struct health_config **out, void *health_json, int health_line,
+                       const char *file, char **envp, struct error *err);
+void health_config_free(struct health_config *hc);
+
+/* The class an Xid gets under hc. */
+enum health_class health_classify(const struct health_config *hc, uint64_t xid);
+/* "double-bit ECC error"; "" for Xids we have no words for. Static lifetime. */
+const char *health_xid_name(uint64_t xid);
+const char *health_class_name(enum health_class cls);   /* "ignore", "recover", ... */
+
+/* ---- the reference's DP_*_HEALTHCHECKS item lists, exposed for tests */
+struct health_xid_set {
+    bool all;          /* an item "all" or "xids" (case-insensitive) */
+    uint64_t *xids;
+    size_t n;
+};
+/* Comma list; blanks skipped; malformed items skipped and counted in *malformed. */
+void health_xid_set_parse(struct health_xid_set *s, const char *value, unsigned *malformed);
+void health_xid_set_clear(struct health_xid_set *s);
+bool health_xid_set_has(const struct health_xid_set *s, uint64_t xid);
+
+/* ---- per-device recovery state machine */
+struct health_unit {
+    enum health_class cls;     /* HEALTH_IGNORE: healthy */
+    uint64_t xid;              /* last Xid that counted; 0 for non-Xid causes */
+    uint64_t since_ms;         /* when it went Unhealthy */
+    uint64_t probe_at_ms;      /* next probe (RECOVER / LOST) */
+    uint64_t quiet_ms;         /* current quiet period (0 before the first failure) */
+    uint64_t recovered_at_ms;  /* last recovery; 0: never recovered */
+    bool ever_failed;
+    char reason[160];          /* for `list` and logs; "" while healthy */
+};
+
+static inline bool health_unit_healthy(const struct health_unit *u)
+{
+    return u->cls == HEALTH_IGNORE;
+}
+
+/* A failure of class cls (> IGNORE) at `now`; `what` describes it ("Xid 48 (...)",
+ * "event registration failed: ..."). Returns true when the unit went from healthy
+ * to Unhealthy. An already Unhealthy unit keeps the worse class and its quiet period
+ * starts over. Failing again within flap_window_ms of the last recovery doubles the
+ * previous quiet period (up to max_quiet_ms). */
+bool health_unit_fail(const struct health_config *hc, struct health_unit *u,
+                      enum health_class cls, uint64_t xid, const char *what, uint64_t now);
+/* True when a probe should run now. */
+bool health_unit_probe_due(const struct health_unit *u, uint64_t now);
+/* When the next probe is due; UINT64_MAX if none (healthy or NEVER). */
+uint64_t health_unit_deadline(const struct health_unit *u);
+/* Result of a probe: ok → healthy again (returns true). Failure: stays Unhealthy,
+ * the quiet period doubles (capped) before the next probe; `lost` upgrades to LOST;
+ * `detail` says why it failed. */
+bool health_unit_probe_result(const struct health_config *hc, struct health_unit *u,
+                              bool ok, bool lost, const char *detail, uint64_t now);
+
+/* ---- event-wait error tracking (runs on the event thread) */
+struct health_wait_state {
+    unsigned consecutive;      /* failed waits in a row */
+    bool failing;              /* threshold reached: every device Unhealthy */
+    uint64_t backoff_ms;       /* delay before the next wait */
+};
+
+enum health_wait_change { HEALTH_WAIT_SAME, HEALTH_WAIT_NOW_FAILING, HEALTH_WAIT_NOW_OK };
+
+/* Feed the outcome of one wait (ok includes a timeout). After a failure,
+ * ws->backoff_ms is how long to pause before waiting again (0 after success). */
+enum health_wait_change health_wait_result(const struct health_config *hc,
+                                           struct health_wait_state *ws, bool ok);
