@@ -1,1 +1,340 @@
-/* placeholder: being written */
+/* CDI spec generation and atomic writing (see cdi.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "output/allocate.h"
+#include "output/cdi.h"
+
+#define CDI_KIND_PREFIX ALLOC_CDI_VENDOR "/"
+
+static const char *const control_nodes[] = {
+    "/dev/nvidiactl",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-modeset",
+};
+
+static bool node_exists(const struct config *cfg, const char *path)
+{
+    struct stat st;
+    _cleanup_free_ char *under = alloc_join_root(cfg->dev_root, path);
+    return stat(under, &st) == 0 || stat(path, &st) == 0;
+}
+
+/* {"path": p, "hostPath": <dev_root>/p} (hostPath only when it differs). */
+static json_t *device_node(const struct config *cfg, const char *path)
+{
+    json_t *n = json_object();
+    json_object_set_new(n, "path", json_string(path));
+    _cleanup_free_ char *host = alloc_join_root(cfg->dev_root, path);
+    if (!streq(host, path))
+        json_object_set_new(n, "hostPath", json_string(host));
+    return n;
+}
+
+static json_t *new_spec(const char *cls)
+{
+    json_t *spec = json_object();
+    _cleanup_free_ char *kind = xasprintf(CDI_KIND_PREFIX "%s", cls);
+    json_object_set_new(spec, "cdiVersion", json_string(CDI_VERSION));
+    json_object_set_new(spec, "kind", json_string(kind));
+    json_object_set_new(spec, "devices", json_array());
+    return spec;
+}
+
+/* Appends {"name": name, "containerEdits": {"deviceNodes": nodes}}; takes nodes. */
+static void add_device(json_t *spec, const char *name, json_t *edits)
+{
+    json_t *d = json_object();
+    json_object_set_new(d, "name", json_string(name));
+    json_object_set_new(d, "containerEdits", edits);
+    json_array_append_new(json_object_get(spec, "devices"), d);
+}
+
+static bool has_path(json_t *nodes, const char *path)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(nodes, i, n)
+        if (streq(json_string_value(json_object_get(n, "path")), path))
+            return true;
+    return false;
+}
+
+json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg)
+{
+    json_t *spec = new_spec("gpu");
+    json_t *all_nodes = json_array();
+    json_t *seen = json_object(); /* base IDs already described */
+
+    for (size_t i = 0; i < rs->n_resources; i++) {
+        const struct rs_resource *r = &rs->resources[i];
+        for (size_t j = 0; j < r->n_devices; j++) {
+            const struct rs_device *d = &r->devices[j];
+            if (json_object_get(seen, d->base_id))
+                continue;
+            json_object_set_new(seen, d->base_id, json_true());
+            json_t *nodes = json_array();
+            for (char **p = d->paths; p && *p; p++) {
+                json_array_append_new(nodes, device_node(cfg, *p));
+                if (!has_path(all_nodes, *p))
+                    json_array_append_new(all_nodes, device_node(cfg, *p));
+            }
+            json_t *edits = json_object();
+            json_object_set_new(edits, "deviceNodes", nodes);
+            add_device(spec, d->base_id, edits);
+        }
+    }
+    json_decref(seen);
+
+    json_t *edits = json_object();
+    json_object_set_new(edits, "deviceNodes", all_nodes);
+    add_device(spec, "all", edits);
+
+    /* Common edits: the control nodes every GPU user needs, as nvcdi puts there. */
+    json_t *common = json_object();
+    json_t *ctl = json_array();
+    for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++)
+        if (node_exists(cfg, control_nodes[i]))
+            json_array_append_new(ctl, device_node(cfg, control_nodes[i]));
+    json_object_set_new(common, "deviceNodes", ctl);
+    /* Keeps a legacy-mode nvidia runtime from injecting GPUs on top of CDI. */
+    json_t *env = json_array();
+    json_array_append_new(env, json_string("NVIDIA_VISIBLE_DEVICES=void"));
+    json_object_set_new(common, "env", env);
+    json_object_set_new(spec, "containerEdits", common);
+    return spec;
+}
+
+json_t *cdi_imex_spec(const struct config *cfg)
+{
+    if (!cfg->n_imex_channel_ids)
+        return NULL;
+    json_t *spec = new_spec("imex-channel");
+    for (size_t i = 0; i < cfg->n_imex_channel_ids; i++) {
+        char name[16], path[64];
+        snprintf(name, sizeof(name), "%d", cfg->imex_channel_ids[i]);
+        snprintf(path, sizeof(path), ALLOC_IMEX_CHANNEL_DIR "/channel%d", cfg->imex_channel_ids[i]);
+        json_t *nodes = json_array();
+        json_array_append_new(nodes, device_node(cfg, path));
+        json_t *edits = json_object();
+        json_object_set_new(edits, "deviceNodes", nodes);
+        add_device(spec, name, edits);
+    }
+    return spec;
+}
+
+/* Device nodes of dir (relative to /dev) whose names start with prefix, sorted. */
+static void add_matching_nodes(const struct config *cfg, json_t *nodes, const char *dir,
+                               const char *prefix)
+{
+    _cleanup_free_ char *ctr_dir = xasprintf("/dev%s%s", *dir ? "/" : "", dir);
+    _cleanup_free_ char *host_dir = alloc_join_root(cfg->dev_root, ctr_dir);
+    struct dirent **list = NULL;
+    int n = scandir(host_dir, &list, NULL, alphasort);
+    for (int i = 0; i < n; i++) {
+        if (list[i]->d_name[0] != '.' && startswith(list[i]->d_name, prefix)) {
+            _cleanup_free_ char *p = xasprintf("%s/%s", ctr_dir, list[i]->d_name);
+            json_array_append_new(nodes, device_node(cfg, p));
+        }
+        free(list[i]);
+    }
+    free(list);
+}
+
+json_t *cdi_mode_spec(const struct config *cfg, const char *mode)
+{
+    json_t *spec = new_spec(mode);
+    json_t *nodes = json_array();
+    const char *env = NULL;
+    if (streq(mode, "gdrcopy")) {
+        add_matching_nodes(cfg, nodes, "", "gdrdrv");
+        env = "NVIDIA_GDRCOPY=enabled";
+    } else if (streq(mode, "gds")) {
+        add_matching_nodes(cfg, nodes, "", "nvidia-fs");
+        env = "NVIDIA_GDS=enabled";
+    } else {
+        add_matching_nodes(cfg, nodes, "infiniband", "");
+        env = "NVIDIA_MOFED=enabled";
+    }
+    /* Always a device "all", even without nodes, so that the name Allocate returns
+     * for an enabled mode always resolves. */
+    json_t *edits = json_object();
+    json_object_set_new(edits, "deviceNodes", nodes);
+    json_t *envs = json_array();
+    json_array_append_new(envs, json_string(env));
+    json_object_set_new(edits, "env", envs);
+    add_device(spec, "all", edits);
+    return spec;
+}
+
+/* ---- validation ------------------------------------------------------------------ */
+
+static int check_strings(json_t *a, const char *what, struct error *err)
+{
+    if (!a)
+        return 0;
+    if (!json_is_array(a))
+        return error_set(err, -EINVAL, "%s: not an array", what);
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v)
+        if (!json_is_string(v))
+            return error_set(err, -EINVAL, "%s[%zu]: not a string", what, i);
+    return 0;
+}
+
+static int check_objects(json_t *a, const char *what, const char *const *required, size_t n_req,
+                         struct error *err)
+{
+    if (!a)
+        return 0;
+    if (!json_is_array(a))
+        return error_set(err, -EINVAL, "%s: not an array", what);
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v) {
+        if (!json_is_object(v))
+            return error_set(err, -EINVAL, "%s[%zu]: not an object", what, i);
+        for (size_t k = 0; k < n_req; k++)
+            if (!json_is_string(json_object_get(v, required[k])))
+                return error_set(err, -EINVAL, "%s[%zu]: missing string '%s'", what, i, required[k]);
+    }
+    return 0;
+}
+
+static int check_edits(json_t *e, const char *what, struct error *err)
+{
+    static const char *const node_req[] = { "path" };
+    static const char *const mount_req[] = { "hostPath", "containerPath" };
+    static const char *const hook_req[] = { "hookName", "path" };
+    char w[128];
+    int r;
+
+    if (!json_is_object(e))
+        return error_set(err, -EINVAL, "%s: not an object", what);
+    snprintf(w, sizeof(w), "%s.env", what);
+    if ((r = check_strings(json_object_get(e, "env"), w, err)) < 0)
+        return r;
+    snprintf(w, sizeof(w), "%s.deviceNodes", what);
+    if ((r = check_objects(json_object_get(e, "deviceNodes"), w, node_req, 1, err)) < 0)
+        return r;
+    snprintf(w, sizeof(w), "%s.mounts", what);
+    if ((r = check_objects(json_object_get(e, "mounts"), w, mount_req, 2, err)) < 0)
+        return r;
+    snprintf(w, sizeof(w), "%s.hooks", what);
+    return check_objects(json_object_get(e, "hooks"), w, hook_req, 2, err);
+}
+
+int cdi_validate(json_t *spec, struct error *err)
+{
+    if (!json_is_object(spec))
+        return error_set(err, -EINVAL, "spec: not an object");
+    if (!json_is_string(json_object_get(spec, "cdiVersion")))
+        return error_set(err, -EINVAL, "spec: missing string 'cdiVersion'");
+    if (!json_is_string(json_object_get(spec, "kind")))
+        return error_set(err, -EINVAL, "spec: missing string 'kind'");
+    json_t *devices = json_object_get(spec, "devices");
+    if (!json_is_array(devices))
+        return error_set(err, -EINVAL, "spec: missing array 'devices'");
+    size_t i;
+    json_t *d;
+    json_array_foreach(devices, i, d) {
+        char w[64];
+        if (!json_is_object(d) || !json_is_string(json_object_get(d, "name")))
+            return error_set(err, -EINVAL, "devices[%zu]: missing string 'name'", i);
+        if (!json_object_get(d, "containerEdits"))
+            return error_set(err, -EINVAL, "devices[%zu]: missing 'containerEdits'", i);
+        snprintf(w, sizeof(w), "devices[%zu].containerEdits", i);
+        int r = check_edits(json_object_get(d, "containerEdits"), w, err);
+        if (r < 0)
+            return r;
+    }
+    json_t *common = json_object_get(spec, "containerEdits");
+    return common ? check_edits(common, "containerEdits", err) : 0;
+}
+
+/* ---- writing ---------------------------------------------------------------------- */
+
+static int mkdir_p(const char *dir)
+{
+    _cleanup_free_ char *p = xstrdup(dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *s = '/';
+    }
+    if (mkdir(p, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, struct error *err)
+{
+    int r = mkdir_p(dir);
+    if (r < 0)
+        return error_set(err, r, "creating %s: %s", dir, strerror(-r));
+
+    _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+    _cleanup_free_ char *tmp = xasprintf("%s/.%s.XXXXXX", dir, file);
+    _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return error_set(err, -errno, "creating temporary file in %s: %s", dir, strerror(errno));
+
+    if (json_dumpfd(spec, fd, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
+        RETRY_EINTR(write(fd, "\n", 1)) != 1) {
+        r = errno ? -errno : -EIO;
+        goto fail;
+    }
+    /* Readable by the container runtime, whatever our umask is. */
+    if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    return 0;
+fail:
+    unlink(tmp);
+    return error_set(err, r, "writing %s: %s", path, strerror(-r));
+}
+
+static int write_or_remove(const char *dir, const char *cls, json_t *spec, struct error *err)
+{
+    _cleanup_free_ char *file = xasprintf(ALLOC_CDI_VENDOR "-%s.json", cls);
+    if (!spec) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        if (unlink(path) < 0 && errno != ENOENT)
+            return error_set(err, -errno, "removing stale %s: %s", path, strerror(errno));
+        return 0;
+    }
+    int r = cdi_validate(spec, err);
+    if (r >= 0)
+        r = cdi_write_spec_file(dir, file, spec, err);
+    json_decref(spec);
+    if (r < 0)
+        return error_prefix(err, "CDI spec %s", file);
+    return 0;
+}
+
+int cdi_write_specs(const struct resource_set *rs, const struct config *cfg, struct error *err)
+{
+    if (!(cfg->device_list_strategy & (DEVICE_LIST_CDI_ANNOTATIONS | DEVICE_LIST_CDI_CRI)))
+        return 0;
+    const char *dir = cfg->cdi_spec_dir && *cfg->cdi_spec_dir ? cfg->cdi_spec_dir : "/var/run/cdi";
+    int r;
+    if ((r = write_or_remove(dir, "gpu", cdi_gpu_spec(rs, cfg), err)) < 0)
+        return r;
+    if ((r = write_or_remove(dir, "imex-channel", cdi_imex_spec(cfg), err)) < 0)
+        return r;
+    if ((r = write_or_remove(dir, "gdrcopy", cfg->gdrcopy_enabled ? cdi_mode_spec(cfg, "gdrcopy") : NULL, err)) < 0)
+        return r;
+    if ((r = write_or_remove(dir, "gds", cfg->gds_enabled ? cdi_mode_spec(cfg, "gds") : NULL, err)) < 0)
+        return r;
+    return write_or_remove(dir, "mofed", cfg->mofed_enabled ? cdi_mode_spec(cfg, "mofed") : NULL, err);
+}

@@ -1,0 +1,34 @@
+/* CDI specs (Container Device Interface, cdiVersion 0.5.0) for the devices we
+ * advertise, so that a CDI-aware runtime can resolve the names Allocate returns
+ * ("k8s.device-plugin.nvidia.com/gpu=<id>", ".../imex-channel=<n>", ".../gds=all", ...).
+ * Device nodes only: unlike nvidia-ctk's nvcdi we inject no driver libraries or hooks
+ * (docs/allocate.md, "CDI"). Loop-only (not thread-safe). */
+#pragma once
+
+#include <jansson.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "policy/resources.h"
+
+#define CDI_VERSION "0.5.0"
+
+/* Spec documents (new references; the caller json_decref()s them).
+ * cdi_gpu_spec: one device per physical device of rs (name = base ID: UUID or index,
+ * MIG included) plus "all"; common edits: the control nodes that exist. */
+json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg);
+json_t *cdi_imex_spec(const struct config *cfg);            /* NULL: no channels configured */
+/* mode: "gdrcopy", "gds" or "mofed"; one device "all". */
+json_t *cdi_mode_spec(const struct config *cfg, const char *mode);
+
+/* Write spec as <dir>/<file> atomically (temp file in dir, fsync, rename); creates dir. */
+int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, struct error *err);
+
+/* When a cdi-* device list strategy is on: write every spec that applies to
+ * cfg->cdi_spec_dir and remove ours that no longer apply. No-op otherwise. */
+int cdi_write_specs(const struct resource_set *rs, const struct config *cfg, struct error *err);
+
+/* Structural check of a spec against the CDI schema's required keys and types
+ * (cdiVersion/kind strings, devices[] of {name, containerEdits}, deviceNodes[].path,
+ * mounts[].hostPath/containerPath, hooks[].hookName/path, env[] strings). */
+int cdi_validate(json_t *spec, struct error *err);
