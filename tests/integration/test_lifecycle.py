@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""Kubelet restarts, SIGHUP, SIGTERM, and starting without NVML."""
+import os
+import signal
+import time
+
+import harness
+from harness import RESOURCE, REGISTERED_LINE
+
+
+class KubeletRestart(harness.PluginTestCase):
+    def restart(self):
+        start = self.kubelet.events.mark()
+        self.kubelet.send({"cmd": "restart"})
+        i, _ = self.kubelet.wait_index("restarted", start)
+        reg, devs = self.kubelet.registered(i)
+        self.assertEqual(reg["endpoint"], harness.ENDPOINT)
+        self.assertEqual(len(devs["devices"]), 8)
+        self.assertSocket(self.plugin_socket())
+
+    def wait_fds(self, want, timeout=harness.TIMEOUT):
+        # A dropped connection is closed when the plugin's loop sees EOF; give it that
+        # chance instead of comparing a single snapshot.
+        deadline = time.monotonic() + timeout
+        while True:
+            fds = self.plugin.fds()
+            if len(fds) == len(want) or time.monotonic() > deadline:
+                return fds
+            time.sleep(0.05)
+
+    def test_twenty_restarts(self):
+        self.start_all("a100")
+        pid = self.plugin.pid
+        self.restart()
+        baseline = self.wait_fds({}, timeout=0)
+        for _ in range(19):
+            self.restart()
+        self.assertEqual(self.kubelet.count("register", resource=RESOURCE), 21)
+        self.assertTrue(self.plugin.alive())
+        self.assertEqual(self.plugin.pid, pid)
+        now = self.wait_fds(baseline)
+        self.assertEqual(len(now), len(baseline),
+                         "fd leak: before %s\nafter %s" % (sorted(baseline.items()), sorted(now.items())))
+
+
+class Signals(harness.PluginTestCase):
+    def test_sighup_reregisters(self):
+        self.start_all("a100")
+        start = self.kubelet.events.mark()
+        log_start = self.plugin.stderr.mark()
+        self.plugin.signal(signal.SIGHUP)
+        reg, devs = self.kubelet.registered(start)
+        self.assertEqual(reg["resource"], RESOURCE)
+        self.assertEqual({d["id"] for d in devs["devices"]}, set(self.expected_devices()))
+        self.plugin.wait_log(REGISTERED_LINE, log_start)
+        self.assertTrue(self.plugin.alive())
+
+    def test_sigterm_removes_socket_and_exits_0(self):
+        self.start_all("a100")
+        self.assertSocket(self.plugin_socket())
+        self.plugin.signal(signal.SIGTERM)
+        self.assertEqual(self.plugin.wait_exit(), 0, self.failure_context())
+        self.assertFalse(os.path.exists(self.plugin_socket()))
+        self.kubelet.wait("stream-ended", resource=RESOURCE)
+
+    def test_sigint_exits_0(self):
+        self.start_all("t4")
+        self.plugin.signal(signal.SIGINT)
+        self.assertEqual(self.plugin.wait_exit(), 0, self.failure_context())
+        self.assertFalse(os.path.exists(self.plugin_socket()))
+
+
+class NoNvml(harness.PluginTestCase):
+    def setUp(self):
+        super().setUp()
+        self.render("a100")
+        self.start_kubelet()
+
+    def fail_true(self, **kw):
+        p = self.start_plugin(["--fail-on-init-error=true"], **kw)
+        self.assertEqual(p.wait_exit(), 1, self.failure_context())
+        errors = [l for l in p.stderr.lines if l[:1] in ("E", "F")]
+        self.assertGreaterEqual(len(errors), 1, "no error line:\n" + p.stderr.text())
+        self.assertEqual(self.kubelet.count("register"), 0)
+
+    def fail_false(self, **kw):
+        p = self.start_plugin(["--fail-on-init-error=false"], **kw)
+        p.wait_log("No devices found. Waiting indefinitely.")
+        self.assertTrue(p.alive())
+        self.assertEqual(self.kubelet.count("register"), 0)
+        self.assertFalse(os.path.exists(self.plugin_socket()))
+        # Still a well-behaved process: it stops cleanly when asked.
+        p.signal(signal.SIGTERM)
+        self.assertEqual(p.wait_exit(), 0, self.failure_context())
+
+    def test_library_missing_fail_true(self):
+        self.fail_true(nvml=False)
+
+    def test_library_missing_fail_false(self):
+        self.fail_false(nvml=False)
+
+    def test_driver_not_loaded_fail_true(self):
+        self.fail_true(extra_env={"MOCK_NVML_INIT_ERROR": "DRIVER_NOT_LOADED"})
+
+    def test_driver_not_loaded_fail_false(self):
+        self.fail_false(extra_env={"MOCK_NVML_INIT_ERROR": "DRIVER_NOT_LOADED"})
+
+    def test_env_fail_on_init_error(self):
+        p = self.start_plugin([], nvml=False, extra_env={"FAIL_ON_INIT_ERROR": "false"})
+        p.wait_log("No devices found. Waiting indefinitely.")
+        self.assertTrue(p.alive())
+
+
+if __name__ == "__main__":
+    harness.main()
