@@ -1,0 +1,72 @@
+/* Pieces shared by the gRPC server and client (grpc_common.c), plus the hooks that
+ * tests and the fuzz target use. Not for the rest of the plugin: use grpc.h. */
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kubelet/grpc.h"
+
+#define GRPC_DEFAULT_MAX_MESSAGE (4u * 1024u * 1024u)
+#define GRPC_PREFIX_LEN 5
+
+/* An nghttp2_nv for literal strings and for computed ones. */
+#define GRPC_NV_LIT(n, v)                                                             \
+    { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,                   \
+      NGHTTP2_NV_FLAG_NONE }
+#define GRPC_NV(n, v, vlen)                                                           \
+    { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vlen), NGHTTP2_NV_FLAG_NONE }
+
+/* Incremental parser for gRPC length-prefixed messages on one stream. It accepts
+ * exactly one message: both sides of this layer only speak unary requests and unary
+ * or single-message-per-update replies. */
+struct grpc_framer {
+    uint8_t prefix[GRPC_PREFIX_LEN];
+    size_t prefix_have;
+    bool in_body;      /* prefix complete, collecting the body */
+    uint8_t *msg;      /* body of the message being collected or complete */
+    size_t msg_len, msg_have;
+    unsigned complete; /* number of complete messages */
+};
+
+/* Feed bytes. Returns 0, or -ENOTSUP (compressed flag set: we advertise no
+ * encoding), -EMSGSIZE (declared length > max, known as soon as the prefix is
+ * complete), -EBADMSG (a second message starts). After an error the framer must not
+ * be fed again. */
+int grpc_framer_feed(struct grpc_framer *f, const uint8_t *data, size_t len, size_t max);
+/* At end of stream: 0 if exactly one complete message arrived, -ENODATA if none
+ * (and no partial bytes), -EBADMSG if a message is truncated. */
+int grpc_framer_finish(const struct grpc_framer *f);
+void grpc_framer_reset(struct grpc_framer *f);
+
+/* 5-byte prefix + message in one malloc'd buffer. */
+uint8_t *grpc_frame_message(const uint8_t *msg, size_t len, size_t *out_len);
+
+/* Decode %XX sequences; malformed ones are kept literally (the spec asks receivers
+ * not to fail on them). Returns malloc'd, NUL-terminated. */
+char *grpc_percent_decode(const uint8_t *s, size_t len);
+
+/* "grpc-status" value to a status code; unparsable → UNKNOWN. */
+int grpc_parse_status(const uint8_t *s, size_t len);
+
+/* Apply nghttp2 session output to a non-blocking socket: send(MSG_NOSIGNAL) and report
+ * NGHTTP2_ERR_WOULDBLOCK on EAGAIN, setting *blocked. */
+ssize_t grpc_sock_send(int fd, const uint8_t *data, size_t len, bool *blocked);
+
+/* ------------------------------------------------------------ test hooks */
+
+struct grpc_conn;
+
+/* Bytes held in server-stream send queues right now, and the most ever held (both
+ * summed over all streams of the server). Lets tests check that a stalled reader
+ * cannot make the queue grow. */
+size_t grpc_server_queued_bytes(const struct grpc_server *srv);
+size_t grpc_server_queued_bytes_max(const struct grpc_server *srv);
+
+/* Serve one already connected socket as if it had been accepted (fuzz target). */
+struct grpc_conn *grpc_server_adopt(struct grpc_server *srv, int fd);
+/* Feed bytes as if read from that connection's socket, then flush replies. Returns 0,
+ * or <0 if the connection was closed (and freed) as a result. */
+int grpc_server_conn_feed(struct grpc_conn *c, const uint8_t *data, size_t len);
