@@ -1,1 +1,131 @@
-/* placeholder: being written */
+/* Defaults, teardown and name tables of struct config. Loading lives in
+ * config-args.c (flags, env), config-file.c (YAML/JSON), config-check.c (rules). */
+#include <jansson.h>
+
+#include "config/config-load.h"
+#include "core/log.h"
+
+void config_init_defaults(struct config *c)
+{
+    *c = (struct config){
+        .mig_strategy = MIG_STRATEGY_NONE,
+        .fail_on_init_error = true,
+        .driver_root = xstrdup("/"),
+        .dev_root = xstrdup(""),
+        .pass_device_specs = false,
+        .device_list_strategy = DEVICE_LIST_ENVVAR,
+        .device_id_strategy = DEVICE_ID_UUID,
+        .cdi_annotation_prefix = xstrdup("cdi.k8s.io/"),
+        .nvidia_cdi_hook_path = xstrdup("/usr/bin/nvidia-ctk"),
+        .driver_root_ctr_path = xstrdup("/driver-root"),
+        .mps_root = xstrdup(""),
+        .shared_alloc_policy = SHARED_ALLOC_DISTRIBUTED,
+        .device_discovery_strategy = xstrdup("auto"),
+        .kubelet_socket = xstrdup("/var/lib/kubelet/device-plugins/kubelet.sock"),
+        .cdi_feature_flags = xcalloc(1, sizeof(char *)),
+        .cdi_disable_hooks = xcalloc(1, sizeof(char *)),
+        .sysfs_root = xstrdup("/sys"),
+        .proc_root = xstrdup("/proc"),
+        .cdi_spec_dir = xstrdup("/var/run/cdi"),
+        .log_verbosity = 0,
+        .log_json = false,
+        .time_slicing = { .fail_requests_greater_than_one = -1 },
+        .mps = { .fail_requests_greater_than_one = -1 },
+    };
+}
+
+static void strv_free(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+static void patterns_free(struct config_pattern *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(p[i].pattern);
+        free(p[i].name);
+    }
+    free(p);
+}
+
+static void sharing_free(struct config_sharing *s)
+{
+    for (size_t i = 0; i < s->n_resources; i++) {
+        struct config_replicated *r = &s->resources[i];
+        free(r->name);
+        free(r->rename);
+        for (size_t j = 0; j < r->n_devices; j++)
+            free(r->devices[j].ref);
+        free(r->devices);
+    }
+    free(s->resources);
+}
+
+void config_free(struct config *c)
+{
+    if (!c)
+        return;
+    free(c->config_file);
+    free(c->driver_root);
+    free(c->dev_root);
+    free(c->cdi_annotation_prefix);
+    free(c->nvidia_cdi_hook_path);
+    free(c->driver_root_ctr_path);
+    free(c->mps_root);
+    free(c->device_discovery_strategy);
+    free(c->imex_channel_ids);
+    free(c->kubelet_socket);
+    strv_free(c->cdi_feature_flags);
+    strv_free(c->cdi_disable_hooks);
+    free(c->sysfs_root);
+    free(c->proc_root);
+    free(c->cdi_spec_dir);
+    patterns_free(c->gpu_patterns, c->n_gpu_patterns);
+    patterns_free(c->mig_patterns, c->n_mig_patterns);
+    sharing_free(&c->time_slicing);
+    sharing_free(&c->mps);
+    if (c->health_json)
+        json_decref(c->health_json);
+    /* leave a struct that is safe to free again */
+    *c = (struct config){ 0 };
+}
+
+const char *config_mig_strategy_name(enum mig_strategy s)
+{
+    switch (s) {
+    case MIG_STRATEGY_NONE: return "none";
+    case MIG_STRATEGY_SINGLE: return "single";
+    case MIG_STRATEGY_MIXED: return "mixed";
+    }
+    return "?";
+}
+
+const char *config_device_id_strategy_name(enum device_id_strategy s)
+{
+    return s == DEVICE_ID_INDEX ? "index" : "uuid";
+}
+
+const char *config_shared_alloc_policy_name(enum shared_alloc_policy p)
+{
+    return p == SHARED_ALLOC_PACKED ? "packed" : "distributed";
+}
+
+const char *config_device_list_strategy_name(unsigned bit)
+{
+    switch (bit) {
+    case DEVICE_LIST_ENVVAR: return "envvar";
+    case DEVICE_LIST_VOLUME_MOUNTS: return "volume-mounts";
+    case DEVICE_LIST_CDI_ANNOTATIONS: return "cdi-annotations";
+    case DEVICE_LIST_CDI_CRI: return "cdi-cri";
+    }
+    return NULL;
+}
+
+int config_log_level(const struct config *c)
+{
+    return c->log_verbosity >= 1 ? LOG_DEBUG : LOG_INFO;
+}

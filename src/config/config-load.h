@@ -1,0 +1,57 @@
+/* Loading the configuration: command line, environment and config file into one
+ * validated struct config (see docs/configuration.md for every key).
+ *
+ * config_load() has no global state: main calls it again on SIGHUP with a fresh
+ * struct and swaps only on success, so a bad reload never touches the running
+ * config. Unknown config-file keys are logged as warnings; everything else that is
+ * wrong is returned in err (never logged). */
+#pragma once
+
+#include <stdio.h>
+
+#include "config/config.h"
+
+/* Positive returns of config_load(): main prints and exits 0. */
+#define CONFIG_LOAD_HELP 1
+#define CONFIG_LOAD_VERSION 2
+
+/* The subcommand part of the command line: the first argument that is not a flag
+ * (e.g. "list", "config") and every later argument that is not one of our flags
+ * (e.g. {"--output", "json"} or {"print"}), in order. Everything after "--" is
+ * also handed over. Strings point into argv; the array is owned. */
+struct config_command {
+    const char *name;  /* NULL: no subcommand */
+    const char **args; /* NULL-terminated (never NULL after config_load) */
+    size_t n_args;
+};
+
+/* Fill *out from argv (argv[0] is the program name), envp (NULL-terminated
+ * "NAME=value" strings; NULL = empty environment, main passes environ) and the
+ * config file named by --config-file / CONFIG_FILE. Precedence per field:
+ * flag > env > file > default.
+ * Returns 0, CONFIG_LOAD_HELP, CONFIG_LOAD_VERSION, or -errno with err set.
+ * On every return *out is initialised (config_free() it). cmd may be NULL: a
+ * positional argument is then an error. On success cmd must be freed with
+ * config_command_free(). */
+int config_load(struct config *out, int argc, char **argv, char **envp,
+                struct config_command *cmd, struct error *err);
+void config_command_free(struct config_command *cmd);
+
+/* `--help` text: every flag with aliases, env vars and default, grouped. */
+void config_print_help(FILE *f, const char *argv0);
+
+/* The effective configuration as indented JSON ("Running with config" shape, our
+ * extensions under "extensions"). Returns 0 or -errno. */
+int config_print_json(const struct config *c, FILE *f);
+/* Same, as a string to free(); never NULL. */
+char *config_to_json_string(const struct config *c);
+
+/* Name tables, for messages and JSON ("none", "uuid", "envvar", ...). */
+const char *config_mig_strategy_name(enum mig_strategy s);
+const char *config_device_id_strategy_name(enum device_id_strategy s);
+const char *config_shared_alloc_policy_name(enum shared_alloc_policy p);
+/* One DEVICE_LIST_* bit to its name; NULL for anything else. */
+const char *config_device_list_strategy_name(unsigned bit);
+
+/* klog -v N mapped to our levels: 0 -> LOG_INFO, >= 1 -> LOG_DEBUG. */
+int config_log_level(const struct config *c);

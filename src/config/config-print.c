@@ -1,0 +1,126 @@
+/* `config print` and the "Running with config" log line: the effective
+ * configuration as JSON in the reference's shape (api/config/v1 field names), with
+ * our own settings under "extensions". */
+#include <jansson.h>
+
+#include "config/config-load.h"
+
+static json_t *strv_json(char *const *v)
+{
+    json_t *a = json_array();
+    for (; v && *v; v++)
+        json_array_append_new(a, json_string(*v));
+    return a;
+}
+
+static json_t *patterns_json(const struct config_pattern *p, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s}", "pattern", p[i].pattern, "name",
+                                           p[i].name));
+    return a;
+}
+
+static json_t *sharing_json(const struct config_sharing *s)
+{
+    json_t *o = json_object();
+    if (!s->present)
+        return o;
+    json_object_set_new(o, "renameByDefault", json_boolean(s->rename_by_default));
+    if (s->fail_requests_greater_than_one >= 0)
+        json_object_set_new(o, "failRequestsGreaterThanOne",
+                            json_boolean(s->fail_requests_greater_than_one));
+    json_t *res = json_array();
+    for (size_t i = 0; i < s->n_resources; i++) {
+        const struct config_replicated *r = &s->resources[i];
+        json_t *e = json_pack("{s:s, s:i}", "name", r->name, "replicas", r->replicas);
+        if (r->rename)
+            json_object_set_new(e, "rename", json_string(r->rename));
+        json_t *dev;
+        if (r->devices_kind == DEVICES_COUNT) {
+            dev = json_integer(r->devices_count);
+        } else if (r->devices_kind == DEVICES_LIST) {
+            dev = json_array();
+            for (size_t j = 0; j < r->n_devices; j++)
+                json_array_append_new(dev, json_string(r->devices[j].ref));
+        } else {
+            dev = json_string("all");
+        }
+        json_object_set_new(e, "devices", dev);
+        json_array_append_new(res, e);
+    }
+    json_object_set_new(o, "resources", res);
+    return o;
+}
+
+static json_t *config_json(const struct config *c)
+{
+    json_t *dls = json_array();
+    for (unsigned bit = DEVICE_LIST_ENVVAR; bit <= DEVICE_LIST_CDI_CRI; bit <<= 1)
+        if (c->device_list_strategy & bit)
+            json_array_append_new(dls, json_string(config_device_list_strategy_name(bit)));
+
+    json_t *plugin = json_pack(
+        "{s:b, s:o, s:s, s:s, s:s, s:s, s:s}", "passDeviceSpecs", c->pass_device_specs,
+        "deviceListStrategy", dls, "deviceIDStrategy",
+        config_device_id_strategy_name(c->device_id_strategy), "cdiAnnotationPrefix",
+        c->cdi_annotation_prefix, "nvidiaCTKPath", c->nvidia_cdi_hook_path,
+        "containerDriverRoot", c->driver_root_ctr_path, "sharedDevicesAllocationPolicy",
+        config_shared_alloc_policy_name(c->shared_alloc_policy));
+
+    json_t *flags = json_pack(
+        "{s:s, s:b, s:s, s:s, s:s, s:b, s:b, s:b, s:n, s:s, s:o}", "migStrategy",
+        config_mig_strategy_name(c->mig_strategy), "failOnInitError", c->fail_on_init_error,
+        "mpsRoot", c->mps_root ? c->mps_root : "", "nvidiaDriverRoot", c->driver_root,
+        "nvidiaDevRoot", c->dev_root, "gdrcopyEnabled", c->gdrcopy_enabled, "gdsEnabled",
+        c->gds_enabled, "mofedEnabled", c->mofed_enabled, "useNodeFeatureAPI",
+        "deviceDiscoveryStrategy", c->device_discovery_strategy, "plugin", plugin);
+
+    json_t *resources = json_object();
+    if (c->n_gpu_patterns)
+        json_object_set_new(resources, "gpus", patterns_json(c->gpu_patterns, c->n_gpu_patterns));
+    if (c->n_mig_patterns)
+        json_object_set_new(resources, "mig", patterns_json(c->mig_patterns, c->n_mig_patterns));
+
+    json_t *sharing = json_pack("{s:o}", "timeSlicing", sharing_json(&c->time_slicing));
+    if (c->mps.present)
+        json_object_set_new(sharing, "mps", sharing_json(&c->mps));
+
+    json_t *ids = json_array();
+    for (size_t i = 0; i < c->n_imex_channel_ids; i++)
+        json_array_append_new(ids, json_integer(c->imex_channel_ids[i]));
+    json_t *imex = json_pack("{s:o, s:b}", "channelIDs", ids, "required", c->imex_required);
+
+    json_t *ext = json_pack(
+        "{s:s?, s:s, s:o, s:o, s:s, s:s, s:s, s:i, s:s}", "configFile", c->config_file,
+        "kubeletSocket", c->kubelet_socket, "cdiFeatureFlags", strv_json(c->cdi_feature_flags),
+        "cdiDisableHooks", strv_json(c->cdi_disable_hooks), "sysfsRoot", c->sysfs_root,
+        "procRoot", c->proc_root, "cdiSpecDir", c->cdi_spec_dir, "logVerbosity",
+        c->log_verbosity, "logFormat", c->log_json ? "json" : "text");
+
+    json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "version", "v1", "flags", flags,
+                             "resources", resources, "sharing", sharing, "imex", imex);
+    if (c->health_json)
+        json_object_set(root, "health", c->health_json);
+    json_object_set_new(root, "extensions", ext);
+    return root;
+}
+
+char *config_to_json_string(const struct config *c)
+{
+    json_t *j = config_json(c);
+    char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    if (!s)
+        oom(); /* json_pack only fails on allocation (the format strings are fixed) */
+    return s;
+}
+
+int config_print_json(const struct config *c, FILE *f)
+{
+    _cleanup_free_ char *s = config_to_json_string(c);
+    if (fprintf(f, "%s\n", s) < 0 || fflush(f) != 0)
+        return -EIO;
+    return 0;
+}
