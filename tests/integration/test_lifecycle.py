@@ -12,8 +12,9 @@ class KubeletRestart(harness.PluginTestCase):
     def restart(self):
         start = self.kubelet.events.mark()
         self.kubelet.send({"cmd": "restart"})
-        i, _ = self.kubelet.wait_index("restarted", start)
-        reg, devs = self.kubelet.registered(i)
+        self.kubelet.wait("restarted", start)
+        # The plugin may register before "restarted" is printed: look from the mark.
+        reg, devs = self.kubelet.registered(start)
         self.assertEqual(reg["endpoint"], harness.ENDPOINT)
         self.assertEqual(len(devs["devices"]), 8)
         self.assertSocket(self.plugin_socket())
@@ -24,7 +25,7 @@ class KubeletRestart(harness.PluginTestCase):
         deadline = time.monotonic() + timeout
         while True:
             fds = self.plugin.fds()
-            if len(fds) == len(want) or time.monotonic() > deadline:
+            if len(fds) <= len(want) or time.monotonic() > deadline:
                 return fds
             time.sleep(0.05)
 
@@ -39,7 +40,7 @@ class KubeletRestart(harness.PluginTestCase):
         self.assertTrue(self.plugin.alive())
         self.assertEqual(self.plugin.pid, pid)
         now = self.wait_fds(baseline)
-        self.assertEqual(len(now), len(baseline),
+        self.assertLessEqual(len(now), len(baseline),
                          "fd leak: before %s\nafter %s" % (sorted(baseline.items()), sorted(now.items())))
 
 
