@@ -1,0 +1,16 @@
+#!/bin/sh
+# Install the Debian 12 packages the build, the demo and the tests need (idempotent).
+set -eu
+PKGS="gcc git meson ninja-build pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
+libyaml-dev libjansson-dev protobuf-compiler python3-grpcio python3-protobuf valgrind"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing:$missing" >&2
+$SUDO apt-get update -qq >&2 || true
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >&2

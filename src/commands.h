@@ -1,0 +1,7 @@
+/* Subcommands; each returns the process exit code. */
+#pragma once
+
+#include "config/config-load.h"
+
+int cmd_list(const struct config *cfg, const struct config_command *cmd);
+int cmd_serve(struct config *cfg, int argc, char **argv);

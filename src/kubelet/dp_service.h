@@ -1,0 +1,45 @@
+/* The DevicePlugin gRPC service of one resource: one Unix socket, one gRPC server,
+ * the ListAndWatch streams the kubelet keeps open, and the unary RPCs.
+ * Loop-thread only. The resource, config and topology it is given must outlive it. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "policy/resources.h"
+
+struct loop;
+struct topo_model;
+struct dp_plugin;
+
+struct dp_callbacks {
+    /* Health of a device right now; reason (may be NULL) for logs. */
+    bool (*device_healthy)(void *userdata, const struct rs_device *d);
+};
+
+struct dp_context {
+    const struct rs_resource *resource;
+    const struct config *config;
+    const struct inventory *inventory;
+    const struct topo_model *topo;      /* NULL: no topology-aware placement */
+    struct dp_callbacks callbacks;
+    void *userdata;
+};
+
+/* Serve the resource on <socket_dir>/<resource->socket_name>. Returns 0 or -errno with
+ * err naming the socket. */
+int dp_plugin_start(struct loop *l, const char *socket_dir, const struct dp_context *ctx,
+                    struct dp_plugin **out, struct error *err);
+/* Close the socket and every stream. NULL ok. */
+void dp_plugin_stop(struct dp_plugin *p);
+/* Rebind the socket (the kubelet deletes every socket in its directory when it
+ * restarts); streams of the old kubelet are closed. */
+int dp_plugin_rebind(struct dp_plugin *p, struct error *err);
+/* Health or devices changed: send the current list on every ListAndWatch stream. */
+void dp_plugin_devices_changed(struct dp_plugin *p);
+const char *dp_plugin_socket_path(const struct dp_plugin *p);
+unsigned dp_plugin_streams(const struct dp_plugin *p);
+
+/* Exported for tests and benchmarks: encode the ListAndWatch message of a resource. */
+int dp_encode_device_list(const struct dp_context *ctx, uint8_t **out, size_t *len);

@@ -1,0 +1,115 @@
+#include <stdio.h>
+
+#include "api.pb-c.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "grpc.h"
+#include "registration.h"
+
+#define REG_BACKOFF_MIN_MS 100u
+#define REG_BACKOFF_MAX_MS 10000u
+/* The kubelet dials back with a 10 s budget before it answers; leave it room. */
+#define REG_TIMEOUT_MS 15000u
+
+struct reg {
+    struct loop *loop;
+    char *kubelet_socket;
+    char *endpoint;
+    char *resource;
+    struct grpc_call *call;
+    struct loop_timer *retry;
+    unsigned backoff_ms;
+    bool registered;
+    unsigned count;
+    uint64_t started_us;
+};
+
+static void reg_call(struct reg *r);
+
+static void on_retry(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct reg *r = userdata;
+    r->retry = NULL;
+    reg_call(r);
+}
+
+static void on_done(void *userdata, int status, const char *message, const uint8_t *resp,
+                    size_t len)
+{
+    struct reg *r = userdata;
+    r->call = NULL;
+    if (status == GRPC_STATUS_OK) {
+        r->registered = true;
+        r->count++;
+        r->backoff_ms = REG_BACKOFF_MIN_MS;
+        log_info("Registered device plugin for '%s' with Kubelet (%llu us)", r->resource,
+                 (unsigned long long)(loop_now_us() - r->started_us));
+        return;
+    }
+    log_warning("Could not register device plugin for '%s' with Kubelet at %s: %s (status %d); "
+                "retrying in %u ms",
+                r->resource, r->kubelet_socket, message ? message : "", status, r->backoff_ms);
+    r->retry = loop_timer_add(r->loop, r->backoff_ms, on_retry, r);
+    r->backoff_ms = r->backoff_ms * 2 > REG_BACKOFF_MAX_MS ? REG_BACKOFF_MAX_MS : r->backoff_ms * 2;
+}
+
+static void reg_call(struct reg *r)
+{
+    V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+    V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
+    opts.get_preferred_allocation_available = true;
+    req.version = "v1beta1";
+    req.endpoint = r->endpoint;
+    req.resource_name = r->resource;
+    req.options = &opts;
+
+    size_t len = v1beta1__register_request__get_packed_size(&req);
+    uint8_t *buf = xmalloc(len ? len : 1);
+    v1beta1__register_request__pack(&req, buf);
+    r->started_us = loop_now_us();
+    int rc = grpc_call_unary(r->loop, r->kubelet_socket, "localhost", "/v1beta1.Registration/Register",
+                             buf, len, REG_TIMEOUT_MS, on_done, r, &r->call);
+    free(buf);
+    if (rc < 0) {
+        r->call = NULL;
+        on_done(r, GRPC_STATUS_UNAVAILABLE, strerror(-rc), NULL, 0);
+    }
+}
+
+struct reg *reg_new(struct loop *l, const char *kubelet_socket, const char *endpoint,
+                    const char *resource_name)
+{
+    struct reg *r = xcalloc(1, sizeof(*r));
+    r->loop = l;
+    r->kubelet_socket = xstrdup(kubelet_socket);
+    r->endpoint = xstrdup(endpoint);
+    r->resource = xstrdup(resource_name);
+    r->backoff_ms = REG_BACKOFF_MIN_MS;
+    return r;
+}
+
+void reg_restart(struct reg *r)
+{
+    grpc_call_cancel(r->call);
+    r->call = NULL;
+    loop_timer_cancel(r->loop, r->retry);
+    r->retry = NULL;
+    r->registered = false;
+    r->backoff_ms = REG_BACKOFF_MIN_MS;
+    reg_call(r);
+}
+
+bool reg_registered(const struct reg *r) { return r->registered; }
+unsigned reg_count(const struct reg *r) { return r->count; }
+
+void reg_free(struct reg *r)
+{
+    if (!r)
+        return;
+    grpc_call_cancel(r->call);
+    loop_timer_cancel(r->loop, r->retry);
+    free(r->kubelet_socket);
+    free(r->endpoint);
+    free(r->resource);
+    free(r);
+}
