@@ -114,6 +114,11 @@ class LineReader:
             self.eof = True
             self.cond.notify_all()
 
+    def close(self, stream):
+        """After the child exited: let the reader drain, then close the pipe."""
+        self._thread.join(5)
+        stream.close()
+
     def mark(self):
         with self.cond:
             return len(self.lines)
@@ -195,6 +200,12 @@ class TestKubelet:
             except (OSError, subprocess.TimeoutExpired, ValueError):
                 self.proc.kill()
                 self.proc.wait()
+        self.events.close(self.proc.stdout)
+        if self.proc.stdin and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
 
 
 class Plugin:
@@ -238,6 +249,8 @@ class Plugin:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self.stderr.close(self.proc.stderr)
+        self.stdout.close(self.proc.stdout)
 
 
 # ------------------------------------------------------------------ test base
