@@ -70,3 +70,10 @@ struct grpc_conn *grpc_server_adopt(struct grpc_server *srv, int fd);
 /* Feed bytes as if read from that connection's socket, then flush replies. Returns 0,
  * or <0 if the connection was closed (and freed) as a result. */
 int grpc_server_conn_feed(struct grpc_conn *c, const uint8_t *data, size_t len);
+
+/* grpc_call_unary() with the request body sent as is (already framed, or deliberately
+ * malformed) and a chosen content-type: protocol tests of the server. */
+int grpc_call_raw(struct loop *l, const char *socket_path, const char *authority,
+                  const char *path, const char *content_type, const uint8_t *body,
+                  size_t body_len, unsigned timeout_ms, grpc_call_done_fn done, void *userdata,
+                  struct grpc_call **out);

@@ -23,7 +23,7 @@ struct grpc_call {
     unsigned timeout_ms;
     grpc_call_done_fn done;
     void *userdata;
-    char *socket_path, *authority, *path;
+    char *socket_path, *authority, *path, *content_type;
 
     uint8_t *body;
     size_t body_len, body_off;
@@ -60,6 +60,7 @@ static void call_free(struct grpc_call *c)
     free(c->socket_path);
     free(c->authority);
     free(c->path);
+    free(c->content_type);
     free(c->body);
     free(c->grpc_message);
     free(c->fail_message);
@@ -246,7 +247,7 @@ static int call_start(struct grpc_call *c)
         GRPC_NV_LIT(":scheme", "http"),
         GRPC_NV(":path", c->path, strlen(c->path)),
         GRPC_NV(":authority", c->authority, strlen(c->authority)),
-        GRPC_NV_LIT("content-type", "application/grpc"),
+        GRPC_NV("content-type", c->content_type, strlen(c->content_type)),
         GRPC_NV_LIT("te", "trailers"),
         GRPC_NV("grpc-timeout", timeout, (size_t)tlen),
     };
@@ -329,13 +330,24 @@ int grpc_call_unary(struct loop *l, const char *socket_path, const char *authori
                     const char *path, const uint8_t *req, size_t len, unsigned timeout_ms,
                     grpc_call_done_fn done, void *userdata, struct grpc_call **out)
 {
+    if (len > GRPC_DEFAULT_MAX_MESSAGE)
+        return -EMSGSIZE;
+    size_t blen;
+    _cleanup_free_ uint8_t *body = grpc_frame_message(req, len, &blen);
+    return grpc_call_raw(l, socket_path, authority, path, "application/grpc", body, blen,
+                         timeout_ms, done, userdata, out);
+}
+
+int grpc_call_raw(struct loop *l, const char *socket_path, const char *authority,
+                  const char *path, const char *content_type, const uint8_t *body,
+                  size_t body_len, unsigned timeout_ms, grpc_call_done_fn done, void *userdata,
+                  struct grpc_call **out)
+{
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (!socket_path || !path || !done)
         return -EINVAL;
     if (strlen(socket_path) >= sizeof(sa.sun_path))
         return -ENAMETOOLONG;
-    if (len > GRPC_DEFAULT_MAX_MESSAGE)
-        return -EMSGSIZE;
     memcpy(sa.sun_path, socket_path, strlen(socket_path) + 1);
 
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -350,7 +362,11 @@ int grpc_call_unary(struct loop *l, const char *socket_path, const char *authori
     c->socket_path = xstrdup(socket_path);
     c->authority = xstrdup(authority ? authority : "localhost");
     c->path = xstrdup(path);
-    c->body = grpc_frame_message(req, len, &c->body_len);
+    c->content_type = xstrdup(content_type);
+    c->body = xmalloc(body_len);
+    if (body_len)
+        memcpy(c->body, body, body_len);
+    c->body_len = body_len;
 
     int r = loop_add_io(l, fd, EPOLLOUT, call_io_cb, c);
     if (r < 0) {

@@ -1,0 +1,233 @@
+/* The gRPC client against the gRPC server, both on one loop in this process (so any
+ * blocking would deadlock the test), plus the server's protocol checks through raw
+ * request bodies, connection failures and deadlines.
+ *
+ *   test-grpc-client                 all in-process cases
+ *   test-grpc-client --peer <sock>   unary OK / error against another server (grpcio) */
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "core/loop.h"
+#include "core/macro.h"
+#include "kubelet/grpc-internal.h"
+
+#define FAIL_MSG "bad request: ünïcode % 100%\n"
+
+struct expect {
+    const char *name;
+    int status;
+    const char *message;        /* exact, or NULL */
+    const char *message_prefix; /* or prefix, or NULL */
+    const uint8_t *resp;
+    size_t resp_len;
+    bool never;                 /* cancelled: done must not run */
+    bool done;
+};
+
+static struct loop *loop;
+static bool in_start;
+static unsigned pending, failures;
+
+static void check(bool ok, const char *name, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "FAIL %s: %s\n", name, what);
+        failures++;
+    }
+}
+
+static void done_cb(void *userdata, int status, const char *message, const uint8_t *resp,
+                    size_t len)
+{
+    struct expect *e = userdata;
+    check(!in_start, e->name, "done called from inside grpc_call_unary");
+    check(!e->never, e->name, "done called after grpc_call_cancel");
+    check(!e->done, e->name, "done called twice");
+    e->done = true;
+    if (status != e->status) {
+        fprintf(stderr, "FAIL %s: status %d (%s), want %d\n", e->name, status,
+                message ? message : "", e->status);
+        failures++;
+    }
+    if (e->message)
+        check(message && streq(message, e->message), e->name, "message differs");
+    if (e->message_prefix)
+        check(message && startswith(message, e->message_prefix), e->name, "message prefix");
+    if (e->resp)
+        check(len == e->resp_len && memcmp(resp, e->resp, len) == 0, e->name, "reply differs");
+    printf("%s %s: status %d %s\n", e->done ? "ok" : "??", e->name, status, message ? message : "");
+    if (--pending == 0)
+        loop_quit(loop, 0);
+}
+
+static struct grpc_call *start(const char *sock, const char *path, const void *req, size_t len,
+                               unsigned timeout_ms, struct expect *e)
+{
+    struct grpc_call *c = NULL;
+    in_start = true;
+    int r = grpc_call_unary(loop, sock, "localhost", path, req, len, timeout_ms, done_cb, e, &c);
+    in_start = false;
+    check(r == 0, e->name, "grpc_call_unary failed");
+    if (r == 0 && !e->never)
+        pending++;
+    return c;
+}
+
+static void start_raw(const char *sock, const char *ctype, const void *body, size_t len,
+                      struct expect *e)
+{
+    int r = grpc_call_raw(loop, sock, "localhost", "/test.Echo/Unary", ctype, body, len, 5000,
+                          done_cb, e, NULL);
+    check(r == 0, e->name, "grpc_call_raw failed");
+    if (r == 0)
+        pending++;
+}
+
+/* ------------------------------------------------------------ in-process server */
+
+static void srv_echo(void *ud, const uint8_t *req, size_t len, struct grpc_reply *reply)
+{
+    reply->data = xmalloc(len);
+    if (len)
+        memcpy(reply->data, req, len);
+    reply->len = len;
+}
+
+static void srv_fail(void *ud, const uint8_t *req, size_t len, struct grpc_reply *reply)
+{
+    reply->status = GRPC_STATUS_INVALID_ARGUMENT;
+    reply->message = xstrdup(FAIL_MSG);
+}
+
+static const struct grpc_method methods[] = {
+    { .path = "/test.Echo/Unary", .unary = srv_echo },
+    { .path = "/test.Echo/Fail", .unary = srv_fail },
+};
+
+static int listen_only(const char *path, bool do_listen)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        (do_listen && listen(fd, 8) < 0)) {
+        perror("listen_only");
+        exit(1);
+    }
+    return fd;
+}
+
+static int run_peer(const char *sock)
+{
+    struct expect ok = { .name = "peer-unary", .status = GRPC_STATUS_OK,
+                         .resp = (const uint8_t *)"ping", .resp_len = 4 };
+    struct expect fail = { .name = "peer-fail", .status = GRPC_STATUS_INVALID_ARGUMENT,
+                           .message = FAIL_MSG };
+    struct expect unknown = { .name = "peer-unknown", .status = GRPC_STATUS_UNIMPLEMENTED };
+    start(sock, "/test.Echo/Unary", "ping", 4, 5000, &ok);
+    start(sock, "/test.Echo/Fail", "x", 1, 5000, &fail);
+    start(sock, "/test.Echo/Nope", "x", 1, 5000, &unknown);
+    return loop_run(loop);
+}
+
+int main(int argc, char **argv)
+{
+    if (loop_new(&loop) < 0)
+        return 1;
+    if (argc == 3 && streq(argv[1], "--peer")) {
+        int r = run_peer(argv[2]);
+        loop_free(loop);
+        return r < 0 || failures ? 1 : 0;
+    }
+
+    char dir[] = "/tmp/gdp-grpc-client-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    _cleanup_free_ char *sock = xasprintf("%s/srv.sock", dir);
+    _cleanup_free_ char *silent = xasprintf("%s/silent.sock", dir);
+    _cleanup_free_ char *refusing = xasprintf("%s/refusing.sock", dir);
+    _cleanup_free_ char *missing = xasprintf("%s/missing.sock", dir);
+
+    struct grpc_server *srv = NULL;
+    struct grpc_server_limits lim = { .max_message = 4u * 1024u * 1024u };
+    if (grpc_server_new(loop, sock, methods, ELEMENTSOF(methods), NULL, &lim, &srv) < 0)
+        return 1;
+    int silent_fd = listen_only(silent, true);     /* accepts nothing, answers nothing */
+    int refusing_fd = listen_only(refusing, false); /* bound, not listening */
+
+    size_t big_len = 3u * 1024u * 1024u;
+    _cleanup_free_ uint8_t *big = xmalloc(big_len);
+    for (size_t i = 0; i < big_len; i++)
+        big[i] = (uint8_t)(i * 7);
+
+    struct expect e_ok = { .name = "unary", .status = GRPC_STATUS_OK,
+                           .resp = (const uint8_t *)"hello", .resp_len = 5 };
+    struct expect e_empty = { .name = "unary-empty", .status = GRPC_STATUS_OK,
+                              .resp = (const uint8_t *)"", .resp_len = 0 };
+    struct expect e_big = { .name = "unary-3MiB", .status = GRPC_STATUS_OK, .resp = big,
+                            .resp_len = big_len };
+    struct expect e_fail = { .name = "error-status", .status = GRPC_STATUS_INVALID_ARGUMENT,
+                             .message = FAIL_MSG };
+    struct expect e_unknown = { .name = "unknown-method", .status = GRPC_STATUS_UNIMPLEMENTED,
+                                .message = "unknown method /test.Echo/Nope" };
+    struct expect e_missing = { .name = "connect-enoent", .status = GRPC_STATUS_UNAVAILABLE,
+                                .message_prefix = "connect " };
+    struct expect e_refused = { .name = "connect-refused", .status = GRPC_STATUS_UNAVAILABLE,
+                                .message_prefix = "connect " };
+    struct expect e_deadline = { .name = "deadline", .status = GRPC_STATUS_DEADLINE_EXCEEDED };
+    struct expect e_cancel = { .name = "cancelled", .never = true };
+
+    start(sock, "/test.Echo/Unary", "hello", 5, 5000, &e_ok);
+    start(sock, "/test.Echo/Unary", "", 0, 5000, &e_empty);
+    start(sock, "/test.Echo/Unary", big, big_len, 10000, &e_big);
+    start(sock, "/test.Echo/Fail", "x", 1, 5000, &e_fail);
+    start(sock, "/test.Echo/Nope", "x", 1, 5000, &e_unknown);
+    start(missing, "/test.Echo/Unary", "x", 1, 5000, &e_missing);
+    start(refusing, "/test.Echo/Unary", "x", 1, 5000, &e_refused);
+    start(silent, "/test.Echo/Unary", "x", 1, 200, &e_deadline);
+    grpc_call_cancel(start(silent, "/test.Echo/Unary", "x", 1, 100, &e_cancel));
+    grpc_call_cancel(start(missing, "/test.Echo/Unary", "x", 1, 100, &e_cancel));
+
+    /* Server-side protocol checks, through hand-made request bodies. */
+    static const uint8_t two[] = { 0, 0, 0, 0, 1, 'a', 0, 0, 0, 0, 1, 'b' };
+    static const uint8_t compressed[] = { 1, 0, 0, 0, 1, 'a' };
+    static const uint8_t truncated[] = { 0, 0, 0, 0, 9, 'a' };
+    static const uint8_t huge[] = { 0, 0xff, 0xff, 0xff, 0xff };
+    static const uint8_t one[] = { 0, 0, 0, 0, 1, 'a' };
+    struct expect r_two = { .name = "two-messages", .status = GRPC_STATUS_INTERNAL };
+    struct expect r_comp = { .name = "compressed", .status = GRPC_STATUS_UNIMPLEMENTED };
+    struct expect r_trunc = { .name = "truncated", .status = GRPC_STATUS_INTERNAL };
+    struct expect r_none = { .name = "no-message", .status = GRPC_STATUS_INTERNAL };
+    struct expect r_huge = { .name = "declared-4GiB", .status = GRPC_STATUS_RESOURCE_EXHAUSTED };
+    struct expect r_ctype = { .name = "content-type", .status = GRPC_STATUS_UNKNOWN,
+                              .message_prefix = "HTTP status 415" };
+    struct expect r_suffix = { .name = "content-type+proto", .status = GRPC_STATUS_OK,
+                               .resp = (const uint8_t *)"a", .resp_len = 1 };
+    start_raw(sock, "application/grpc", two, sizeof(two), &r_two);
+    start_raw(sock, "application/grpc", compressed, sizeof(compressed), &r_comp);
+    start_raw(sock, "application/grpc", truncated, sizeof(truncated), &r_trunc);
+    start_raw(sock, "application/grpc", NULL, 0, &r_none);
+    start_raw(sock, "application/grpc", huge, sizeof(huge), &r_huge);
+    start_raw(sock, "text/plain", one, sizeof(one), &r_ctype);
+    start_raw(sock, "application/grpc+proto", one, sizeof(one), &r_suffix);
+
+    int r = loop_run(loop);
+    check(r == 0, "loop", "loop_run failed");
+    struct expect *all[] = { &e_ok, &e_empty, &e_big, &e_fail, &e_unknown, &e_missing,
+                             &e_refused, &e_deadline, &r_two, &r_comp, &r_trunc, &r_none,
+                             &r_huge, &r_ctype, &r_suffix };
+    for (size_t i = 0; i < ELEMENTSOF(all); i++)
+        check(all[i]->done, all[i]->name, "never completed");
+
+    grpc_server_free(srv);
+    check(access(sock, F_OK) < 0, "free", "socket not unlinked");
+    close(silent_fd);
+    close(refusing_fd);
+    unlink(silent);
+    unlink(refusing);
+    rmdir(dir);
+    loop_free(loop);
+    printf("%u failures\n", failures);
+    return failures ? 1 : 0;
+}
