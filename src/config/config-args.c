@@ -464,7 +464,7 @@ static int parse_argv(int argc, char **argv, struct cli_values *v, struct config
             v->value[opt] = xstrdup(value);
         }
         free(v->origin[opt]);
-        v->origin[opt] = xasprintf("--%.*s", (int)len, name);
+        v->origin[opt] = xstrndup(arg, (size_t)(name - arg) + len); /* as typed */
     }
     return 0;
 }
