@@ -1,0 +1,56 @@
+/* Process-wide state of the simulated library: the node (loaded at the first
+ * successful nvmlInit and kept for the life of the process so handles stay valid),
+ * the init reference count, event sets and fault-injection switches.
+ *
+ * Locking: sim_lock guards the refcount, the fault flags of devices, event sets and
+ * the wait-error switch. The node's other fields never change after publication and
+ * are read without the lock. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "core/macro.h"
+#include "nvml/nvml-abi.h"
+#include "sim-model.h"
+
+extern pthread_mutex_t sim_lock;
+extern struct sim_node *sim_node;
+extern unsigned sim_refcount;
+
+/* Handle checks, each taking sim_lock briefly. */
+enum {
+    SIM_ANY = 0,
+    SIM_QUERY = 1 << 0,    /* probe-fail makes it fail with UNKNOWN */
+    SIM_GPU_ONLY = 1 << 1, /* a MIG handle is INVALID_ARGUMENT */
+};
+nvmlReturn_t sim_dev(nvmlDevice_t h, unsigned flags, struct sim_device **out);
+nvmlReturn_t sim_gi(nvmlGpuInstance_t h, struct sim_gi **out);
+nvmlReturn_t sim_ci(nvmlComputeInstance_t h, struct sim_ci **out);
+nvmlReturn_t sim_initialized(void);
+/* Same checks as sim_dev for a device already resolved (e.g. by lookup). */
+nvmlReturn_t sim_dev_usable(struct sim_device *d, unsigned flags);
+
+/* GPU or MIG device by UUID (case-insensitive; also "MIG-GPU-<uuid>/<gi>/<ci>"). Caller
+ * holds no lock; the node is immutable. */
+struct sim_device *sim_find_uuid(const char *uuid);
+
+/* Copy s into a caller buffer of `len` bytes, NVML style. */
+nvmlReturn_t sim_put_str(char *buf, unsigned len, const char *s);
+
+/* Events (sim-events.c). Queue one event for every set that registered `gpu` for
+ * `type`. gi/ci 0xFFFFFFFF when not attributed. Caller holds sim_lock. */
+void sim_events_post_locked(struct sim_device *gpu, unsigned long long type, unsigned long long data,
+                            unsigned gi, unsigned ci);
+/* wait-error switch: remaining count (-1 forever, 0 off) and code. Under sim_lock. */
+extern long sim_wait_error_count;
+extern nvmlReturn_t sim_wait_error_code;
+
+/* Control FIFO (sim-control.c): start the reader thread once per process. */
+void sim_control_start(const char *fifo, const char *ack);
+
+/* Built-in profile text (generated from default-node.yaml). */
+extern const unsigned char sim_default_profile[];
+extern const size_t sim_default_profile_len;
+
+#define SIM_UNATTRIBUTED 0xFFFFFFFFu

@@ -1,0 +1,190 @@
+/* nvml-sim-render: build the host files a plugin reads next to NVML (sysfs NUMA
+ * nodes, the nvidia-caps MIG minor table, /dev nodes) from a simulator profile. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/macro.h"
+#include "sim-model.h"
+
+/* The driver numbers capability minors in a fixed grid: 1 config, 2 monitor, then per
+ * GPU 15 GIs × (1 GI entry + 8 CI entries). */
+#define CAP_GIS 15
+#define CAP_CIS 8
+static unsigned gi_minor(unsigned gpu, unsigned gi) { return 3 + gpu * CAP_GIS * (1 + CAP_CIS) + gi * (1 + CAP_CIS); }
+static unsigned ci_minor(unsigned gpu, unsigned gi, unsigned ci) { return gi_minor(gpu, gi) + 1 + ci; }
+
+static int mkdir_p(const char *path)
+{
+    _cleanup_free_ char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *s = '/';
+    }
+    if (mkdir(p, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* Write `text` to dir/name, creating dir. */
+static int write_file(const char *dir, const char *name, const char *text)
+{
+    _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
+    _cleanup_free_ char *parent = xstrdup(path);
+    *strrchr(parent, '/') = 0;
+    int r = mkdir_p(parent);
+    if (r < 0) {
+        fprintf(stderr, "nvml-sim-render: mkdir %s: %s\n", parent, strerror(-r));
+        return r;
+    }
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t len = strlen(text);
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len) {
+        fprintf(stderr, "nvml-sim-render: write %s: %s\n", path, strerror(errno));
+        return -EIO;
+    }
+    return 0;
+}
+
+static int render_sysfs(const struct sim_node *nd, const char *root)
+{
+    for (unsigned i = 0; i < nd->n_devs; i++) {
+        const struct sim_device *d = &nd->devs[i];
+        if (d->numa_node < 0)
+            continue;
+        char name[128], val[16];
+        snprintf(name, sizeof(name), "bus/pci/devices/%04x:%02x:%02x.%x/numa_node", d->bdf.domain, d->bdf.bus,
+                 d->bdf.device, d->bdf.function);
+        snprintf(val, sizeof(val), "%d\n", d->numa_node);
+        if (write_file(root, name, val) < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
+static int render_proc(const struct sim_node *nd, const char *root)
+{
+    size_t cap = 4096, len = 0;
+    _cleanup_free_ char *buf = xmalloc(cap);
+#define APPEND(...)                                                                   \
+    do {                                                                              \
+        int k_;                                                                       \
+        while ((k_ = snprintf(buf + len, cap - len, __VA_ARGS__)) >= 0 && (size_t)k_ >= cap - len) \
+            buf = xrealloc(buf, cap *= 2);                                            \
+        len += (size_t)k_;                                                            \
+    } while (0)
+    APPEND("config 1\nmonitor 2\n");
+    for (unsigned i = 0; i < nd->n_devs; i++) {
+        unsigned g = nd->devs[i].minor;
+        for (unsigned gi = 0; gi < CAP_GIS; gi++) {
+            APPEND("gpu%u/gi%u/access %u\n", g, gi, gi_minor(g, gi));
+            for (unsigned ci = 0; ci < CAP_CIS; ci++)
+                APPEND("gpu%u/gi%u/ci%u/access %u\n", g, gi, ci, ci_minor(g, gi, ci));
+        }
+    }
+#undef APPEND
+    if (write_file(root, "driver/nvidia-caps/mig-minors", buf) < 0)
+        return -EIO;
+    /* The capability files of the instances that exist. */
+    for (unsigned i = 0; i < nd->n_devs; i++) {
+        const struct sim_device *d = &nd->devs[i];
+        for (unsigned k = 0; k < d->n_gis; k++) {
+            const struct sim_gi *gi = &d->gis[k];
+            char name[128], text[128];
+            snprintf(name, sizeof(name), "driver/nvidia/capabilities/gpu%u/mig/gi%u/access", d->minor, gi->id);
+            snprintf(text, sizeof(text), "DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n",
+                     gi_minor(d->minor, gi->id));
+            if (write_file(root, name, text) < 0)
+                return -EIO;
+            for (unsigned c = 0; c < gi->n_cis; c++) {
+                snprintf(name, sizeof(name), "driver/nvidia/capabilities/gpu%u/mig/gi%u/ci%u/access", d->minor,
+                         gi->id, gi->cis[c].id);
+                snprintf(text, sizeof(text), "DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n",
+                         ci_minor(d->minor, gi->id, gi->cis[c].id));
+                if (write_file(root, name, text) < 0)
+                    return -EIO;
+            }
+        }
+    }
+    return 0;
+}
+
+static int render_dev(const struct sim_node *nd, const char *root)
+{
+    static const char *const fixed[] = { "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset",
+                                         "nvidia-caps/nvidia-cap1", "nvidia-caps/nvidia-cap2" };
+    for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
+        if (write_file(root, fixed[i], "") < 0)
+            return -EIO;
+    for (unsigned i = 0; i < nd->n_devs; i++) {
+        const struct sim_device *d = &nd->devs[i];
+        char name[64];
+        snprintf(name, sizeof(name), "nvidia%u", d->minor);
+        if (write_file(root, name, "") < 0)
+            return -EIO;
+        for (unsigned k = 0; k < d->n_gis; k++) {
+            snprintf(name, sizeof(name), "nvidia-caps/nvidia-cap%u", gi_minor(d->minor, d->gis[k].id));
+            if (write_file(root, name, "") < 0)
+                return -EIO;
+            for (unsigned c = 0; c < d->gis[k].n_cis; c++) {
+                snprintf(name, sizeof(name), "nvidia-caps/nvidia-cap%u",
+                         ci_minor(d->minor, d->gis[k].id, d->gis[k].cis[c].id));
+                if (write_file(root, name, "") < 0)
+                    return -EIO;
+            }
+        }
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nvml-sim-render --profile FILE [--sysfs-root DIR] [--proc-root DIR] [--dev-root DIR]\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "profile", required_argument, NULL, 'p' },    { "sysfs-root", required_argument, NULL, 's' },
+        { "proc-root", required_argument, NULL, 'r' },  { "dev-root", required_argument, NULL, 'd' },
+        { "help", no_argument, NULL, 'h' },             { 0 },
+    };
+    const char *profile = NULL, *sysfs = NULL, *proc = NULL, *dev = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': profile = optarg; break;
+        case 's': sysfs = optarg; break;
+        case 'r': proc = optarg; break;
+        case 'd': dev = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!profile || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    char err[512];
+    struct sim_node *nd = sim_profile_load(profile, err, sizeof(err));
+    if (!nd) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    int r = 0;
+    if (sysfs && render_sysfs(nd, sysfs) < 0)
+        r = 1;
+    if (!r && proc && render_proc(nd, proc) < 0)
+        r = 1;
+    if (!r && dev && render_dev(nd, dev) < 0)
+        r = 1;
+    sim_node_free(nd);
+    return r;
+}
