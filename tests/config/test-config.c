@@ -694,6 +694,42 @@ static void test_help(void)
     free(buf);
 }
 
+/* The full example in docs/configuration.md must load as documented. */
+static void test_doc_example(void)
+{
+    const char *src = getenv("GDP_SOURCE_DIR");
+    if (!src) {
+        fprintf(stderr, "GDP_SOURCE_DIR unset, doc example not checked\n");
+        failures++;
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/docs/configuration.md", src);
+    FILE *f = fopen(path, "re");
+    CHECK(f != NULL, "%s", path);
+    if (!f)
+        return;
+    char *doc = NULL;
+    size_t cap = 0;
+    ssize_t n = getdelim(&doc, &cap, 0, f);
+    fclose(f);
+    char *start = n > 0 ? strstr(doc, "```yaml\n") : NULL;
+    char *end = start ? strstr(start + 8, "```") : NULL;
+    CHECK(start && end, "no yaml block in docs");
+    if (start && end) {
+        *end = 0;
+        struct config c;
+        struct error err = { 0 };
+        int r = load(&c, start + 8, NULL, NULL, NULL, &err);
+        CHECK(r == 0 && streq(c.driver_root, "/run/nvidia/driver") &&
+                  c.device_list_strategy == (DEVICE_LIST_ENVVAR | DEVICE_LIST_CDI_ANNOTATIONS) &&
+                  c.time_slicing.n_resources == 1 && c.health_json,
+              "doc example: %s", err.msg);
+        config_free(&c);
+    }
+    free(doc);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/gdp-config-test.XXXXXX";
@@ -709,6 +745,7 @@ int main(void)
     test_warnings();
     test_commands();
     test_help();
+    test_doc_example();
 
     unlink("config.yaml");
     unlink("env.yaml");
