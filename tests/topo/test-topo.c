@@ -247,9 +247,10 @@ static bool expect_empty(const int *avail, size_t na, const int *must, size_t nm
 static void check_request(const char *topo, const struct topo_model *m, const int *avail_in,
                           size_t na, const int *must_in, size_t nm, size_t size, uint64_t *rng)
 {
-    int avail[MAXN], must[MAXN], out[MAXN], out2[MAXN];
+    int avail[MAXN], must[MAXN] = { 0 }, out[MAXN], out2[MAXN];
     memcpy(avail, avail_in, na * sizeof(int));
-    memcpy(must, must_in, nm * sizeof(int));
+    if (nm)
+        memcpy(must, must_in, nm * sizeof(int));
     shuffle(avail, na, rng); /* the kubelet's order must not matter */
     shuffle(must, nm, rng);
     n_cases++;
@@ -356,7 +357,7 @@ static void expect(const struct topo_model *m, const int *avail, size_t na, cons
     int out[MAXN];
     int r = topo_preferred(m, avail, na, must, nm, size, out);
     CHECK(r == (int)n_want, "known answer: got %d GPUs, want %zu", r, n_want);
-    if (r == (int)n_want)
+    if (r == (int)n_want && n_want)
         CHECK(memcmp(out, want, n_want * sizeof(int)) == 0, "known answer: wrong GPUs (first %d)",
               out[0]);
 }
