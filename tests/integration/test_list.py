@@ -13,29 +13,35 @@ class List(harness.PluginTestCase):
         self.render("a100")
         r = self.run_plugin(["list"], env=self.env())
         self.assertEqual(r.returncode, 0, r.stderr)
-        gpus = harness.load_profile("a100")
-        for g in gpus:
-            self.assertIn(g["uuid"], r.stdout)
-        self.assertIn("nvidia.com/gpu", r.stdout)
-        self.assertIn(gpus[0]["name"], r.stdout)
+        lines = r.stdout.splitlines()
+        for g in harness.load_profile("a100"):
+            mine = [l for l in lines if g["uuid"] in l.split()]
+            self.assertEqual(len(mine), 1, "one line for %s in:\n%s" % (g["uuid"], r.stdout))
+            line = mine[0]
+            self.assertTrue(line.startswith("nvidia.com/gpu"), line)
+            self.assertIn("Healthy", line.split())
+            self.assertIn(str(g["numa"]), line.split())
+            self.assertIn(g["name"], line)
+            self.assertIn("%d MiB" % (g["memory"] // (1 << 20)), line)
 
     def test_json(self):
         self.render("h100")
         r = self.run_plugin(["list", "--output", "json"], env=self.env())
         self.assertEqual(r.returncode, 0, r.stderr)
         doc = json.loads(r.stdout)
-        rows = find_rows(doc)
+        rows = list(device_rows(doc))
         gpus = {g["uuid"]: g for g in harness.load_profile("h100")}
-        self.assertEqual({row["id"] for row in rows}, set(gpus), doc)
-        for row in rows:
+        self.assertEqual(sorted(row["id"] for _, row in rows), sorted(gpus), doc)
+        for resource, row in rows:
             g = gpus[row["id"]]
-            self.assertEqual(row.get("resource"), "nvidia.com/gpu", row)
+            self.assertEqual(resource, "nvidia.com/gpu", row)
             self.assertEqual(row.get("health"), "Healthy", row)
-            numa = row.get("numa")
-            self.assertIn(numa, (g["numa"], [g["numa"]]), row)
+            self.assertIn(row.get("numa"), (g["numa"], [g["numa"]]), row)
             self.assertEqual(row.get("name"), g["name"], row)
-            self.assertIn("memory", row)
-            self.assertTrue(row["memory"], row)
+            memory = [v for k, v in row.items() if k.startswith("memory")]
+            self.assertEqual(len(memory), 1, row)
+            if isinstance(memory[0], int):
+                self.assertEqual(memory[0], g["memory"], row)
 
     def test_json_equals_flag_form(self):
         self.render("t4")
@@ -45,21 +51,19 @@ class List(harness.PluginTestCase):
         self.assertEqual(json.loads(a.stdout), json.loads(b.stdout))
 
 
-def find_rows(doc):
-    """The device rows, whether the document is a list or an object holding one."""
-    if isinstance(doc, list) and all(isinstance(x, dict) and "id" in x for x in doc):
-        return doc
+def device_rows(doc, resource=None):
+    """(resource, row) for every device row (an object with "id"), wherever it is
+    nested; a row's resource is its own "resource" or the nearest enclosing one."""
     if isinstance(doc, dict):
+        resource = doc.get("resource", resource)
+        if "id" in doc:
+            yield resource, doc
+            return
         for v in doc.values():
-            rows = find_rows(v)
-            if rows:
-                return rows
-    if isinstance(doc, list):
-        out = []
+            yield from device_rows(v, resource)
+    elif isinstance(doc, list):
         for v in doc:
-            out.extend(find_rows(v) or [])
-        return out
-    return []
+            yield from device_rows(v, resource)
 
 
 if __name__ == "__main__":
