@@ -1,0 +1,8 @@
+#!/bin/sh
+# Build go-client against Debian's Go packages (GOPATH mode, offline).
+# usage: build.sh <output> <cache dir>
+set -eu
+out=$1
+cache=$2
+cd "$(dirname "$0")"
+GOPATH=/usr/share/gocode GO111MODULE=off GOFLAGS= GOCACHE="$cache" exec go build -o "$out" .
