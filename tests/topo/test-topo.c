@@ -9,14 +9,14 @@
 
 #include "core/macro.h"
 #include "policy/topo.h"
+#include "topo-brute.h"
 #include "topo-fixtures.h"
 
-#define PAD (-1)
-#define MAXN 16
+#define MAXN TOPO_BRUTE_MAXN
 
 static unsigned failures, checks;
 
-#define CHECK(cond, ...)                                                              \
+#define CHECK(cond, ...)                                                            \
     do {                                                                              \
         checks++;                                                                     \
         if (!(cond)) {                                                                \
@@ -28,197 +28,6 @@ static unsigned failures, checks;
                 exit(1);                                                              \
         }                                                                             \
     } while (0)
-
-/* ---- brute force: the reference's enumeration ----------------------------- */
-
-struct brute {
-    const struct topo_model *m;
-    const int *must;
-    size_t n_must, size;
-    int padding;
-    /* objective over every partition */
-    bool any;
-    long opt;               /* best partition score among valid partitions */
-    long best_set;          /* best full must-set score among optimal partitions */
-    unsigned best_span;
-    int best[MAXN];         /* sorted */
-    /* the reference's literal pick: first best partition, first best set in it */
-    bool ref_any;
-    long ref_opt;
-    int ref_part[MAXN][MAXN];
-    size_t ref_sets;
-    unsigned partitions;
-};
-
-static long set_score(const struct topo_model *m, const int *set, size_t k)
-{
-    long s = 0;
-    for (size_t i = 0; i < k; i++)
-        for (size_t j = i + 1; j < k; j++)
-            if (set[i] != PAD && set[j] != PAD)
-                s += m->score[set[i] * (int)m->n + set[j]];
-    return s;
-}
-
-static bool contains(const int *set, size_t k, int x)
-{
-    for (size_t i = 0; i < k; i++)
-        if (set[i] == x)
-            return true;
-    return false;
-}
-
-static bool contains_all(const int *set, size_t k, const int *sub, size_t n_sub)
-{
-    for (size_t i = 0; i < n_sub; i++)
-        if (!contains(set, k, sub[i]))
-            return false;
-    return true;
-}
-
-static size_t count_pad(const int *set, size_t k)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < k; i++)
-        c += set[i] == PAD;
-    return c;
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-static unsigned span_of(const struct topo_model *m, const int *set, size_t k)
-{
-    unsigned span = 0;
-    for (size_t i = 0; i < k; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i; j++)
-            seen |= m->numa[set[j]] == m->numa[set[i]];
-        span += !seen;
-    }
-    return span;
-}
-
-/* Our tie-breaks, written independently: fewer NUMA nodes, then lexicographic. */
-static void brute_offer(struct brute *b, const int *set)
-{
-    int s[MAXN];
-    memcpy(s, set, b->size * sizeof(int));
-    qsort(s, b->size, sizeof(int), cmp_int);
-    long score = set_score(b->m, s, b->size);
-    unsigned span = span_of(b->m, s, b->size);
-    bool better = score > b->best_set;
-    if (score == b->best_set) {
-        if (span != b->best_span) {
-            better = span < b->best_span;
-        } else {
-            int c = 0;
-            for (size_t i = 0; i < b->size && !c; i++)
-                c = (s[i] > b->best[i]) - (s[i] < b->best[i]);
-            better = c < 0;
-        }
-    }
-    if (better) {
-        b->best_set = score;
-        b->best_span = span;
-        memcpy(b->best, s, b->size * sizeof(int));
-    }
-}
-
-static void brute_partition(struct brute *b, int part[][MAXN], size_t n_sets)
-{
-    size_t k = b->size;
-    b->partitions++;
-    bool valid = false;
-    for (size_t i = 0; i < n_sets && !valid; i++)
-        valid = contains_all(part[i], k, b->must, b->n_must) && count_pad(part[i], k) == 0;
-    if (!valid)
-        return;
-    long score = 0;
-    for (size_t i = 0; i < n_sets; i++)
-        score += set_score(b->m, part[i], k);
-
-    /* reference: first partition with the (strictly) highest score */
-    if (!b->ref_any || score > b->ref_opt) {
-        b->ref_any = true;
-        b->ref_opt = score;
-        memcpy(b->ref_part, part, n_sets * sizeof(part[0]));
-        b->ref_sets = n_sets;
-    }
-
-    /* objective: every optimal partition, every full must-set in it */
-    if (!b->any || score > b->opt) {
-        b->any = true;
-        b->opt = score;
-        b->best_set = -1;
-        b->best_span = ~0u;
-    }
-    if (score < b->opt)
-        return;
-    for (size_t i = 0; i < n_sets; i++)
-        if (count_pad(part[i], k) == 0 && contains_all(part[i], k, b->must, b->n_must))
-            brute_offer(b, part[i]);
-}
-
-/* iterateGPUPartitions' recursion: devs[0] plus every (size-1)-combination of the
- * rest, skipping sets with some but not all padding. */
-static void brute_iterate(struct brute *b, const int *devs, size_t n, int part[][MAXN],
-                          size_t n_sets)
-{
-    size_t k = b->size;
-    if (n == k) {
-        memcpy(part[n_sets], devs, k * sizeof(int));
-        brute_partition(b, part, n_sets + 1);
-        return;
-    }
-    size_t idx[MAXN];
-    size_t need = k - 1;
-    for (size_t i = 0; i < need; i++)
-        idx[i] = i + 1;
-    for (;;) {
-        int *set = part[n_sets];
-        set[0] = devs[0];
-        for (size_t i = 0; i < need; i++)
-            set[i + 1] = devs[idx[i]];
-        size_t p = count_pad(set, k);
-        if (p == 0 || (int)p == b->padding) {
-            int rest[MAXN * 2];
-            size_t nr = 0;
-            for (size_t i = 1; i < n; i++) {
-                bool taken = false;
-                for (size_t j = 0; j < need; j++)
-                    taken |= idx[j] == i;
-                if (!taken)
-                    rest[nr++] = devs[i];
-            }
-            brute_iterate(b, rest, nr, part, n_sets + 1);
-        }
-        /* next combination of `need` indices out of 1..n-1 */
-        ssize_t i = (ssize_t)need - 1;
-        while (i >= 0 && idx[i] == n - need + (size_t)i)
-            i--;
-        if (i < 0)
-            break;
-        idx[i]++;
-        for (size_t j = (size_t)i + 1; j < need; j++)
-            idx[j] = idx[j - 1] + 1;
-    }
-}
-
-static void brute_run(struct brute *b, const int *avail, size_t na)
-{
-    int devs[MAXN * 2];
-    size_t n = na;
-    memcpy(devs, avail, na * sizeof(int));
-    while (n % b->size)
-        devs[n++] = PAD;
-    b->padding = (int)(n - na);
-    int part[MAXN * 2][MAXN];
-    brute_iterate(b, devs, n, part, 0);
-}
 
 /* ---- one request ------------------------------------------------------------ */
 
@@ -239,7 +48,7 @@ static bool expect_empty(const int *avail, size_t na, const int *must, size_t nm
     if (size == 0 || na < size || nm > size || nm > na)
         return true;
     for (size_t i = 0; i < nm; i++)
-        if (!contains(avail, na, must[i]))
+        if (!brute_contains(avail, na, must[i]))
             return true;
     return false;
 }
@@ -266,10 +75,10 @@ static void check_request(const char *topo, const struct topo_model *m, const in
 
     /* validity */
     for (size_t i = 0; i < size; i++) {
-        CHECK(contains(avail, na, out[i]), "%s: answer %d not available", topo, out[i]);
+        CHECK(brute_contains(avail, na, out[i]), "%s: answer %d not available", topo, out[i]);
         CHECK(i == 0 || out[i - 1] < out[i], "%s: answer not sorted/unique", topo);
     }
-    CHECK(contains_all(out, size, must, nm), "%s: answer misses a must GPU", topo);
+    CHECK(brute_contains_all(out, size, must, nm), "%s: answer misses a must GPU", topo);
 
     /* determinism: same sets in another order, same answer */
     shuffle(avail, na, rng);
@@ -291,12 +100,12 @@ static void check_request(const char *topo, const struct topo_model *m, const in
     long ref_best = -1;
     bool ref_padded = false;
     for (size_t i = 0; i < b.ref_sets; i++) {
-        if (!contains_all(b.ref_part[i], size, must, nm))
+        if (!brute_contains_all(b.ref_part[i], size, must, nm))
             continue;
-        long s = set_score(m, b.ref_part[i], size);
+        long s = brute_set_score(m, b.ref_part[i], size);
         if (s > ref_best) {
             ref_best = s;
-            ref_padded = count_pad(b.ref_part[i], size) > 0;
+            ref_padded = brute_count_pad(b.ref_part[i], size) > 0;
         }
     }
     if (ref_padded) {
@@ -339,7 +148,7 @@ static void check_matrix(const char *topo, const struct topo_model *m, size_t ma
             /* a must GPU that is busy (not available): empty answer */
             if (na < n) {
                 for (size_t i = 0; i < n; i++)
-                    if (!contains(avail, na, (int)i)) {
+                    if (!brute_contains(avail, na, (int)i)) {
                         must[1] = (int)i;
                         break;
                     }
@@ -474,7 +283,7 @@ static void heuristic(uint64_t *rng)
         size_t nm = fx_rand(rng) % (size + 1);
         int r = topo_preferred(&m, all, n, all, nm, size, out);
         CHECK(r == (int)size, "heuristic answer size");
-        CHECK(contains_all(out, size, all, nm), "heuristic keeps must");
+        CHECK(brute_contains_all(out, size, all, nm), "heuristic keeps must");
         for (size_t i = 1; i < size; i++)
             CHECK(out[i - 1] < out[i], "heuristic sorted");
         topo_model_clear(&m);
