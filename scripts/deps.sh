@@ -2,7 +2,7 @@
 # Install the Debian 12 packages the build, the demo and the tests need (idempotent).
 set -eu
 PKGS="gcc git meson ninja-build pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-libyaml-dev libjansson-dev protobuf-compiler python3-grpcio python3-protobuf valgrind
+libyaml-dev libjansson-dev protobuf-compiler python3-grpcio python3-protobuf python3-yaml valgrind
 golang-go golang-google-grpc-dev golang-google-protobuf-dev"
 missing=""
 for p in $PKGS; do

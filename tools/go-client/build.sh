@@ -2,7 +2,7 @@
 # Build go-client against Debian's Go packages (GOPATH mode, offline).
 # usage: build.sh <output> <cache dir>
 set -eu
-out=$1
-cache=$2
+out=$(realpath -m "$1")
+cache=$(realpath -m "$2")
 cd "$(dirname "$0")"
 GOPATH=/usr/share/gocode GO111MODULE=off GOFLAGS= GOCACHE="$cache" exec go build -o "$out" .
