@@ -1,0 +1,715 @@
+#!/usr/bin/python3
+"""bench-plugin: figures for the product targets, measured on the real binary.
+
+Runs DIR/src/gpu-device-plugin on the simulated NVML (a rendered a100 host) against a
+benchmark kubelet served in this process with grpcio, and prints a table plus one JSON
+line per figure (lines starting with `{`):
+
+  1. start -> registered (fork/exec -> Register arrives; and the plugin's own log clock)
+  2. RSS after registration and after 10,000 Allocate calls
+  3. Allocate latency, Python grpcio client and the grpc-go client, pinned and unpinned
+  4. re-registration after a kubelet restart
+  5. health event (Xid through the simulator's control FIFO) -> ListAndWatch update
+  6. idle context switches per thread with an open ListAndWatch stream
+
+The benchmark kubelet answers Register at once and does not dial back, so the figures
+measure the plugin; the "dial-back" variants behave like the real kubelet (dial the
+endpoint, GetDevicePluginOptions, ListAndWatch) and are reported separately.
+
+This is a benchmark, not a test: it prints figures and asserts nothing about time. It
+fails (exit 1) only when the plugin does not do the thing being measured.
+
+Usage: bench-plugin.py --build DIR [--quick] [--only NAME[,NAME...]] [--profile P]
+"""
+
+import argparse
+import json
+import math
+import os
+import queue
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.normpath(os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(SOURCE, "tools", "test-kubelet"))
+import dpapi  # noqa: E402
+
+pb = dpapi.pb
+REFERENCE = os.environ.get("GDP_SHARED_REFERENCE") or os.path.normpath(
+    os.path.join(SOURCE, "..", "shared", "reference"))
+RESOURCE = "nvidia.com/gpu"
+ENDPOINT = "nvidia-gpu.sock"
+WAIT = 20.0          # upper bound for any one expected event; only guards against hangs
+
+# klog header: Lmmdd hh:mm:ss.uuuuuu
+KLOG_RE = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) ")
+
+
+class BenchError(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ figures
+
+def pct(values, p):
+    """Nearest-rank percentile of a non-empty list."""
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(math.ceil(p / 100.0 * len(s))) - 1))
+    return s[k]
+
+
+class Report:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, name, unit, values=None, target=None, reference=None, note="", **fields):
+        rec = {"bench": name, "unit": unit}
+        if values is not None:
+            rec.update({"n": len(values), "p50": round(pct(values, 50), 3),
+                        "p99": round(pct(values, 99), 3), "max": round(max(values), 3)})
+        rec.update(fields)
+        if target is not None:
+            rec["target"] = target
+        if reference is not None:
+            rec["nvidia"] = reference
+        if note:
+            rec["note"] = note
+        self.rows.append(rec)
+        print(json.dumps(rec, sort_keys=False), flush=True)
+
+    def table(self):
+        print()
+        print("%-46s %6s %10s %10s %10s %8s %10s %s" % (
+            "figure", "n", "p50", "p99", "max/value", "unit", "target", "nvidia"))
+        print("-" * 116)
+        for r in self.rows:
+            if "p50" in r:
+                p50, p99, mx = "%.3f" % r["p50"], "%.3f" % r["p99"], "%.3f" % r["max"]
+            else:
+                p50 = p99 = ""
+                mx = "%s" % r.get("value", "")
+            print("%-46s %6s %10s %10s %10s %8s %10s %s" % (
+                r["bench"], r.get("n", ""), p50, p99, mx, r["unit"],
+                r.get("target", ""), r.get("nvidia", "")))
+
+
+# ------------------------------------------------------------------ host + plugin
+
+class Host:
+    """Temp dir T with the rendered host, the device-plugin dir and the control FIFO."""
+
+    def __init__(self, build, profile):
+        self.build = os.path.abspath(build)
+        self.plugin = os.path.join(self.build, "src", "gpu-device-plugin")
+        self.sim_dir = os.path.join(self.build, "sim", "nvml")
+        self.profile = profile
+        for p in (self.plugin, os.path.join(self.sim_dir, "nvml-sim-render")):
+            if not os.path.exists(p):
+                raise BenchError("not built: %s" % p)
+        self.tmp = tempfile.mkdtemp(prefix="gdp-bench-")
+        self.dp = os.path.join(self.tmp, "dp")
+        os.makedirs(self.dp)
+        self.ctl = os.path.join(self.tmp, "nvml.ctl")
+        os.mkfifo(self.ctl, 0o600)
+        roots = {k: os.path.join(self.tmp, k) for k in ("sys", "proc", "dev")}
+        r = subprocess.run([os.path.join(self.sim_dir, "nvml-sim-render"), "--profile", profile,
+                            "--sysfs-root", roots["sys"], "--proc-root", roots["proc"],
+                            "--dev-root", roots["dev"]], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BenchError("nvml-sim-render failed: %s%s" % (r.stdout, r.stderr))
+        self.roots = roots
+        self.kubelet_socket = os.path.join(self.dp, dpapi.KUBELET_SOCKET)
+        self.plugin_socket = os.path.join(self.dp, ENDPOINT)
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, True)
+
+    def env(self, extra=None):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_NVML", "GDP_"))}
+        env.update({"LD_LIBRARY_PATH": self.sim_dir, "MOCK_NVML_CONFIG": self.profile,
+                    "MOCK_NVML_CONTROL": self.ctl})
+        env.update(extra or {})
+        return env
+
+    def args(self, extra=()):
+        return ["--kubelet-socket", self.kubelet_socket, "--sysfs-root", self.roots["sys"],
+                "--proc-root", self.roots["proc"], "--dev-root", self.roots["dev"]] + list(extra)
+
+    def inject(self, line):
+        # The simulator holds the FIFO open O_RDWR, so this open never blocks once the
+        # plugin has loaded NVML.
+        fd = os.open(self.ctl, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+
+class Plugin:
+    def __init__(self, host, extra_args=(), log_name="plugin.log"):
+        self.log_path = os.path.join(host.tmp, log_name)
+        self.log = open(self.log_path, "wb")
+        self.t_spawn = time.monotonic()
+        self.proc = subprocess.Popen([host.plugin] + host.args(extra_args), env=host.env(),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self.log, close_fds=True)
+        self.pid = self.proc.pid
+
+    def log_lines(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace").splitlines()
+
+    def wait_log(self, needle, timeout=WAIT):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = self.log_lines()
+            if any(needle in l for l in lines):
+                return lines
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.002)
+        raise BenchError("plugin never logged %r; log:\n%s" % (needle, "\n".join(self.log_lines()[-20:])))
+
+    def threads(self):
+        return [int(t) for t in os.listdir("/proc/%d/task" % self.pid)]
+
+    def status(self, tid=None):
+        path = "/proc/%d/status" % self.pid if tid is None else "/proc/%d/task/%d/status" % (self.pid, tid)
+        out = {}
+        with open(path) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                out[k] = v.strip()
+        return out
+
+    def rss_kib(self):
+        s = self.status()
+        return int(s["VmRSS"].split()[0]), int(s["VmHWM"].split()[0])
+
+    def set_affinity(self, cpus):
+        for tid in self.threads():
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except ProcessLookupError:
+                pass
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def set_own_affinity(cpus):
+    """Every thread of this process (grpcio's pollers included)."""
+    for t in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(t), cpus)
+        except (ProcessLookupError, OSError):
+            pass
+
+
+def klog_time(line):
+    """Seconds since the start of the year from a klog header (only differences matter)."""
+    m = KLOG_RE.match(line)
+    if not m:
+        return None
+    mo, d, hh, mm, ss, us = (int(x) for x in m.groups())
+    return ((((mo * 31 + d) * 24 + hh) * 60 + mm) * 60 + ss) + us / 1e6
+
+
+# ------------------------------------------------------------------ the benchmark kubelet
+
+class Kubelet:
+    """Registration server. Records the monotonic arrival time of every Register. With
+    dial_back it then behaves like the kubelet: dials the endpoint, asks for the options
+    before answering, and watches ListAndWatch, recording the first list's time."""
+
+    def __init__(self, host, dial_back=False):
+        self.host = host
+        self.dial_back = dial_back
+        self.server = None
+        self.registers = queue.Queue()      # (t_arrival, RegisterRequest)
+        self.lists = queue.Queue()          # t of the first ListAndWatch list per dial-back
+        self.channels = []
+        self.generation = 0
+
+    def _register(self, req, context):
+        t = time.monotonic()
+        self.registers.put((t, req))
+        if self.dial_back:
+            ch = dpapi.dial(os.path.join(self.host.dp, req.endpoint))
+            self.channels.append(ch)
+            stub = dpapi.PluginStub(ch)
+            stub.GetDevicePluginOptions(pb.Empty(), timeout=10)
+            threading.Thread(target=self._watch, args=(stub,), daemon=True).start()
+        return pb.Empty()
+
+    def _watch(self, stub):
+        try:
+            for _ in stub.ListAndWatch(pb.Empty()):
+                self.lists.put(time.monotonic())
+                break
+        except grpc.RpcError:
+            pass
+
+    def serve(self):
+        """Serves kubelet.sock; returns T0, the time right after the socket file exists.
+        grpcio binds and listens under a temporary name which is renamed into place, so
+        the plugin's inotify sees a socket that already accepts (the kubelet's net.Listen
+        is bind+listen back to back; grpcio's add_port/start is much slower)."""
+        self.generation += 1
+        tmp = os.path.join(self.host.dp, ".kubelet-%d.sock" % self.generation)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        server.add_generic_rpc_handlers((dpapi.registration_handler(self._register),))
+        server.add_insecure_port(dpapi.unix_target(tmp))
+        server.start()
+        os.rename(tmp, self.host.kubelet_socket)
+        t0 = time.monotonic()
+        self.server = server
+        return t0
+
+    def stop(self):
+        if self.server is not None:
+            self.server.stop(grace=None).wait(10)
+            self.server = None
+        for ch in self.channels:
+            ch.close()
+        self.channels = []
+
+    def restart(self):
+        """Stop, wipe the sockets of the directory like the kubelet does, serve again."""
+        self.stop()
+        for name in os.listdir(self.host.dp):
+            path = os.path.join(self.host.dp, name)
+            try:
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+        return self.serve()
+
+    def drain(self):
+        for q in (self.registers, self.lists):
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+
+    def next_register(self, timeout=WAIT):
+        try:
+            t, req = self.registers.get(timeout=timeout)
+        except queue.Empty:
+            raise BenchError("no Register within %.0f s" % timeout)
+        if req.resource_name != RESOURCE:
+            return self.next_register(timeout)
+        return t, req
+
+    def next_list(self, timeout=WAIT):
+        try:
+            return self.lists.get(timeout=timeout)
+        except queue.Empty:
+            raise BenchError("no ListAndWatch list within %.0f s" % timeout)
+
+
+class Watch:
+    """Our own ListAndWatch stream on the plugin socket; keeps (t, {id: health})."""
+
+    def __init__(self, channel):
+        self.cond = threading.Condition()
+        self.updates = []
+        self.call = dpapi.PluginStub(channel).ListAndWatch(pb.Empty())
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            for resp in self.call:
+                t = time.monotonic()
+                devs = {d.ID: d.health for d in resp.devices}
+                with self.cond:
+                    self.updates.append((t, devs))
+                    self.cond.notify_all()
+        except grpc.RpcError:
+            pass
+
+    def mark(self):
+        with self.cond:
+            return len(self.updates)
+
+    def wait_for(self, pred, start, timeout=WAIT):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            i = start
+            while True:
+                while i < len(self.updates):
+                    if pred(self.updates[i][1]):
+                        return i, self.updates[i][0]
+                    i += 1
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BenchError("ListAndWatch: expected update did not come; last: %s" % (
+                        self.updates[-1:] if self.updates else "none"))
+                self.cond.wait(left)
+
+    def close(self):
+        self.call.cancel()
+
+
+def wait_socket(path, timeout=WAIT):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise BenchError("%s never appeared" % path)
+        time.sleep(0.001)
+
+
+# ------------------------------------------------------------------ 1. start -> registered
+
+def bench_start(host, rep, n):
+    kub = Kubelet(host)
+    kub.serve()
+    spawn, logclock, rpc, sent = [], [], [], []
+    try:
+        for _ in range(n):
+            kub.drain()
+            p = Plugin(host)
+            try:
+                t, _ = kub.next_register()
+                spawn.append((t - p.t_spawn) * 1000.0)
+                lines = p.wait_log("Registered device plugin")
+            finally:
+                p.stop()
+            first = next((klog_time(l) for l in lines if klog_time(l) is not None), None)
+            reg = next(l for l in lines if "Registered device plugin" in l)
+            logclock.append((klog_time(reg) - first) * 1000.0)
+            m = re.search(r"\((\d+) us\)", reg)
+            if m:
+                rpc.append(int(m.group(1)) / 1000.0)
+                sent.append(logclock[-1] - rpc[-1])
+    finally:
+        kub.stop()
+    rep.add("start->Register arrives (fork/exec clock)", "ms", spawn, target=5, reference=10,
+            note="time.monotonic() before Popen -> Register handler entered; includes "
+                 "Python's fork/exec and grpcio's handler dispatch")
+    rep.add("start->Registered (plugin log clock)", "ms", logclock, target=5,
+            note="first klog line -> 'Registered' klog line of the same process; "
+                 "excludes exec, dynamic loading before main, and includes the Register RPC")
+    if rpc:
+        rep.add("start->Register sent (plugin log clock)", "ms", sent,
+                note="the line above minus the Register RPC: what the plugin itself spends "
+                     "before it calls the kubelet")
+        rep.add("  Register RPC round trip (plugin's figure)", "ms", rpc,
+                note="the '(N us)' of the Registered line: connect + RPC to the bench "
+                     "kubelet, i.e. mostly grpcio's server")
+
+    # The same, against a kubelet that dials back, up to the first device list.
+    kub = Kubelet(host, dial_back=True)
+    kub.serve()
+    lists = []
+    try:
+        for _ in range(max(10, n // 3)):
+            kub.drain()
+            p = Plugin(host)
+            try:
+                kub.next_register()
+                lists.append((kub.next_list() - p.t_spawn) * 1000.0)
+            finally:
+                p.stop()
+                kub.stop()
+                kub.serve()
+    finally:
+        kub.stop()
+    rep.add("start->first ListAndWatch list (dial-back)", "ms", lists,
+            note="fork/exec -> Register -> kubelet dials back, GetDevicePluginOptions, "
+                 "ListAndWatch first message (grpcio kubelet costs included)")
+
+
+# ------------------------------------------------------------------ 2+3. RSS, Allocate
+
+def go_client(host):
+    path = os.path.join(host.build, "tools", "go-client", "go-client")
+    return path if os.path.exists(path) else None
+
+
+def run_go(host, n, dev, cpus):
+    """grpc-go client run; the child inherits this thread's CPU mask."""
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        r = subprocess.run([go_client(host), "bench-allocate", host.plugin_socket, str(n), dev],
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        os.sched_setaffinity(0, own)
+    if r.returncode != 0:
+        raise BenchError("go-client failed: %s" % r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def py_allocate(stub, req, n, warm):
+    for _ in range(warm):
+        stub.Allocate(req, timeout=10)
+    lat = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        stub.Allocate(req, timeout=10)
+        lat.append((time.perf_counter() - t0) * 1e6)
+    return lat
+
+
+def bench_allocate(host, rep, n):
+    kub = Kubelet(host)
+    kub.serve()
+    p = Plugin(host)
+    all_cpus = os.sched_getaffinity(0)
+    try:
+        kub.next_register()
+        wait_socket(host.plugin_socket)
+        ch = dpapi.dial(host.plugin_socket)
+        watch = Watch(ch)
+        _, _ = watch.wait_for(lambda d: len(d) > 0, 0)
+        dev = sorted(watch.updates[0][1])[0]
+        time.sleep(0.2)
+        rss, hwm = p.rss_kib()
+        rep.add("RSS after registration (VmRSS)", "MiB", value=round(rss / 1024, 2), target=3,
+                reference="15-20")
+        rep.add("RSS after registration (VmHWM)", "MiB", value=round(hwm / 1024, 2), target=3)
+
+        stub = dpapi.PluginStub(ch)
+        req = dpapi.allocate_request([[dev]])
+        lat = py_allocate(stub, req, n, warm=500)
+        rss, hwm = p.rss_kib()
+        rep.add("RSS after %d Allocate (VmRSS)" % (n + 500), "MiB", value=round(rss / 1024, 2),
+                target=3, reference="15-20")
+        rep.add("RSS after %d Allocate (VmHWM)" % (n + 500), "MiB", value=round(hwm / 1024, 2),
+                target=3)
+        rep.add("Allocate, Python grpcio, unpinned", "us", lat, target=100, reference=418,
+                note="1 GPU per request, sequential on one channel, after 500 warm-up calls")
+
+        pinned = len(all_cpus) >= 2
+        if pinned:
+            cpus = sorted(all_cpus)
+            p.set_affinity({cpus[1]})
+            set_own_affinity({cpus[0]})
+            try:
+                lat = py_allocate(stub, req, n, warm=500)
+            finally:
+                set_own_affinity(all_cpus)
+            rep.add("Allocate, Python grpcio, pinned", "us", lat, target=100, reference=418,
+                    note="plugin threads on CPU %d, every client thread on CPU %d" % (cpus[1], cpus[0]))
+            p.set_affinity(all_cpus)
+
+        if go_client(host):
+            g = run_go(host, n, dev, all_cpus)
+            rep.add("Allocate, grpc-go, unpinned", "us", target=100, reference=284, n=g["calls"],
+                    p50=g["p50_us"], p99=g["p99_us"], max=g["max_us"],
+                    note="go-client bench-allocate (200 warm-up calls)")
+            if pinned:
+                p.set_affinity({cpus[1]})
+                try:
+                    g = run_go(host, n, dev, {cpus[0]})
+                finally:
+                    p.set_affinity(all_cpus)
+                rep.add("Allocate, grpc-go, pinned", "us", target=100, reference=284,
+                        n=g["calls"], p50=g["p50_us"], p99=g["p99_us"], max=g["max_us"],
+                        note="plugin on CPU %d, go-client on CPU %d" % (cpus[1], cpus[0]))
+        else:
+            rep.add("Allocate, grpc-go", "us", value="skipped",
+                    note="DIR/tools/go-client/go-client not built (needs Debian golang + grpc-go)")
+        rss, hwm = p.rss_kib()
+        rep.add("RSS at the end of the Allocate runs (VmRSS)", "MiB", value=round(rss / 1024, 2),
+                target=3)
+        watch.close()
+        ch.close()
+    finally:
+        p.stop()
+        kub.stop()
+
+
+# ------------------------------------------------------------------ 4. kubelet restarts
+
+def bench_restart(host, rep, n):
+    for dial_back in (False, True):
+        kub = Kubelet(host, dial_back=dial_back)
+        kub.serve()
+        p = Plugin(host)
+        reg, lists = [], []
+        try:
+            kub.next_register()
+            if dial_back:
+                kub.next_list()
+            for _ in range(n if not dial_back else max(10, n // 2)):
+                kub.drain()
+                t0 = kub.restart()
+                t, _ = kub.next_register()
+                reg.append((t - t0) * 1000.0)
+                if dial_back:
+                    lists.append((kub.next_list() - t0) * 1000.0)
+        finally:
+            p.stop()
+            kub.stop()
+        if not dial_back:
+            rep.add("kubelet restart->Register arrives", "ms", reg, target=2, reference=1.7,
+                    note="T0 right after the new kubelet.sock exists (already listening)")
+        else:
+            rep.add("kubelet restart->Register arrives (dial-back)", "ms", reg, target=2,
+                    reference=1.7)
+            rep.add("kubelet restart->first ListAndWatch list (dial-back)", "ms", lists,
+                    note="includes the grpcio kubelet's own dial and GetDevicePluginOptions")
+
+
+# ------------------------------------------------------------------ 5. health events
+
+HEALTH_CONFIG = """version: v1
+health:
+  quietPeriod: 10ms
+  maxQuietPeriod: 10ms
+  flapWindow: 1ms
+  xids:
+    recover: [48]
+"""
+
+
+def bench_health(host, rep, n):
+    cfg = os.path.join(host.tmp, "health.yaml")
+    with open(cfg, "w") as f:
+        f.write(HEALTH_CONFIG)
+    kub = Kubelet(host)
+    kub.serve()
+    p = Plugin(host, ["--config-file", cfg])
+    lat = []
+    try:
+        kub.next_register()
+        wait_socket(host.plugin_socket)
+        ch = dpapi.dial(host.plugin_socket)
+        watch = Watch(ch)
+        watch.wait_for(lambda d: len(d) > 0, 0)
+        uuids = sorted(watch.updates[0][1])
+        for i in range(n):
+            u = uuids[i % len(uuids)]
+            mark = watch.mark()
+            t0 = time.monotonic()
+            host.inject("xid %s 48" % u)
+            idx, t = watch.wait_for(lambda d: d.get(u) == "Unhealthy", mark)
+            lat.append((t - t0) * 1000.0)
+            watch.wait_for(lambda d: all(h == "Healthy" for h in d.values()), idx + 1)
+        watch.close()
+        ch.close()
+    finally:
+        p.stop()
+        kub.stop()
+    rep.add("Xid 48 -> ListAndWatch Unhealthy", "ms", lat, target=1, reference=1.3,
+            note="FIFO write -> stream message with that GPU Unhealthy; 48 set to 'recover' "
+                 "with a 10ms quiet period so each GPU comes back; GPUs taken in turn")
+
+
+# ------------------------------------------------------------------ 6. idle wakeups
+
+def ctx_switches(p):
+    out = {}
+    for tid in p.threads():
+        try:
+            s = p.status(tid)
+        except FileNotFoundError:
+            continue
+        out[tid] = (s["Name"], int(s["voluntary_ctxt_switches"]),
+                    int(s["nonvoluntary_ctxt_switches"]))
+    return out
+
+
+def bench_idle(host, rep, seconds):
+    kub = Kubelet(host)
+    kub.serve()
+    p = Plugin(host)
+    try:
+        kub.next_register()
+        wait_socket(host.plugin_socket)
+        ch = dpapi.dial(host.plugin_socket)
+        watch = Watch(ch)
+        watch.wait_for(lambda d: len(d) > 0, 0)
+        time.sleep(1.0)
+        a = ctx_switches(p)
+        time.sleep(seconds)
+        b = ctx_switches(p)
+        watch.close()
+        ch.close()
+    finally:
+        p.stop()
+        kub.stop()
+    scale = 60.0 / seconds
+    total = 0.0
+    per = []
+    for tid in sorted(set(a) | set(b)):
+        name = (b.get(tid) or a.get(tid))[0]
+        va, na = a.get(tid, (name, 0, 0))[1:]
+        vb, nb = b.get(tid, (name, va, na))[1:]
+        v, nv = (vb - va) * scale, (nb - na) * scale
+        total += v + nv
+        per.append({"tid": tid, "name": name, "voluntary_per_min": round(v, 1),
+                    "nonvoluntary_per_min": round(nv, 1), "new": tid not in a, "gone": tid not in b})
+    rep.add("idle context switches, all threads", "per min", value=round(total, 1), target=0,
+            reference=633, window_s=seconds, threads=per,
+            note="registered, one open ListAndWatch stream, nothing else happening")
+    for t in per:
+        rep.add("  thread %d %s" % (t["tid"], t["name"]), "per min",
+                value=round(t["voluntary_per_min"] + t["nonvoluntary_per_min"], 1),
+                voluntary=t["voluntary_per_min"], nonvoluntary=t["nonvoluntary_per_min"])
+
+
+# ------------------------------------------------------------------ main
+
+SECTIONS = ("start", "allocate", "restart", "health", "idle")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", required=True, help="meson build directory")
+    ap.add_argument("--quick", action="store_true", help="fewer samples, 10 s idle window")
+    ap.add_argument("--only", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
+    ap.add_argument("--profile", default=os.path.join(REFERENCE, "nvml-mock-profiles", "a100.yaml"))
+    a = ap.parse_args()
+    only = [s for s in a.only.split(",") if s]
+    for s in only:
+        if s not in SECTIONS:
+            ap.error("unknown section %r" % s)
+    if a.quick:
+        counts = {"start": 10, "allocate": 2000, "restart": 20, "health": 50, "idle": 10}
+    else:
+        counts = {"start": 30, "allocate": 10000, "restart": 50, "health": 200, "idle": 60}
+
+    host = Host(a.build, a.profile)
+    rep = Report()
+    print("# bench-plugin: %s, profile %s, %d CPUs, load %s%s" % (
+        host.plugin, os.path.basename(a.profile), os.cpu_count(),
+        " ".join("%.2f" % x for x in os.getloadavg()), " (quick)" if a.quick else ""), flush=True)
+    try:
+        for s in only:
+            {"start": bench_start, "allocate": bench_allocate, "restart": bench_restart,
+             "health": bench_health, "idle": bench_idle}[s](host, rep, counts[s])
+    except BenchError as e:
+        print("bench-plugin: %s" % e, file=sys.stderr)
+        return 1
+    finally:
+        host.cleanup()
+    rep.table()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
