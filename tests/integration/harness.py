@@ -245,6 +245,29 @@ class Plugin:
     def alive(self):
         return self.proc.poll() is None
 
+    SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+    def finish(self):
+        """Teardown: SIGTERM a running plugin and expect a clean exit 0, then look for
+        sanitizer reports in everything it logged. Returns a list of problems."""
+        problems = []
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(TIMEOUT)
+                if rc != 0:
+                    problems.append("exit status %d after SIGTERM at teardown" % rc)
+            except subprocess.TimeoutExpired:
+                problems.append("did not exit within %.0fs of SIGTERM at teardown" % TIMEOUT)
+        self.kill()
+        text = self.stderr.text()
+        for mark in self.SANITIZER_MARKS:
+            if mark in text:
+                problems.append("sanitizer report (%r)" % mark)
+        if problems:
+            problems.append("stderr tail:\n" + text[-6000:])
+        return problems
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -321,9 +344,14 @@ class PluginTestCase(unittest.TestCase):
     def start_plugin(self, args=(), env=None, nvml=True, extra_env=None):
         p = Plugin(self.plugin_args(args), env or self.plugin_env(nvml=nvml, extra=extra_env),
                    self.log)
-        self.addCleanup(p.kill)
+        self.addCleanup(self._finish_plugin, p)
         self.plugin = p
         return p
+
+    def _finish_plugin(self, p):
+        problems = p.finish()
+        if problems:
+            raise AssertionError("plugin pid %d: %s" % (p.pid, "\n".join(problems)))
 
     def start_all(self, profile="a100", args=()):
         """Renders `profile`, starts the kubelet and the plugin, waits for the first
@@ -336,10 +364,13 @@ class PluginTestCase(unittest.TestCase):
     def run_plugin(self, args, env=None, timeout=TIMEOUT):
         """Runs the plugin to completion (e.g. `list`); returns CompletedProcess."""
         try:
-            return subprocess.run([PLUGIN] + list(args), env=env or self.plugin_env(),
-                                  capture_output=True, text=True, timeout=timeout)
+            r = subprocess.run([PLUGIN] + list(args), env=env or self.plugin_env(),
+                               capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as e:
             raise AssertionError("plugin %s did not finish in %.1fs: %s" % (args, timeout, e.stderr))
+        for mark in Plugin.SANITIZER_MARKS:
+            self.assertNotIn(mark, r.stderr, r.stderr)
+        return r
 
     # -- fault injection
     def inject(self, line, timeout=TIMEOUT):

@@ -7,6 +7,7 @@ layer is checked against a real gRPC implementation and not only against itself.
 """
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,16 +80,28 @@ class Client(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        if getattr(cls, "plugin", None) and cls.plugin.poll() is None:
-            cls.plugin.kill()
-            cls.plugin.wait()
         if getattr(cls, "channel", None):
             cls.channel.close()
+        rc = None
+        if getattr(cls, "plugin", None) and cls.plugin.poll() is None:
+            cls.plugin.send_signal(signal.SIGTERM)
+            try:
+                rc = cls.plugin.wait(TIMEOUT)
+            except subprocess.TimeoutExpired:
+                cls.plugin.kill()
+                cls.plugin.wait()
         cls.server.stop(None)
         cls.stderr.seek(0)
-        sys.stderr.write("--- plugin stderr (tail)\n" + cls.stderr.read()[-3000:])
+        log = cls.stderr.read()
+        sys.stderr.write("--- plugin stderr (tail)\n" + log[-3000:])
         cls.stderr.close()
         cls.tmp.cleanup()
+        # A clean stop after all those calls, and no sanitizer report on the way.
+        if rc != 0:
+            raise AssertionError("plugin exit status after SIGTERM: %r" % rc)
+        for mark in harness.Plugin.SANITIZER_MARKS:
+            if mark in log:
+                raise AssertionError("sanitizer report in plugin stderr")
 
     def uuids(self):
         return [g["uuid"] for g in self.gpus]
