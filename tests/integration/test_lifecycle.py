@@ -15,6 +15,8 @@ class KubeletRestart(harness.PluginTestCase):
         self.kubelet.wait("restarted", start)
         # The plugin may register before "restarted" is printed: look from the mark.
         reg, devs = self.kubelet.registered(start)
+        serving = self.kubelet.wait("serving", start)
+        self.latencies.append(reg["t"] - serving["t"])
         self.assertEqual(reg["endpoint"], harness.ENDPOINT)
         self.assertEqual(len(devs["devices"]), 8)
         self.assertSocket(self.plugin_socket())
@@ -30,6 +32,7 @@ class KubeletRestart(harness.PluginTestCase):
             time.sleep(0.05)
 
     def test_twenty_restarts(self):
+        self.latencies = []
         self.start_all("a100")
         pid = self.plugin.pid
         self.restart()
@@ -39,6 +42,10 @@ class KubeletRestart(harness.PluginTestCase):
         self.assertEqual(self.kubelet.count("register", resource=RESOURCE), 21)
         self.assertTrue(self.plugin.alive())
         self.assertEqual(self.plugin.pid, pid)
+        # Figures only, not asserted (timing varies with the machine and sanitizers).
+        lat = sorted(self.latencies)
+        print("\nkubelet.sock served -> Register received: min %.1f ms, median %.1f ms, max %.1f ms"
+              % (lat[0] * 1e3, lat[len(lat) // 2] * 1e3, lat[-1] * 1e3))
         now = self.wait_fds(baseline)
         self.assertLessEqual(len(now), len(baseline),
                          "fd leak: before %s\nafter %s" % (sorted(baseline.items()), sorted(now.items())))
