@@ -1,0 +1,185 @@
+{{/* Names, labels and the decisions the templates share. */}}
+
+{{- define "gpu-device-plugin.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release name, with the chart name appended unless it already contains it. */}}
+{{- define "gpu-device-plugin.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpu-device-plugin.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
+{{- end -}}
+
+{{- define "gpu-device-plugin.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of the pods; the selector uses the same unless overridden. */}}
+{{- define "gpu-device-plugin.templateLabels" -}}
+app.kubernetes.io/name: {{ include "gpu-device-plugin.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with .Values.selectorLabelsOverride }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "gpu-device-plugin.selectorLabels" -}}
+{{- if .Values.selectorLabelsOverride -}}
+{{ toYaml .Values.selectorLabelsOverride }}
+{{- else -}}
+{{ include "gpu-device-plugin.templateLabels" . }}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpu-device-plugin.labels" -}}
+helm.sh/chart: {{ include "gpu-device-plugin.chart" . }}
+{{ include "gpu-device-plugin.templateLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "gpu-device-plugin.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default (printf "v%s" .Chart.AppVersion)) -}}
+{{- end -}}
+
+{{- define "gpu-device-plugin.configManagerImage" -}}
+{{- printf "%s:%s" .Values.configManager.image.repository .Values.configManager.image.tag -}}
+{{- end -}}
+
+{{/* Name of the ConfigMap with the named configs, empty when there is none. */}}
+{{- define "gpu-device-plugin.configMapName" -}}
+{{- if .Values.config.name -}}
+{{- .Values.config.name -}}
+{{- else if .Values.config.map -}}
+{{- printf "%s-configs" (include "gpu-device-plugin.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The one named config every node uses when config-manager is off, chosen at
+render time with config-manager's own rules (default, then the fallbacks).
+*/}}
+{{- define "gpu-device-plugin.staticConfigKey" -}}
+{{- $c := .Values.config -}}
+{{- if $c.default -}}
+{{- $c.default -}}
+{{- else if and (has "named" $c.fallbackStrategies) (or $c.name (hasKey $c.map "default")) -}}
+default
+{{- else if and (has "single" $c.fallbackStrategies) (eq (len $c.map) 1) -}}
+{{- range $key, $_ := $c.map }}{{ $key }}{{ end -}}
+{{- else -}}
+{{- fail "config: no config selected: set config.default, or enable configManager to pick one per node" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+"true" when some node may run with a MIG strategy other than none: set in
+values, or in any embedded config, or unknowable (external ConfigMap).
+*/}}
+{{- define "gpu-device-plugin.migPossible" -}}
+{{- $result := false -}}
+{{- if typeIs "string" .Values.migStrategy -}}
+{{- $result = ne .Values.migStrategy "none" -}}
+{{- else if .Values.config.name -}}
+{{- $result = true -}}
+{{- else -}}
+{{- range $_, $text := .Values.config.map -}}
+{{- $flags := (fromYaml $text).flags | default dict -}}
+{{- if and (typeIs "string" $flags.migStrategy) (ne (toString $flags.migStrategy) "none") -}}
+{{- $result = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $result -}}
+{{- end -}}
+
+{{/* "true" when the volume-mounts device list strategy may be in use. */}}
+{{- define "gpu-device-plugin.volumeMountsPossible" -}}
+{{- $result := false -}}
+{{- if .Values.deviceListStrategy -}}
+{{- $result = contains "volume-mounts" (include "gpu-device-plugin.csv" .Values.deviceListStrategy) -}}
+{{- else if .Values.config.name -}}
+{{- $result = true -}}
+{{- else -}}
+{{- range $_, $text := .Values.config.map -}}
+{{- $flags := (fromYaml $text).flags | default dict -}}
+{{- $plugin := $flags.plugin | default dict -}}
+{{- if $plugin.deviceListStrategy -}}
+{{- if contains "volume-mounts" (include "gpu-device-plugin.csv" $plugin.deviceListStrategy) -}}
+{{- $result = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $result -}}
+{{- end -}}
+
+{{/* A string, or a list joined with commas. */}}
+{{- define "gpu-device-plugin.csv" -}}
+{{- if kindIs "slice" . -}}
+{{- join "," . -}}
+{{- else -}}
+{{- toString . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Container security context, the same rule as NVIDIA's chart: the values'
+securityContext if set; privileged for CPU manager compatibility (stat of
+device nodes for PASS_DEVICE_SPECS); SYS_ADMIN when MIG or volume-mounts
+may be used; otherwise nothing at all.
+*/}}
+{{- define "gpu-device-plugin.securityContext" -}}
+{{- if .Values.securityContext -}}
+{{ toYaml .Values.securityContext }}
+{{- else if .Values.compatWithCPUManager -}}
+privileged: true
+{{- else if or (eq (include "gpu-device-plugin.migPossible" .) "true") (eq (include "gpu-device-plugin.volumeMountsPossible" .) "true") -}}
+capabilities:
+  add: ["SYS_ADMIN"]
+{{- else -}}
+allowPrivilegeEscalation: false
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+{{- end -}}
+
+{{/* Environment of config-manager (init container: oneshot, sidecar: watch and signal). */}}
+{{- define "gpu-device-plugin.configManagerEnv" -}}
+- name: ONESHOT
+  value: {{ .oneshot | quote }}
+- name: KUBECONFIG
+  value: ""
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: NODE_LABEL
+  value: {{ .root.Values.configManager.nodeLabel | quote }}
+- name: CONFIG_FILE_SRCDIR
+  value: /available-configs
+- name: CONFIG_FILE_DST
+  value: /config/config.yaml
+- name: DEFAULT_CONFIG
+  value: {{ .root.Values.config.default | quote }}
+- name: FALLBACK_STRATEGIES
+  value: {{ join "," .root.Values.config.fallbackStrategies | quote }}
+- name: SEND_SIGNAL
+  value: {{ not .oneshot | quote }}
+- name: SIGNAL
+  value: {{ ternary "" "1" .oneshot | quote }}
+- name: PROCESS_TO_SIGNAL
+  value: {{ ternary "" "gpu-device-plugin" .oneshot | quote }}
+{{- end -}}
