@@ -26,6 +26,15 @@ struct pctx {
     bool failed;
 };
 
+/* Values quoted in messages may hold newlines or other control bytes: the message must
+ * stay one printable line. */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 static unsigned long line_of(const yaml_node_t *n) { return n ? (unsigned long)n->start_mark.line + 1 : 1; }
 
 _printf_(3, 4) static int fail(struct pctx *c, const yaml_node_t *n, const char *fmt, ...)
@@ -40,6 +49,7 @@ _printf_(3, 4) static int fail(struct pctx *c, const yaml_node_t *n, const char 
         vsnprintf(c->err + k, c->errlen - (size_t)k, fmt, ap);
         va_end(ap);
     }
+    one_line(c->err);
     return -EINVAL;
 }
 
@@ -913,6 +923,7 @@ struct sim_node *sim_profile_parse(const char *name, const unsigned char *buf, s
         snprintf(err, errlen, "%s:%lu: YAML syntax error: %s%s%s", name,
                  (unsigned long)parser.problem_mark.line + 1, parser.problem ? parser.problem : "unknown",
                  parser.context ? " " : "", parser.context ? parser.context : "");
+        one_line(err);
         yaml_parser_delete(&parser);
         return NULL;
     }
