@@ -1,0 +1,301 @@
+"""Helm chart: templates are balanced, values.yaml has every key of NVIDIA's
+chart, and (with helm-render, Go's text/template) the rendered objects carry
+the env mapping, mounts, security contexts and config wiring of NVIDIA's
+chart, with env values the built plugin accepts.
+
+usage: test_helm.py [helm-render]   (without it only the static checks run)"""
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deploylib as d  # noqa: E402
+
+# Keys of NVIDIA's nvidia-device-plugin values (v0.20.0) a drop-in must accept.
+NVIDIA_KEYS = """
+config.name config.map config.default config.fallbackStrategies
+compatWithCPUManager migStrategy failOnInitError deviceListStrategy deviceIDStrategy
+nvidiaDriverRoot nvidiaDevRoot gdrcopyEnabled gdsEnabled mofedEnabled deviceDiscoveryStrategy
+nameOverride fullnameOverride namespaceOverride selectorLabelsOverride allowDefaultNamespace
+imagePullSecrets image.repository image.pullPolicy image.tag updateStrategy.type
+podAnnotations podSecurityContext securityContext resources nodeSelector affinity tolerations
+priorityClassName runtimeClassName devicePlugin.enabled gfd.enabled mps.root mps.enableHostPID
+cdi.nvidiaHookPath cdi.featureFlags
+""".split()
+
+OPENERS = ("if", "range", "with", "define", "block")
+
+
+def check_balanced(path):
+    text = open(path).read()
+    name = os.path.relpath(path, d.CHART)
+    d.check(text.count("{{") == text.count("}}"), f"{name}: unbalanced {{{{ }}}}")
+    stack = []
+    for m in re.finditer(r"\{\{-?\s*(/\*.*?\*/)?\s*([a-z]*)", text, re.S):
+        if m.group(1):
+            continue
+        word = m.group(2)
+        line = text.count("\n", 0, m.start()) + 1
+        if word in OPENERS:
+            stack.append((word, line))
+        elif word == "else":
+            d.check(stack and stack[-1][0] in ("if", "range", "with"), f"{name}:{line}: else outside if/range/with")
+        elif word == "end":
+            if d.check(stack, f"{name}:{line}: end without an open block"):
+                stack.pop()
+    d.check(not stack, f"{name}: blocks never ended: {stack}")
+
+
+def has_key(values, dotted):
+    node = values
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def static_checks():
+    for path in sorted(glob.glob(os.path.join(d.CHART, "templates", "*"))):
+        check_balanced(path)
+    values = d.load_all(os.path.join(d.CHART, "values.yaml"))[0]
+    for key in NVIDIA_KEYS:
+        d.check(has_key(values, key), f"values.yaml: missing NVIDIA key {key}")
+    for key in ("compatWithCPUManager", "migStrategy", "failOnInitError", "deviceListStrategy",
+                "deviceIDStrategy", "nvidiaDriverRoot", "nvidiaDevRoot", "gdrcopyEnabled",
+                "gdsEnabled", "mofedEnabled", "deviceDiscoveryStrategy"):
+        d.check(values.get(key, "") is None, f"values.yaml: {key} must default to null (plugin default)")
+    d.check(values["config"]["fallbackStrategies"] == ["named", "single"], "fallbackStrategies default")
+    d.check(values["priorityClassName"] == "system-node-critical", "priorityClassName default")
+    d.check(values["mps"]["root"] == "/run/nvidia/mps", "mps.root default")
+    d.check(values["image"]["repository"] == d.IMAGE, "image.repository")
+    chart = d.load_all(os.path.join(d.CHART, "Chart.yaml"))[0]
+    d.check(chart["apiVersion"] == "v2" and chart["name"] == "gpu-device-plugin", "Chart.yaml")
+
+
+# ---- rendered checks -------------------------------------------------------
+
+def daemonset(files):
+    (ds,) = files["daemonset.yml"]
+    sel = ds["spec"]["selector"]["matchLabels"]
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    d.check(all(labels.get(k) == v for k, v in sel.items()), f"selector {sel} vs labels {labels}")
+    return ds, ds["spec"]["template"]["spec"]
+
+
+def plugin_ctr(pod):
+    (ctr,) = [c for c in pod["containers"] if c["name"] == "gpu-device-plugin-ctr"]
+    return ctr
+
+
+def env_of(ctr):
+    return {e["name"]: e.get("value") for e in ctr.get("env", [])}
+
+
+def mounts_of(pod, ctr):
+    vols = {v["name"]: v for v in pod["volumes"]}
+    out = {}
+    for m in ctr.get("volumeMounts", []):
+        if d.check(m["name"] in vols, f"mount {m['name']} without a volume"):
+            out[m["mountPath"]] = (vols[m["name"]], m.get("readOnly", False))
+    return out
+
+
+def plugin_accepts(env, config_text=None):
+    """Run the built plugin's `config print` with the rendered env: the values
+    the chart produces must load. Returns the printed configuration."""
+    exe = os.path.join(d.BUILD, "src", "gpu-device-plugin")
+    e = {k: v for k, v in env.items() if k not in d.RUNTIME_ENV and k != "CONFIG_FILE"}
+    e["PATH"] = os.environ.get("PATH", "/usr/bin")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        if config_text is not None:
+            f.write(config_text)
+            f.flush()
+            e["CONFIG_FILE"] = f.name
+        r = subprocess.run([exe, "config", "print"], env=e, capture_output=True, text=True)
+    if not d.check(r.returncode == 0, f"plugin rejects rendered env {e}: {r.stderr.strip()}"):
+        return {}
+    return json.loads(r.stdout)
+
+
+def rendered_checks(renderer, env_names):
+    def render(values=None, **kw):
+        return d.render(renderer, values, **kw)
+
+    # Defaults: NVIDIA's defaults plus our resources.
+    files, notes = render()
+    ds, pod = daemonset(files)
+    ctr = plugin_ctr(pod)
+    env = env_of(ctr)
+    d.check(env == {"MPS_ROOT": "/run/nvidia/mps", "NVIDIA_VISIBLE_DEVICES": "all",
+                    "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}, f"default env {env}")
+    d.check(ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            f"default securityContext {ctr['securityContext']}")
+    d.check(ctr["image"] == d.IMAGE + ":v0.1.0", f"default image {ctr['image']}")
+    d.check(ctr["command"] == ["gpu-device-plugin"], "command")
+    d.check(ctr["resources"]["requests"] == {"cpu": "10m", "memory": "16Mi"}, "resource requests")
+    m = mounts_of(pod, ctr)
+    d.check(m.get(d.KUBELET_DIR, ({}, 0))[0].get("hostPath", {}).get("path") == d.KUBELET_DIR, "kubelet dir")
+    d.check(m.get("/var/run/cdi", ({}, 0))[0].get("hostPath", {}).get("path") == "/var/run/cdi", "cdi dir")
+    d.check(m.get("/mps", ({}, 0))[0].get("hostPath", {}).get("path") == "/run/nvidia/mps", "mps root")
+    d.check(m.get("/dev/shm", ({}, 0))[0].get("hostPath", {}).get("path") == "/run/nvidia/mps/shm", "mps shm")
+    d.check("/driver-root" not in m and "/config" not in m, "no driver root or config by default")
+    d.check(pod["priorityClassName"] == "system-node-critical", "priorityClassName")
+    d.check({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"],
+            "toleration")
+    d.check("nodeAffinity" in pod.get("affinity", {}), "NFD node affinity")
+    d.check(not files["configmap.yml"] and not files["rbac.yml"], "no ConfigMap/RBAC by default")
+    d.check("serviceAccountName" not in pod and "initContainers" not in pod, "no config-manager by default")
+    d.check(ds["metadata"]["namespace"] == "kube-system", "release namespace")
+    d.check("kube-system" in notes, "NOTES rendered")
+
+    # Every mapped value -> its env var, as NVIDIA's chart maps them.
+    values = {"migStrategy": "single", "failOnInitError": False, "compatWithCPUManager": True,
+              "deviceListStrategy": "envvar,cdi-cri", "deviceIDStrategy": "index",
+              "nvidiaDriverRoot": "/run/nvidia/driver", "nvidiaDevRoot": "/",
+              "gdrcopyEnabled": True, "gdsEnabled": False, "mofedEnabled": True,
+              "deviceDiscoveryStrategy": "nvml",
+              "cdi": {"nvidiaHookPath": "/usr/local/bin/nvidia-cdi-hook", "featureFlags": ["a", "b"]},
+              "logVerbosity": 0, "logFormat": "json", "runtimeClassName": "nvidia",
+              "image": {"tag": "v9.9.9"}, "podAnnotations": {"a": "b"}}
+    files, _ = render(values)
+    ds, pod = daemonset(files)
+    ctr = plugin_ctr(pod)
+    env = env_of(ctr)
+    want = {"MIG_STRATEGY": "single", "FAIL_ON_INIT_ERROR": "false", "PASS_DEVICE_SPECS": "true",
+            "DEVICE_LIST_STRATEGY": "envvar,cdi-cri", "DEVICE_ID_STRATEGY": "index",
+            "NVIDIA_DRIVER_ROOT": "/run/nvidia/driver", "NVIDIA_DEV_ROOT": "/",
+            "GDRCOPY_ENABLED": "true", "GDS_ENABLED": "false", "MOFED_ENABLED": "true",
+            "DEVICE_DISCOVERY_STRATEGY": "nvml", "NVIDIA_CDI_HOOK_PATH": "/usr/local/bin/nvidia-cdi-hook",
+            "CDI_FEATURE_FLAGS": "a,b", "GDP_LOG_VERBOSITY": "0", "GDP_LOG_FORMAT": "json",
+            "NVIDIA_MIG_MONITOR_DEVICES": "all", "MPS_ROOT": "/run/nvidia/mps"}
+    for k, v in want.items():
+        d.check(env.get(k) == v, f"mapped env {k}={env.get(k)!r}, want {v!r}")
+    for k in env:
+        d.check(k in env_names or k in d.RUNTIME_ENV, f"rendered env {k} is not understood by the plugin")
+    d.check(ctr["securityContext"] == {"privileged": True}, "compatWithCPUManager -> privileged")
+    drv = mounts_of(pod, ctr).get("/driver-root")
+    d.check(drv and drv[1] and drv[0]["hostPath"]["path"] == "/run/nvidia/driver", "driver root mounted ro")
+    d.check(pod.get("runtimeClassName") == "nvidia", "runtimeClassName")
+    d.check(ctr["image"].endswith(":v9.9.9"), "image.tag")
+    d.check(ds["spec"]["template"]["metadata"].get("annotations") == {"a": "b"}, "podAnnotations")
+    cfg = plugin_accepts(env)
+    fl = cfg.get("flags", {})
+    d.check(fl.get("migStrategy") == "single" and fl.get("failOnInitError") is False
+            and fl.get("plugin", {}).get("deviceIDStrategy") == "index"
+            and fl.get("plugin", {}).get("passDeviceSpecs") is True
+            and fl.get("nvidiaDriverRoot") == "/run/nvidia/driver",
+            f"plugin saw the mapped env: {fl}")
+
+    # Security context rules.
+    for vals, want_sc in (
+            ({"migStrategy": "mixed"}, {"capabilities": {"add": ["SYS_ADMIN"]}}),
+            ({"migStrategy": "none"}, {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}),
+            ({"deviceListStrategy": ["envvar", "volume-mounts"]}, {"capabilities": {"add": ["SYS_ADMIN"]}}),
+            ({"securityContext": {"runAsUser": 0}, "compatWithCPUManager": True}, {"runAsUser": 0})):
+        _, pod = daemonset(render(vals)[0])
+        sc = plugin_ctr(pod)["securityContext"]
+        d.check(sc == want_sc, f"securityContext for {vals}: {sc}, want {want_sc}")
+        mig = env_of(plugin_ctr(pod)).get("NVIDIA_MIG_MONITOR_DEVICES")
+        d.check((mig == "all") == (vals.get("migStrategy") == "mixed"), f"MIG monitor env for {vals}")
+
+    # config.map without config-manager: one config for every node at /config/config.yaml.
+    cfg_default = "version: v1\nflags:\n  migStrategy: none\n  plugin:\n    deviceIDStrategy: index\n"
+    cfg_mig = "version: v1\nflags:\n  migStrategy: mixed\n"
+    for vals, key in (({"config": {"map": {"default": cfg_default, "mig": cfg_mig}}}, "default"),
+                      ({"config": {"map": {"default": cfg_default, "mig": cfg_mig}, "default": "mig"}}, "mig"),
+                      ({"config": {"map": {"only": cfg_default}}}, "only")):
+        files, _ = render(vals)
+        ds, pod = daemonset(files)
+        ctr = plugin_ctr(pod)
+        (cm,) = files["configmap.yml"]
+        d.check(cm["kind"] == "ConfigMap" and cm["data"] == vals["config"]["map"], f"ConfigMap data for {vals}")
+        vol, ro = mounts_of(pod, ctr).get("/config", ({}, 0))
+        items = vol.get("configMap", {}).get("items")
+        d.check(vol.get("configMap", {}).get("name") == cm["metadata"]["name"]
+                and items == [{"key": key, "path": "config.yaml"}], f"config volume {vol}, want key {key}")
+        d.check(env_of(ctr).get("CONFIG_FILE") == "/config/config.yaml", "CONFIG_FILE")
+        d.check("checksum/config" in ds["spec"]["template"]["metadata"].get("annotations", {}),
+                "config checksum annotation")
+        d.check(len(pod["containers"]) == 1 and not files["rbac.yml"], "no config-manager unless enabled")
+        d.check((env_of(ctr).get("NVIDIA_MIG_MONITOR_DEVICES") == "all") == ("mig" in vals["config"]["map"]),
+                f"MIG monitor devices iff a config may use MIG: {vals}")
+        got = plugin_accepts(env_of(ctr), cm["data"][key])
+        d.check(got.get("flags", {}).get("migStrategy") == ("mixed" if key == "mig" else "none"),
+                f"plugin loaded config {key}")
+
+    # config-manager: NVIDIA's binary selects a config per node and SIGHUPs us.
+    vals = {"config": {"map": {"default": cfg_default, "mig": cfg_mig}}, "configManager": {"enabled": True}}
+    files, _ = render(vals)
+    ds, pod = daemonset(files)
+    ctr = plugin_ctr(pod)
+    (init,) = pod.get("initContainers", [{}])
+    side = [c for c in pod["containers"] if c["name"] != "gpu-device-plugin-ctr"]
+    d.check(len(side) == 1 and pod.get("shareProcessNamespace") is True, "config-manager sidecar")
+    if side:
+        senv = env_of(side[0])
+        d.check(side[0]["command"] == ["config-manager"] and side[0]["image"].startswith("nvcr.io/nvidia/"),
+                "sidecar runs NVIDIA's config-manager")
+        d.check(senv.get("PROCESS_TO_SIGNAL") == ctr["command"][0] and senv.get("SIGNAL") == "1"
+                and senv.get("SEND_SIGNAL") == "true", f"sidecar signals the plugin with SIGHUP: {senv}")
+        d.check(senv.get("CONFIG_FILE_DST") == env_of(ctr).get("CONFIG_FILE") == "/config/config.yaml",
+                "config-manager writes the file the plugin reads")
+        d.check(env_of(init).get("ONESHOT") == "true" and env_of(init).get("SEND_SIGNAL") == "false", "init oneshot")
+    kinds = sorted(o["kind"] for o in files["rbac.yml"])
+    d.check(kinds == ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"], f"RBAC objects {kinds}")
+    sa = [o for o in files["rbac.yml"] if o["kind"] == "ServiceAccount"]
+    d.check(sa and pod.get("serviceAccountName") == sa[0]["metadata"]["name"], "pod uses the ServiceAccount")
+    vol, _ = mounts_of(pod, ctr).get("/config", ({}, 0))
+    d.check("emptyDir" in vol, "config-manager writes into an emptyDir")
+
+    # External ConfigMap: nothing rendered for it, key "default", MIG assumed possible.
+    files, _ = render({"config": {"name": "my-configs"}})
+    _, pod = daemonset(files)
+    ctr = plugin_ctr(pod)
+    vol, _ = mounts_of(pod, ctr).get("/config", ({}, 0))
+    d.check(not files["configmap.yml"] and vol.get("configMap", {}).get("name") == "my-configs"
+            and vol["configMap"].get("items") == [{"key": "default", "path": "config.yaml"}], f"external {vol}")
+    d.check("SYS_ADMIN" in ctr["securityContext"].get("capabilities", {}).get("add", []), "external -> SYS_ADMIN")
+
+    # Names and labels.
+    files, _ = render({"fullnameOverride": "gdp", "namespaceOverride": "gpu",
+                       "selectorLabelsOverride": {"app": "x"}}, namespace="other")
+    ds, _ = daemonset(files)
+    d.check(ds["metadata"]["name"] == "gdp" and ds["metadata"]["namespace"] == "gpu", "name overrides")
+    d.check(ds["spec"]["selector"]["matchLabels"] == {"app": "x"}, "selectorLabelsOverride")
+    files, _ = render({"devicePlugin": {"enabled": False}})
+    d.check(not files["daemonset.yml"], "devicePlugin.enabled=false renders no DaemonSet")
+    files, _ = render({"devicePlugin": {"enableHostNetwork": True}})
+    d.check(daemonset(files)[1].get("hostNetwork") is True, "hostNetwork")
+
+    # Refused combinations.
+    for vals, ns, msg in (({}, "default", "default"),
+                          ({"gfd": {"enabled": True}}, "kube-system", "gpu-feature-discovery"),
+                          ({"config": {"name": "a", "map": {"x": "y"}}}, "kube-system", "not both"),
+                          ({"configManager": {"enabled": True}}, "kube-system", "configManager"),
+                          ({"config": {"map": {"a": "x", "b": "y"}}}, "kube-system", "no config selected"),
+                          ({"migStrategy": "bogus"}, "kube-system", "migStrategy")):
+        try:
+            render(vals, namespace=ns)
+            d.check(False, f"{vals} in {ns}: rendered, want an error mentioning {msg!r}")
+        except d.RenderError as e:
+            d.check(msg in str(e), f"{vals}: error {e} does not mention {msg!r}")
+    render({"allowDefaultNamespace": True}, namespace="default")
+
+
+def main():
+    static_checks()
+    renderer = sys.argv[1] if len(sys.argv) > 1 else ""
+    if renderer and os.path.exists(renderer):
+        rendered_checks(renderer, d.plugin_env_names())
+    else:
+        print("helm-render not built (no Go toolchain): rendered checks skipped")
+    d.finish("deploy-helm")
+
+
+main()
