@@ -290,6 +290,8 @@ def rendered_checks(renderer, env_names):
 
 def main():
     static_checks()
+    if d.failures:  # rendering broken templates would only repeat the problem
+        d.finish("deploy-helm")
     renderer = sys.argv[1] if len(sys.argv) > 1 else ""
     if renderer and os.path.exists(renderer):
         rendered_checks(renderer, d.plugin_env_names())
