@@ -162,68 +162,22 @@ static unsigned numa_span(const int *numa, const unsigned *pos, size_t k)
 
 /* ---- exact search (n <= TOPO_EXACT_MAX) ---------------------------------- */
 
+/* V[R]: best score of a valid partition of the positions R into full sets plus,
+ * when |R| mod k == r > 0, one leftover set of r. Every partition is generated
+ * once by always placing the lowest member of R first, and only from U (all
+ * positions) down, so only reachable subsets are ever evaluated. "Valid" folds in
+ * the must constraint: a set that touches a must GPU holds all of them and is full. */
+#define DP_UNKNOWN (-1)        /* memset 0xff */
+#define DP_NONE INT32_MIN      /* no valid partition of R */
+
 struct topo_exact {
     const struct topo_problem *p;
+    uint32_t must;
     int32_t *W;             /* set score of every subset */
-    int32_t *F;             /* best partition into full sets + one r-set; -1 unknown */
-    int32_t *G;             /* best partition into full sets only; -1 unknown */
+    int32_t *V;             /* memo, DP_UNKNOWN until computed */
+    uint8_t *seen;          /* bitmap: states already walked by exact_walk */
+    struct topo_best *best;
 };
-
-static int32_t exact_full(struct topo_exact *e, uint32_t R);
-static int32_t exact_leftover(struct topo_exact *e, uint32_t R);
-
-/* Best of W[T] + rest(R \ T) over T = `chosen` plus `need` members of `pool`. */
-static void exact_choose(struct topo_exact *e, uint32_t R, uint32_t pool, unsigned need,
-                         uint32_t chosen, bool rest_full, int32_t *best)
-{
-    if (need == 0) {
-        uint32_t rest = R & ~chosen;
-        int32_t v = e->W[chosen] + (rest_full ? exact_full(e, rest) : exact_leftover(e, rest));
-        if (v > *best)
-            *best = v;
-        return;
-    }
-    while ((unsigned)__builtin_popcount(pool) >= need) {
-        uint32_t b = pool & -pool;
-        pool ^= b;
-        exact_choose(e, R, pool, need - 1, chosen | b, rest_full, best);
-    }
-}
-
-/* |R| is a multiple of k. The lowest member of R is in some set: try each. */
-static int32_t exact_full(struct topo_exact *e, uint32_t R)
-{
-    if (R == 0)
-        return 0;
-    if (e->G[R] >= 0)
-        return e->G[R];
-    uint32_t x = R & -R;
-    int32_t best = -1;
-    exact_choose(e, R, R ^ x, e->p->k - 1, x, true, &best);
-    e->G[R] = best;
-    return best;
-}
-
-/* |R| = j*k + r. The lowest member is in a full set or in the leftover set. */
-static int32_t exact_leftover(struct topo_exact *e, uint32_t R)
-{
-    const struct topo_problem *p = e->p;
-    if (p->r == 0)
-        return exact_full(e, R);
-    if (e->F[R] >= 0)
-        return e->F[R];
-    int32_t best;
-    if ((unsigned)__builtin_popcount(R) == p->r) {
-        best = e->W[R];
-    } else {
-        uint32_t x = R & -R;
-        best = -1;
-        exact_choose(e, R, R ^ x, p->k - 1, x, false, &best);
-        exact_choose(e, R, R ^ x, p->r - 1, x, true, &best);
-    }
-    e->F[R] = best;
-    return best;
-}
 
 struct topo_best {
     struct topo_rank rank;
@@ -231,17 +185,92 @@ struct topo_best {
     bool found;
 };
 
-static void exact_consider(struct topo_exact *e, uint32_t S, struct topo_best *best)
+static bool exact_allowed(const struct topo_exact *e, uint32_t T, bool full)
+{
+    return !(T & e->must) || (full && (T & e->must) == e->must);
+}
+
+static int32_t exact_value(struct topo_exact *e, uint32_t R, unsigned n_R);
+
+/* Sets T = chosen + `need` of the `pool_n` members of pool. With walk == false,
+ * fold the best W[T] + V[R \ T] into *best; with walk == true, follow the
+ * transitions that reach V[R] (those lie on an optimal partition). */
+static void exact_choose(struct topo_exact *e, uint32_t R, unsigned n_R, uint32_t pool,
+                         unsigned pool_n, unsigned need, uint32_t chosen, unsigned size,
+                         bool walk, int32_t *best);
+
+static void exact_walk(struct topo_exact *e, uint32_t R, unsigned n_R);
+static void exact_consider(struct topo_exact *e, uint32_t S);
+
+static void exact_transitions(struct topo_exact *e, uint32_t R, unsigned n_R, bool walk,
+                              int32_t *best)
 {
     const struct topo_problem *p = e->p;
-    uint32_t all = (uint32_t)((1ull << p->n) - 1);
-    struct topo_rank rank = {
-        .total = (long)e->W[S] + exact_leftover(e, all & ~S),
-        .set = e->W[S],
-    };
+    uint32_t x = R & -R;
+    bool leftover = p->r && n_R % p->k == p->r;
+    if (n_R >= p->k)
+        exact_choose(e, R, n_R, R ^ x, n_R - 1, p->k - 1, x, p->k, walk, best);
+    if (leftover)
+        exact_choose(e, R, n_R, R ^ x, n_R - 1, p->r - 1, x, p->r, walk, best);
+}
 
-    if (best->found && rank.total < best->rank.total)
+static void exact_choose(struct topo_exact *e, uint32_t R, unsigned n_R, uint32_t pool,
+                         unsigned pool_n, unsigned need, uint32_t chosen, unsigned size,
+                         bool walk, int32_t *best)
+{
+    if (need == 0) {
+        if (!exact_allowed(e, chosen, size == e->p->k))
+            return;
+        int32_t rest = exact_value(e, R & ~chosen, n_R - size);
+        if (rest == DP_NONE)
+            return;
+        int32_t v = e->W[chosen] + rest;
+        if (!walk) {
+            if (v > *best)
+                *best = v;
+        } else if (v == *best) {
+            if (size == e->p->k && (!e->must || (chosen & e->must) == e->must))
+                exact_consider(e, chosen);
+            exact_walk(e, R & ~chosen, n_R - size);
+        }
         return;
+    }
+    while (pool_n >= need) {
+        uint32_t b = pool & -pool;
+        pool ^= b;
+        pool_n--;
+        exact_choose(e, R, n_R, pool, pool_n, need - 1, chosen | b, size, walk, best);
+    }
+}
+
+static int32_t exact_value(struct topo_exact *e, uint32_t R, unsigned n_R)
+{
+    if (R == 0)
+        return 0;
+    if (e->V[R] != DP_UNKNOWN)
+        return e->V[R];
+    int32_t best = DP_NONE;
+    exact_transitions(e, R, n_R, false, &best);
+    e->V[R] = best;
+    return best;
+}
+
+static void exact_walk(struct topo_exact *e, uint32_t R, unsigned n_R)
+{
+    if (R == 0 || (e->seen[R >> 3] & (1u << (R & 7))))
+        return;
+    e->seen[R >> 3] |= (uint8_t)(1u << (R & 7));
+    int32_t target = exact_value(e, R, n_R);
+    exact_transitions(e, R, n_R, true, &target);
+}
+
+static void exact_consider(struct topo_exact *e, uint32_t S)
+{
+    const struct topo_problem *p = e->p;
+    struct topo_best *best = e->best;
+    /* every S offered lies on an optimal partition: total is the same for all */
+    struct topo_rank rank = { .total = 0, .set = e->W[S] };
+
     for (uint32_t s = S; s; s &= s - 1) {
         int node = p->numa[__builtin_ctz(s)];
         bool seen = false;
@@ -260,26 +289,12 @@ static void exact_consider(struct topo_exact *e, uint32_t S, struct topo_best *b
         *best = (struct topo_best){ .rank = rank, .set = S, .found = true };
 }
 
-static void exact_candidates(struct topo_exact *e, uint32_t pool, unsigned need, uint32_t S,
-                             struct topo_best *best)
-{
-    if (need == 0) {
-        exact_consider(e, S, best);
-        return;
-    }
-    while ((unsigned)__builtin_popcount(pool) >= need) {
-        uint32_t b = pool & -pool;
-        pool ^= b;
-        exact_candidates(e, pool, need - 1, S | b, best);
-    }
-}
-
 static void solve_exact(const struct topo_problem *p, unsigned *answer)
 {
     size_t states = (size_t)1 << p->n;
     _cleanup_free_ int32_t *W = xreallocarray(NULL, states, sizeof(int32_t));
-    _cleanup_free_ int32_t *F = xreallocarray(NULL, states, sizeof(int32_t));
-    _cleanup_free_ int32_t *G = xreallocarray(NULL, states, sizeof(int32_t));
+    _cleanup_free_ int32_t *V = xreallocarray(NULL, states, sizeof(int32_t));
+    _cleanup_free_ uint8_t *seen = xcalloc(states / 8 + 1, 1);
 
     /* W[mask] = W[mask minus its lowest member] + that member's links to the rest. */
     W[0] = 0;
@@ -291,18 +306,17 @@ static void solve_exact(const struct topo_problem *p, unsigned *answer)
             s += p->w[low * p->n + (unsigned)__builtin_ctz(t)];
         W[mask] = s;
     }
-    memset(F, 0xff, states * sizeof(int32_t));
-    memset(G, 0xff, states * sizeof(int32_t));
-
-    struct topo_exact e = { .p = p, .W = W, .F = F, .G = G };
-    uint32_t must = 0;
-    for (unsigned i = 0; i < p->n; i++)
-        if (p->must[i])
-            must |= 1u << i;
-    uint32_t pool = (uint32_t)(states - 1) & ~must;
+    memset(V, 0xff, states * sizeof(int32_t));
 
     struct topo_best best = { .found = false };
-    exact_candidates(&e, pool, p->k - p->n_must, must, &best);
+    struct topo_exact e = { .p = p, .W = W, .V = V, .seen = seen, .best = &best };
+    for (unsigned i = 0; i < p->n; i++)
+        if (p->must[i])
+            e.must |= 1u << i;
+
+    uint32_t all = (uint32_t)(states - 1);
+    exact_value(&e, all, p->n);
+    exact_walk(&e, all, p->n);
 
     unsigned k = 0;
     for (uint32_t s = best.set; s; s &= s - 1)
