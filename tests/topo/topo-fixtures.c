@@ -131,7 +131,8 @@ static void fx_t4_2numa(struct inventory *inv)
 }
 
 /* 16 GPUs on NVSwitch (NV6 all-to-all, DGX-2 style); PCIe: two GPUs per leaf
- * switch, two leaves per upper switch, two uppers per root complex... per NUMA node. */
+ * switch, two leaves per upper switch, two uppers per root complex, one root
+ * complex per NUMA node. */
 static void fx_16gpu(struct inventory *inv)
 {
     struct fx_place place[16];
