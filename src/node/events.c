@@ -2,9 +2,13 @@
  * applies policy/health decisions, probes recovering devices and tells the service.
  *
  * The only thing that runs off the loop is health_thread(): it blocks in
- * nvml_event_wait(), queues what it saw and writes the eventfd the loop watches. A
- * stop flag is checked after every wait; a second eventfd interrupts the backoff
- * pause after a failed wait. */
+ * nvml_event_wait(), queues what it saw and writes the eventfd the loop watches.
+ *
+ * NVML cannot interrupt a wait, so the wait timeout is long (no idle wakeups) and stop
+ * does not join the thread: it sets the stop flag, detaches the thread and drops the
+ * loop's reference on the monitor. The thread holds its own reference on the monitor
+ * and on the NVML library and lets go of both when its wait returns. A second eventfd
+ * interrupts the backoff pause after a failed wait. */
 #include "node/events.h"
 
 #include <inttypes.h>
@@ -55,6 +59,7 @@ struct health_monitor {
     pthread_t thread;
     bool thread_started;
     atomic_bool stopping;
+    atomic_int refs;           /* loop side + thread */
 
     pthread_mutex_t mu;        /* guards queue */
     struct msg *queue;
@@ -69,6 +74,8 @@ struct health_monitor {
     uint64_t events, ignored, transitions, recoveries;
     atomic_uint_fast64_t wait_errors;
 };
+
+static void monitor_unref(struct health_monitor *m);
 
 /* ---- thread side */
 
@@ -127,6 +134,8 @@ static void *health_thread(void *arg)
         if (!ok)
             pause_ms(m, ws.backoff_ms);
     }
+    monitor_unref(m);
+    nvml_close(); /* the thread's own reference, taken in health_monitor_start */
     return NULL;
 }
 
@@ -447,6 +456,17 @@ static void monitor_free(struct health_monitor *m)
     free(m);
 }
 
+/* The last of the loop side and the thread frees the monitor (and the event set,
+ * while the library is still loaded: the thread holds its own NVML reference). */
+static void monitor_unref(struct health_monitor *m)
+{
+    if (atomic_fetch_sub(&m->refs, 1) != 1)
+        return;
+    if (m->set)
+        nvml_event_set_free(m->set);
+    monitor_free(m);
+}
+
 int health_monitor_start(struct loop *l, const struct inventory *inv,
                          const struct health_config *hc, health_changed_fn fn, void *userdata,
                          struct health_monitor **out, struct error *err)
@@ -465,6 +485,7 @@ int health_monitor_start(struct loop *l, const struct inventory *inv,
     m->efd = m->stop_fd = -1;
     pthread_mutex_init(&m->mu, NULL);
     atomic_init(&m->stopping, false);
+    atomic_init(&m->refs, 1);
     atomic_init(&m->wait_errors, 0);
     copy_inventory(m, inv);
 
@@ -515,9 +536,13 @@ int health_monitor_start(struct loop *l, const struct inventory *inv,
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    atomic_fetch_add(&m->refs, 1);
+    nvml_ref();
     r = -pthread_create(&m->thread, NULL, health_thread, m);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r < 0) {
+        atomic_fetch_sub(&m->refs, 1);
+        nvml_close();
         loop_del_io(l, m->efd);
         error_set(err, r, "starting the health thread: %s", strerror(-r));
         goto fail;
@@ -544,13 +569,12 @@ void health_monitor_stop(struct health_monitor *m)
     if (m->thread_started) {
         atomic_store(&m->stopping, true);
         (void)!write(m->stop_fd, &one, sizeof(one));
-        pthread_join(m->thread, NULL);
         loop_del_io(m->loop, m->efd);
+        pthread_detach(m->thread);
     }
     loop_timer_cancel(m->loop, m->timer);
-    if (m->set)
-        nvml_event_set_free(m->set);
-    monitor_free(m);
+    m->timer = NULL;
+    monitor_unref(m);
 }
 
 bool health_monitor_healthy(const struct health_monitor *m, int gpu, int mig,

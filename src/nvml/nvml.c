@@ -192,6 +192,14 @@ void nvml_close(void)
     pthread_mutex_unlock(&nvml_lock);
 }
 
+void nvml_ref(void)
+{
+    pthread_mutex_lock(&nvml_lock);
+    if (nvml_refs > 0)
+        nvml_refs++;
+    pthread_mutex_unlock(&nvml_lock);
+}
+
 const char *nvml_library_path(void) { return nvml_path; }
 
 static nvmlDevice_t to_nvml(nvml_device d) { return (nvmlDevice_t)(void *)d; }

@@ -29,6 +29,9 @@ typedef struct nvml_event_set_st *nvml_event_set;
  * Reference counted: each successful nvml_open needs one nvml_close. */
 int nvml_open(const char *driver_root, struct error *err);
 void nvml_close(void);
+/* Take one more reference on an already open library (for a thread that may outlive
+ * its creator's nvml_close). Must only be called while a reference is held. */
+void nvml_ref(void);
 /* Path or name that was dlopen'ed (for logs). */
 const char *nvml_library_path(void);
 

@@ -474,8 +474,8 @@ static int validate(const struct health_config *hc, const struct knobs *env_k,
         return bad_value(err, o, env_k->has_max_quiet, "GDP_HEALTH_MAX_QUIET_PERIOD",
                          "health.maxQuietPeriod", what);
     }
-    if (hc->wait_timeout_ms < 10 || hc->wait_timeout_ms > 60000) {
-        snprintf(what, sizeof(what), "must be between 10ms and 60s, got %" PRIu64 "ms",
+    if (hc->wait_timeout_ms < 10 || hc->wait_timeout_ms > 24ULL * 3600 * 1000) {
+        snprintf(what, sizeof(what), "must be between 10ms and 24h, got %" PRIu64 "ms",
                  hc->wait_timeout_ms);
         return bad_value(err, o, env_k->has_wait_timeout, "GDP_HEALTH_WAIT_TIMEOUT",
                          "health.waitTimeout", what);

@@ -51,7 +51,9 @@ struct health_config {
 #define HEALTH_DEFAULT_QUIET_MS (60ULL * 1000)
 #define HEALTH_DEFAULT_MAX_QUIET_MS (60ULL * 60 * 1000)
 #define HEALTH_DEFAULT_FLAP_WINDOW_MS (10ULL * 60 * 1000)
-#define HEALTH_DEFAULT_WAIT_TIMEOUT_MS 1000ULL
+/* NVML waits cannot be interrupted; a long wait means no idle wakeups, and stop
+ * detaches the thread instead of waiting it out. */
+#define HEALTH_DEFAULT_WAIT_TIMEOUT_MS (60ULL * 60 * 1000)
 #define HEALTH_DEFAULT_WAIT_ERROR_THRESHOLD 5U
 
 /* Parse env (DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS, GDP_HEALTH_*) and the

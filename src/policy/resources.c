@@ -4,7 +4,6 @@
  * order everywhere is inventory order (GPU, then its MIG devices, then replica k),
  * which keeps every later tie-break deterministic. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 
 #include "core/log.h"
@@ -468,19 +467,8 @@ static int apply_sharing(const struct config *cfg, struct builder *b, struct err
 }
 
 /* ---- lookup index ----------------------------------------------------------------
- * struct rs_resource (a contract) has no room for an index, so resources_build keeps
- * one per device array on the side, keyed by the array pointer. Hand-built
- * resources (tests) have no entry and are searched linearly. */
-
-struct rs_index {
-    const struct rs_device *devices;
-    size_t n;
-    size_t *order; /* positions sorted by id */
-};
-
-static pthread_mutex_t index_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct rs_index *indexes;
-static size_t n_indexes, indexes_alloc;
+ * Allocate may name 10,000 IDs; each is found by binary search over positions sorted by
+ * ID, built once per resource. */
 
 static int cmp_pos(const void *a, const void *b, void *devices)
 {
@@ -488,7 +476,7 @@ static int cmp_pos(const void *a, const void *b, void *devices)
     return strcmp(dv[*(const size_t *)a].id, dv[*(const size_t *)b].id);
 }
 
-static void index_add(const struct rs_resource *r)
+static void index_add(struct rs_resource *r)
 {
     if (!r->n_devices)
         return;
@@ -496,64 +484,38 @@ static void index_add(const struct rs_resource *r)
     for (size_t i = 0; i < r->n_devices; i++)
         order[i] = i;
     qsort_r(order, r->n_devices, sizeof(size_t), cmp_pos, r->devices);
-    pthread_mutex_lock(&index_lock);
-    indexes = grow_array(indexes, &indexes_alloc, n_indexes + 1, sizeof(*indexes));
-    indexes[n_indexes++] = (struct rs_index){ r->devices, r->n_devices, order };
-    pthread_mutex_unlock(&index_lock);
+    free(r->by_id);
+    r->by_id = order;
 }
 
-static void index_remove(const struct rs_resource *r)
+static void index_remove(struct rs_resource *r)
 {
-    pthread_mutex_lock(&index_lock);
-    for (size_t i = 0; i < n_indexes; i++)
-        if (indexes[i].devices == r->devices) {
-            free(indexes[i].order);
-            indexes[i] = indexes[--n_indexes];
-            break;
-        }
-    if (n_indexes == 0) {
-        free(indexes);
-        indexes = NULL;
-        indexes_alloc = 0;
-    }
-    pthread_mutex_unlock(&index_lock);
+    free(r->by_id);
+    r->by_id = NULL;
 }
 
 const struct rs_device *resource_find_device(const struct rs_resource *r, const char *id)
 {
     if (!r || !id)
         return NULL;
-    const struct rs_device *found = NULL;
-    bool indexed = false;
-
-    pthread_mutex_lock(&index_lock);
-    for (size_t i = 0; i < n_indexes; i++) {
-        const struct rs_index *x = &indexes[i];
-        if (x->devices != r->devices || x->n != r->n_devices)
-            continue;
-        indexed = true;
-        size_t lo = 0, hi = x->n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            int c = strcmp(r->devices[x->order[mid]].id, id);
-            if (c == 0) {
-                found = &r->devices[x->order[mid]];
-                break;
-            }
-            if (c < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        break;
-    }
-    pthread_mutex_unlock(&index_lock);
-
-    if (!indexed)
+    if (!r->by_id) {
         for (size_t i = 0; i < r->n_devices; i++)
             if (streq(r->devices[i].id, id))
                 return &r->devices[i];
-    return found;
+        return NULL;
+    }
+    size_t lo = 0, hi = r->n_devices;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(r->devices[r->by_id[mid]].id, id);
+        if (c == 0)
+            return &r->devices[r->by_id[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
 }
 
 /* ---- entry points ---------------------------------------------------------------- */

@@ -33,6 +33,8 @@ struct rs_resource {
     bool fail_requests_greater_than_one;
     struct rs_device *devices;
     size_t n_devices;
+    size_t *by_id;       /* device positions sorted by id, for resource_find_device;
+                            NULL (hand-built resources) means a linear search */
 };
 
 struct resource_set {

@@ -43,6 +43,27 @@ int nvml_event_set_create(nvml_event_set *set, struct error *err)
 
 void nvml_event_set_free(nvml_event_set set) {}
 
+/* The monitor's thread takes its own library reference; nothing to count here. */
+void nvml_ref(void) {}
+void nvml_close(void) {}
+
+/* A stopped monitor's thread stays in its wait (NVML cannot be interrupted) and only
+ * exits when the wait returns. Tests that start another monitor first make the old
+ * thread's wait return, so it cannot take events meant for the new one. */
+static int waiters;
+static bool interrupt_wait;
+
+static void scripted_release_stopped_thread(void)
+{
+    pthread_mutex_lock(&mu);
+    interrupt_wait = true;
+    pthread_cond_broadcast(&cond);
+    while (waiters > 0)
+        pthread_cond_wait(&cond, &mu);
+    interrupt_wait = false;
+    pthread_mutex_unlock(&mu);
+}
+
 int nvml_device_by_uuid(const char *uuid, nvml_device *dev, struct error *err)
 {
     pthread_mutex_lock(&mu);
@@ -104,10 +125,15 @@ int nvml_event_wait(nvml_event_set set, unsigned timeout_ms, struct nvml_event *
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&mu);
-    while (n_pending == 0 && wait_errors_left == 0)
+    waiters++;
+    while (n_pending == 0 && wait_errors_left == 0 && !interrupt_wait)
         if (pthread_cond_timedwait(&cond, &mu, &ts) != 0)
             break;
-    if (wait_errors_left != 0) {
+    waiters--;
+    pthread_cond_broadcast(&cond);
+    if (interrupt_wait) {
+        r = -ETIMEDOUT;
+    } else if (wait_errors_left != 0) {
         if (wait_errors_left > 0)
             wait_errors_left--;
         r = error_set(err, -EIO, "nvmlEventSetWait_v2: Unknown Error");
@@ -298,6 +324,7 @@ int main(void)
     CHECK(c.unhealthy_transitions >= 6);
 
     health_monitor_stop(mon);
+    scripted_release_stopped_thread();
     loop_free(loop);
 
     /* disabled: no thread, no NVML, all Healthy */
@@ -309,6 +336,7 @@ int main(void)
     CHECK(registered == 0);
     CHECK(healthy(3, -1));
     health_monitor_stop(mon);
+    scripted_release_stopped_thread();
     health_config_free(hc);
     loop_free(loop);
 
