@@ -766,19 +766,25 @@ int config_file_load(struct config *c, const char *path, const bool *set,
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0)
         return error_set(err, -errno, "reading config file %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode) || st.st_size > (off_t)CONFIG_FILE_MAX)
+    /* A directory or socket is a mistake; a character device is allowed because NVIDIA's
+     * config-manager points the config at /dev/null for its "no config" fallback. */
+    if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) ||
+        (S_ISREG(st.st_mode) && st.st_size > (off_t)CONFIG_FILE_MAX))
         return error_set(err, -EINVAL, "reading config file %s: not a regular file of at most %u bytes",
                          path, CONFIG_FILE_MAX);
-    size_t size = (size_t)st.st_size;
-    _cleanup_free_ unsigned char *buf = xmalloc(size + 1);
+    size_t cap = CONFIG_FILE_MAX + 1;
+    _cleanup_free_ unsigned char *buf = xmalloc(cap + 1);
     size_t got = 0;
-    while (got < size) {
-        ssize_t n = RETRY_EINTR(read(fd, buf + got, size - got));
+    while (got < cap) {
+        ssize_t n = RETRY_EINTR(read(fd, buf + got, cap - got));
         if (n < 0)
             return error_set(err, -errno, "reading config file %s: %s", path, strerror(errno));
         if (n == 0)
             break;
         got += (size_t)n;
     }
+    if (got > CONFIG_FILE_MAX)
+        return error_set(err, -EINVAL, "reading config file %s: larger than %u bytes", path,
+                         CONFIG_FILE_MAX);
     return config_file_parse(c, path, buf, got, set, marks, err);
 }
