@@ -235,6 +235,31 @@ static void exact_choose(struct topo_exact *e, uint32_t R, unsigned n_R, uint32_
         }
         return;
     }
+    if (need == 1) {
+        /* The hot loop (most transitions end here): no recursion, memo read inline. */
+        bool full = size == e->p->k;
+        uint32_t rest_base = R & ~chosen;
+        for (uint32_t q = pool; q; q &= q - 1) {
+            uint32_t b = q & -q, T = chosen | b, rest = rest_base ^ b;
+            if (e->must && !exact_allowed(e, T, full))
+                continue;
+            int32_t rv = rest ? e->V[rest] : 0;
+            if (rv == DP_UNKNOWN)
+                rv = exact_value(e, rest, n_R - size);
+            if (rv == DP_NONE)
+                continue;
+            int32_t v = e->W[T] + rv;
+            if (!walk) {
+                if (v > *best)
+                    *best = v;
+            } else if (v == *best) {
+                if (full && (T & e->must) == e->must)
+                    exact_consider(e, T);
+                exact_walk(e, rest, n_R - size);
+            }
+        }
+        return;
+    }
     while (pool_n >= need) {
         uint32_t b = pool & -pool;
         pool ^= b;
