@@ -27,6 +27,7 @@ import json
 import math
 import os
 import queue
+import resource
 import re
 import shutil
 import signal
@@ -99,9 +100,13 @@ class Report:
             else:
                 p50 = p99 = ""
                 mx = "%s" % r.get("value", "")
-            print("%-46s %6s %10s %10s %10s %8s %10s %s" % (
+            extra = ""
+            if "plugin_cpu_us_per_call" in r:
+                extra = "  (CPU/call: plugin %s us, client %s us)" % (
+                    r["plugin_cpu_us_per_call"], r["client_cpu_us_per_call"])
+            print("%-46s %6s %10s %10s %10s %8s %10s %s%s" % (
                 r["bench"], r.get("n", ""), p50, p99, mx, r["unit"],
-                r.get("target", ""), r.get("nvidia", "")))
+                r.get("target", ""), r.get("nvidia", ""), extra))
 
 
 # ------------------------------------------------------------------ host + plugin
@@ -216,6 +221,17 @@ class Plugin:
                 elif first == "Rss:":
                     out[name] = out.get(name, 0) + int(line.split()[1])
         return out
+
+    def cpu_ns(self):
+        """CPU time of all threads so far, ns (schedstat: no tick granularity)."""
+        total = 0
+        for tid in self.threads():
+            try:
+                with open("/proc/%d/task/%d/schedstat" % (self.pid, tid)) as f:
+                    total += int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        return total
 
     def set_affinity(self, cpus):
         for tid in self.threads():
@@ -478,6 +494,7 @@ def run_go(host, n, dev, cpus):
     """grpc-go client run; the child inherits this thread's CPU mask."""
     own = os.sched_getaffinity(0)
     os.sched_setaffinity(0, cpus)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         r = subprocess.run([go_client(host), "bench-allocate", host.plugin_socket, str(n), dev],
                            capture_output=True, text=True, timeout=300)
@@ -485,18 +502,27 @@ def run_go(host, n, dev, cpus):
         os.sched_setaffinity(0, own)
     if r.returncode != 0:
         raise BenchError("go-client failed: %s" % r.stderr)
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # The whole process, warm-up and dial included: an upper bound per call.
+    cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    out["client_cpu_us_per_call"] = round(cpu * 1e6 / (n + 200), 1)
+    return out
 
 
-def py_allocate(stub, req, n, warm):
+def py_allocate(p, stub, req, n, warm):
+    """Latencies (us) and CPU per call (us) of the plugin and of this process."""
     for _ in range(warm):
         stub.Allocate(req, timeout=10)
     lat = []
+    p0, c0 = p.cpu_ns(), time.process_time()
     for _ in range(n):
         t0 = time.perf_counter()
         stub.Allocate(req, timeout=10)
         lat.append((time.perf_counter() - t0) * 1e6)
-    return lat
+    cpu = {"plugin_cpu_us_per_call": round((p.cpu_ns() - p0) / 1e3 / n, 1),
+           "client_cpu_us_per_call": round((time.process_time() - c0) * 1e6 / n, 1)}
+    return lat, cpu
 
 
 def bench_allocate(host, rep, n):
@@ -525,14 +551,15 @@ def bench_allocate(host, rep, n):
 
         stub = dpapi.PluginStub(ch)
         req = dpapi.allocate_request([[dev]])
-        lat = py_allocate(stub, req, n, warm=500)
+        lat, cpu = py_allocate(p, stub, req, n, warm=500)
         rss, hwm = p.rss_kib()
         rep.add("RSS after %d Allocate (VmRSS)" % (n + 500), "MiB", value=round(rss / 1024, 2),
                 target=3, reference="15-20", **p.rss_split())
         rep.add("RSS after %d Allocate (VmHWM)" % (n + 500), "MiB", value=round(hwm / 1024, 2),
                 target=3)
         rep.add("Allocate, Python grpcio, unpinned", "us", lat, target=100, reference=418,
-                note="1 GPU per request, sequential on one channel, after 500 warm-up calls")
+                note="1 GPU per request, sequential on one channel, after 500 warm-up calls",
+                **cpu)
 
         pinned = len(all_cpus) >= 2
         if pinned:
@@ -540,26 +567,33 @@ def bench_allocate(host, rep, n):
             p.set_affinity({cpus[1]})
             set_own_affinity({cpus[0]})
             try:
-                lat = py_allocate(stub, req, n, warm=500)
+                lat, cpu = py_allocate(p, stub, req, n, warm=500)
             finally:
                 set_own_affinity(all_cpus)
             rep.add("Allocate, Python grpcio, pinned", "us", lat, target=100, reference=418,
-                    note="plugin threads on CPU %d, every client thread on CPU %d" % (cpus[1], cpus[0]))
+                    note="plugin threads on CPU %d, every client thread on CPU %d" % (cpus[1], cpus[0]),
+                    **cpu)
             p.set_affinity(all_cpus)
 
         if go_client(host):
+            c0 = p.cpu_ns()
             g = run_go(host, n, dev, all_cpus)
             rep.add("Allocate, grpc-go, unpinned", "us", target=100, reference=284, n=g["calls"],
                     p50=g["p50_us"], p99=g["p99_us"], max=g["max_us"],
+                    plugin_cpu_us_per_call=round((p.cpu_ns() - c0) / 1e3 / (n + 200), 1),
+                    client_cpu_us_per_call=g["client_cpu_us_per_call"],
                     note="go-client bench-allocate (200 warm-up calls)")
             if pinned:
                 p.set_affinity({cpus[1]})
+                c0 = p.cpu_ns()
                 try:
                     g = run_go(host, n, dev, {cpus[0]})
                 finally:
                     p.set_affinity(all_cpus)
                 rep.add("Allocate, grpc-go, pinned", "us", target=100, reference=284,
                         n=g["calls"], p50=g["p50_us"], p99=g["p99_us"], max=g["max_us"],
+                        plugin_cpu_us_per_call=round((p.cpu_ns() - c0) / 1e3 / (n + 200), 1),
+                        client_cpu_us_per_call=g["client_cpu_us_per_call"],
                         note="plugin on CPU %d, go-client on CPU %d" % (cpus[1], cpus[0]))
         else:
             rep.add("Allocate, grpc-go", "us", value="skipped",
