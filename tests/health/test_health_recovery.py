@@ -146,6 +146,12 @@ class Scope(Base):
         self.wait_devices(mark, lambda h: h.get(self.uuids[7]) == "Unhealthy", "sentinel")
         for u in self.uuids[:6]:
             self.assertNever(mark, u, "Unhealthy", "ignored Xid marked a device")
+        # stderr is read by its own thread, which may lag the kubelet's: wait for the lines
+        start = 0
+        for _ in range(6):
+            i, _line = self.plugin.stderr.wait_for(lambda l: "Skipping event Xid" in l, start,
+                                                   what="a 'Skipping event Xid' line")
+            start = i + 1
         self.assertEqual(self.plugin.stderr.text().count("Skipping event Xid"), 6)
 
     def test_env_enable_acts_on_default_ignored(self):
