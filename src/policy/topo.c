@@ -1,14 +1,12 @@
 /* Topology-aware placement: go-gpuallocator's best-effort objective, solved exactly.
  *
  * The reference enumerates every partition of the available GPUs into sets of
- * `size` (the last one padded) and keeps the best. A partition that contains a
- * set S is S plus a partition of the rest, so the best partition through S scores
- * w(S) + F(rest), where F is "best partition of these GPUs into full sets plus one
- * set of the leftover size". F depends only on the subset, so it is memoised over
- * subsets (DP by the lowest member, which removes the reference's duplicate
- * orderings as well). The answer is the S maximising, in order: w(S) + F(rest)
- * (the partition score), w(S) (best set in a best partition), fewer NUMA nodes,
- * lexicographically smallest. docs/topology.md has the argument. */
+ * `size` (the last one padded), keeps the best, and answers its best set holding
+ * the must GPUs. Here: a DP over subsets gives the best partition score V[R] of
+ * every subset R reachable by "place the lowest GPU first" (each partition is
+ * generated once), then a walk along the transitions that achieve V collects
+ * exactly the sets lying on some best partition; the answer is the best of them by
+ * set score, fewer NUMA nodes, lowest indices. docs/topology.md has the argument. */
 #include "policy/topo.h"
 
 #include <errno.h>
@@ -130,17 +128,16 @@ struct topo_problem {
     unsigned n_must;
 };
 
-/* Ranking of candidate answers, best first: partition score, set score, fewer
- * NUMA nodes, lexicographically smallest position list. */
+/* Ranking of candidate answers (all on a best partition), best first: set score,
+ * fewer NUMA nodes; callers break the last ties by the lexicographically smallest
+ * position list. */
 struct topo_rank {
-    long total, set;
+    long set;
     unsigned numa_span;
 };
 
 static int rank_cmp(const struct topo_rank *a, const struct topo_rank *b)
 {
-    if (a->total != b->total)
-        return a->total > b->total ? 1 : -1;
     if (a->set != b->set)
         return a->set > b->set ? 1 : -1;
     if (a->numa_span != b->numa_span)
@@ -293,8 +290,8 @@ static void exact_consider(struct topo_exact *e, uint32_t S)
 {
     const struct topo_problem *p = e->p;
     struct topo_best *best = e->best;
-    /* every S offered lies on an optimal partition: total is the same for all */
-    struct topo_rank rank = { .total = 0, .set = e->W[S] };
+    /* every S offered lies on an optimal partition: only the set itself ranks */
+    struct topo_rank rank = { .set = e->W[S] };
 
     for (uint32_t s = S; s; s &= s - 1) {
         int node = p->numa[__builtin_ctz(s)];
