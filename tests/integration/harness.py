@@ -293,7 +293,9 @@ class PluginTestCase(unittest.TestCase):
         os.makedirs(self.dp)
         self.sys_root = os.path.join(self.tmp, "sys")
         self.proc_root = os.path.join(self.tmp, "proc")
-        self.dev_root = os.path.join(self.tmp, "dev")
+        # --dev-root is a root that contains dev/ (host paths are <root>/dev/nvidia0), while
+        # nvml-sim-render --dev-root takes the dev directory itself.
+        self.dev_root = os.path.join(self.tmp, "host")
         self.ctl = os.path.join(self.tmp, "nvml.ctl")
         self.log = open(os.path.join(self.tmp, "log.txt"), "w", encoding="utf-8")
         self.addCleanup(self.log.close)
@@ -307,7 +309,8 @@ class PluginTestCase(unittest.TestCase):
             self.skipTest("simulator helper not built: %s" % SIM_RENDER)
         r = subprocess.run([SIM_RENDER, "--profile", profile_path(profile),
                             "--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
-                            "--dev-root", self.dev_root], capture_output=True, text=True)
+                            "--dev-root", os.path.join(self.dev_root, "dev")],
+                           capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, "nvml-sim-render failed:\n%s%s" % (r.stdout, r.stderr))
         self.profile = profile
         if not os.path.exists(self.ctl):
