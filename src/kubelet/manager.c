@@ -15,10 +15,17 @@
 #include "policy/topo.h"
 #include "registration.h"
 
+struct manager;
+struct node_state;
+
 struct plugin {
     const struct rs_resource *res;
-    struct dp_plugin *dp;
+    struct dp_plugin *dp;        /* NULL while waiting for the MPS daemon */
     struct reg *reg;
+    struct manager *manager;
+    struct node_state *state;
+    struct loop_timer *mps_retry;
+    unsigned mps_backoff_ms;
 };
 
 /* Everything derived from one config: built whole, swapped whole. */
@@ -32,6 +39,7 @@ struct node_state {
     struct health_monitor *health;
     struct plugin *plugins;   /* one per resource with devices */
     size_t n_plugins;
+    char *socket_dir;
 };
 
 struct manager {
@@ -51,10 +59,14 @@ static void state_free(struct node_state *s)
     if (!s)
         return;
     for (size_t i = 0; i < s->n_plugins; i++) {
-        reg_free(s->plugins[i].reg);
-        dp_plugin_stop(s->plugins[i].dp);
+        struct plugin *p = &s->plugins[i];
+        if (p->mps_retry)
+            loop_timer_cancel(p->manager->loop, p->mps_retry);
+        reg_free(p->reg);
+        dp_plugin_stop(p->dp);
     }
     free(s->plugins);
+    free(s->socket_dir);
     health_monitor_stop(s->health);
     health_config_free(s->health_cfg);
     topo_model_clear(&s->topo);
@@ -120,36 +132,102 @@ static void on_health_changed(void *userdata)
 {
     struct node_state *s = userdata;
     for (size_t i = 0; i < s->n_plugins; i++)
-        dp_plugin_devices_changed(s->plugins[i].dp);
+        if (s->plugins[i].dp)
+            dp_plugin_devices_changed(s->plugins[i].dp);
+}
+
+/* The MPS control daemon (NVIDIA's mps-control-daemon) writes <root>/<resource>/.started
+ * once it serves; the plugin's container sees the MPS root at /mps (Helm) or, outside a
+ * container, at --mps-root itself. */
+static bool mps_daemon_ready(const struct config *cfg, const struct rs_resource *res,
+                             char *missing, size_t len)
+{
+    _cleanup_free_ char *in_container = xasprintf("/mps/%s/.started", res->name);
+    _cleanup_free_ char *on_host = xasprintf("%s/%s/.started", cfg->mps_root ? cfg->mps_root : "",
+                                             res->name);
+    if (access(in_container, F_OK) == 0 || access(on_host, F_OK) == 0)
+        return true;
+    snprintf(missing, len, "%s", on_host);
+    return false;
+}
+
+static int plugin_serve(struct plugin *p, struct error *err)
+{
+    struct node_state *s = p->state;
+    struct dp_context ctx = {
+        .resource = p->res,
+        .config = s->cfg,
+        .inventory = &s->inv,
+        .topo = &s->topo,
+        .callbacks = { .device_healthy = device_healthy },
+        .userdata = s,
+    };
+    log_info("Starting GRPC server for '%s'", p->res->name);
+    int r = dp_plugin_start(p->manager->loop, s->socket_dir, &ctx, &p->dp, err);
+    if (r < 0)
+        return r;
+    log_info("Starting to serve '%s' on %s", p->res->name, dp_plugin_socket_path(p->dp));
+    return 0;
+}
+
+static void plugin_register(struct plugin *p)
+{
+    const struct config *cfg = p->state->cfg;
+    if (!cfg->kubelet_socket || !*cfg->kubelet_socket) {
+        log_info("No kubelet socket configured, not registering '%s'", p->res->name);
+        return;
+    }
+    p->reg = reg_new(p->manager->loop, cfg->kubelet_socket, p->res->socket_name, p->res->name);
+    reg_restart(p->reg);
+}
+
+static void on_mps_retry(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct plugin *p = userdata;
+    char missing[4096];
+    p->mps_retry = NULL;
+    if (!mps_daemon_ready(p->state->cfg, p->res, missing, sizeof(missing))) {
+        p->mps_backoff_ms = p->mps_backoff_ms * 2 > 10000 ? 10000 : p->mps_backoff_ms * 2;
+        log_debug("MPS daemon for '%s' still not ready (%s missing)", p->res->name, missing);
+        p->mps_retry = loop_timer_add(l, p->mps_backoff_ms, on_mps_retry, p);
+        return;
+    }
+    struct error err = { 0 };
+    if (plugin_serve(p, &err) < 0) {
+        log_error("%s", err.msg);
+        return;
+    }
+    plugin_register(p);
 }
 
 static int state_serve(struct manager *m, struct node_state *s, struct error *err)
 {
     const struct config *cfg = s->cfg;
     _cleanup_free_ char *dir_copy = xstrdup(cfg->kubelet_socket);
-    const char *socket_dir = dirname(dir_copy);
     int r;
 
+    s->socket_dir = xstrdup(dirname(dir_copy));
     s->plugins = xcalloc(s->rs.n_resources ? s->rs.n_resources : 1, sizeof(*s->plugins));
     for (size_t i = 0; i < s->rs.n_resources; i++) {
         const struct rs_resource *res = &s->rs.resources[i];
         if (res->n_devices == 0)
             continue;
-        struct dp_context ctx = {
-            .resource = res,
-            .config = cfg,
-            .inventory = &s->inv,
-            .topo = &s->topo,
-            .callbacks = { .device_healthy = device_healthy },
-            .userdata = s,
-        };
-        struct plugin *p = &s->plugins[s->n_plugins];
-        log_info("Starting GRPC server for '%s'", res->name);
+        struct plugin *p = &s->plugins[s->n_plugins++];
         p->res = res;
-        if ((r = dp_plugin_start(m->loop, socket_dir, &ctx, &p->dp, err)) < 0)
+        p->manager = m;
+        p->state = s;
+        char missing[4096];
+        if (res->sharing == SHARING_MPS && !mps_daemon_ready(cfg, res, missing, sizeof(missing))) {
+            /* Like the reference, serve an MPS resource only once its daemon runs; unlike
+             * it, retry with capped backoff rather than restarting everything in 30 s. */
+            log_warning("error waiting for MPS daemon for '%s': %s does not exist; retrying",
+                        res->name, missing);
+            p->mps_backoff_ms = 100;
+            p->mps_retry = loop_timer_add(m->loop, p->mps_backoff_ms, on_mps_retry, p);
+            continue;
+        }
+        if ((r = plugin_serve(p, err)) < 0)
             return r;
-        s->n_plugins++;
-        log_info("Starting to serve '%s' on %s", res->name, dp_plugin_socket_path(p->dp));
     }
     if (s->n_plugins == 0) {
         log_info("No devices found. Waiting indefinitely.");
@@ -165,15 +243,9 @@ static int state_serve(struct manager *m, struct node_state *s, struct error *er
         }
     }
     /* Register only once every socket serves: the kubelet dials back at once. */
-    for (size_t i = 0; i < s->n_plugins; i++) {
-        struct plugin *p = &s->plugins[i];
-        if (!cfg->kubelet_socket || !*cfg->kubelet_socket) {
-            log_info("No kubelet socket configured, not registering '%s'", p->res->name);
-            continue;
-        }
-        p->reg = reg_new(m->loop, cfg->kubelet_socket, p->res->socket_name, p->res->name);
-        reg_restart(p->reg);
-    }
+    for (size_t i = 0; i < s->n_plugins; i++)
+        if (s->plugins[i].dp)
+            plugin_register(&s->plugins[i]);
     return 0;
 }
 
@@ -248,6 +320,8 @@ void manager_kubelet_restarted(struct manager *m)
         return;
     for (size_t i = 0; i < s->n_plugins; i++) {
         struct error err = { 0 };
+        if (!s->plugins[i].dp)
+            continue; /* still waiting for its MPS daemon */
         if (dp_plugin_rebind(s->plugins[i].dp, &err) < 0) {
             log_error("%s", err.msg);
             continue;
