@@ -117,6 +117,8 @@ static void *control_main(void *arg)
     FILE *f = arg;
     char *line = NULL;
     size_t cap = 0;
+
+    pthread_setname_np(pthread_self(), "nvml-sim-ctl");
     ssize_t n;
     while ((n = getline(&line, &cap, f)) >= 0) {
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))

@@ -51,9 +51,20 @@ char *grpc_percent_decode(const uint8_t *s, size_t len);
 /* "grpc-status" value to a status code; unparsable → UNKNOWN. */
 int grpc_parse_status(const uint8_t *s, size_t len);
 
-/* Apply nghttp2 session output to a non-blocking socket: send(MSG_NOSIGNAL) and report
- * NGHTTP2_ERR_WOULDBLOCK on EAGAIN, setting *blocked. */
-ssize_t grpc_sock_send(int fd, const uint8_t *data, size_t len, bool *blocked);
+/* Output not yet accepted by the socket. */
+struct grpc_outbuf {
+    uint8_t *buf;
+    size_t len, off, cap;
+};
+
+/* Move a session's pending output to a non-blocking socket with as few send() calls as
+ * possible: the frames of one pass (HEADERS, DATA, trailers of a reply) are gathered, up
+ * to 64 KiB, and written at once, so a unary reply costs one syscall and one wakeup of
+ * the peer instead of one per frame. When the socket is full, *blocked is set and
+ * nothing more is taken from nghttp2 until it drains, which keeps the buffer bounded.
+ * Returns 0 or -EIO. */
+int grpc_session_flush(nghttp2_session *session, int fd, struct grpc_outbuf *ob, bool *blocked);
+void grpc_outbuf_free(struct grpc_outbuf *ob);
 
 /* ------------------------------------------------------------ test hooks */
 

@@ -30,6 +30,7 @@ struct grpc_call {
     int32_t stream_id;
     uint32_t events;
     bool connected, blocked;
+    struct grpc_outbuf out;
 
     /* response */
     int http_status;
@@ -57,6 +58,7 @@ static void call_free(struct grpc_call *c)
         close(c->fd);
     }
     grpc_framer_reset(&c->resp);
+    grpc_outbuf_free(&c->out);
     free(c->socket_path);
     free(c->authority);
     free(c->path);
@@ -141,12 +143,6 @@ static void call_conclude(struct grpc_call *c)
 
 /* ------------------------------------------------------------------ nghttp2 callbacks */
 
-static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t length, int flags,
-                       void *user_data)
-{
-    struct grpc_call *c = user_data;
-    return grpc_sock_send(c->fd, data, length, &c->blocked);
-}
 
 static ssize_t body_read_cb(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
                             uint32_t *flags, nghttp2_data_source *source, void *user_data)
@@ -208,8 +204,7 @@ static int on_stream_close_cb(nghttp2_session *session, int32_t id, uint32_t err
 
 static int call_flush(struct grpc_call *c)
 {
-    c->blocked = false;
-    if (nghttp2_session_send(c->session) != 0)
+    if (grpc_session_flush(c->session, c->fd, &c->out, &c->blocked) < 0)
         return -EIO;
     uint32_t ev = EPOLLIN | (c->blocked ? EPOLLOUT : 0);
     if (ev != c->events) {
@@ -226,7 +221,6 @@ static int call_start(struct grpc_call *c)
     nghttp2_session_callbacks *cbs;
     if (nghttp2_session_callbacks_new(&cbs) != 0)
         oom();
-    nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
     nghttp2_session_callbacks_set_on_header_callback(cbs, on_header_cb);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk_recv_cb);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close_cb);

@@ -148,14 +148,44 @@ int grpc_parse_status(const uint8_t *s, size_t len)
     return v;
 }
 
-ssize_t grpc_sock_send(int fd, const uint8_t *data, size_t len, bool *blocked)
+#define GRPC_OUT_GATHER (64u * 1024)
+
+int grpc_session_flush(nghttp2_session *session, int fd, struct grpc_outbuf *ob, bool *blocked)
 {
-    ssize_t n = RETRY_EINTR(send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT));
-    if (n >= 0)
-        return n;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        *blocked = true;
-        return NGHTTP2_ERR_WOULDBLOCK;
+    *blocked = false;
+    for (;;) {
+        while (ob->off < ob->len) {
+            ssize_t n = send(fd, ob->buf + ob->off, ob->len - ob->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    *blocked = true;
+                    return 0;
+                }
+                return -EIO;
+            }
+            ob->off += (size_t)n;
+        }
+        ob->len = ob->off = 0;
+        while (ob->len < GRPC_OUT_GATHER) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(session, &data);
+            if (n < 0)
+                return -EIO;
+            if (n == 0)
+                break;
+            ob->buf = grow_array(ob->buf, &ob->cap, ob->len + (size_t)n, 1);
+            memcpy(ob->buf + ob->len, data, (size_t)n);
+            ob->len += (size_t)n;
+        }
+        if (ob->len == 0)
+            return 0;
     }
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+void grpc_outbuf_free(struct grpc_outbuf *ob)
+{
+    free(ob->buf);
+    memset(ob, 0, sizeof(*ob));
 }

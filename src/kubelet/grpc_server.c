@@ -62,6 +62,7 @@ struct grpc_conn {
     bool handshake_done;
     bool blocked;
     bool dead;
+    struct grpc_outbuf out;
 };
 
 struct grpc_server {
@@ -338,11 +339,12 @@ static void stream_destroy(struct grpc_stream *s)
 
 /* ------------------------------------------------------------------ nghttp2 callbacks */
 
-static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t length, int flags,
-                       void *user_data)
+/* All output goes through one gathered write per pass (grpc_session_flush). */
+static int conn_send(struct grpc_conn *c)
 {
-    struct grpc_conn *c = user_data;
-    return grpc_sock_send(c->fd, data, length, &c->blocked);
+    if (c->fd < 0)
+        return 0;
+    return grpc_session_flush(c->session, c->fd, &c->out, &c->blocked);
 }
 
 static int on_begin_headers_cb(nghttp2_session *session, const nghttp2_frame *frame,
@@ -486,8 +488,7 @@ static int on_stream_close_cb(nghttp2_session *session, int32_t id, uint32_t err
 
 static int conn_flush(struct grpc_conn *c)
 {
-    c->blocked = false;
-    if (nghttp2_session_send(c->session) != 0)
+    if (conn_send(c) < 0)
         return -EIO;
     if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
         return -ECONNRESET;
@@ -513,6 +514,7 @@ static void conn_free(struct grpc_conn *c)
     while (c->streams)
         stream_destroy(c->streams);
     nghttp2_session_del(c->session);
+    grpc_outbuf_free(&c->out);
     if (c->fd >= 0) {
         (void)loop_del_io(srv->loop, c->fd);
         close(c->fd);
@@ -532,11 +534,11 @@ static void conn_free(struct grpc_conn *c)
  * data providers), then GOAWAY. Never waits. */
 static void conn_goaway_and_free(struct grpc_conn *c)
 {
-    (void)nghttp2_session_send(c->session);
+    (void)conn_send(c);
     (void)nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
                                 nghttp2_session_get_last_proc_stream_id(c->session),
                                 NGHTTP2_NO_ERROR, NULL, 0);
-    (void)nghttp2_session_send(c->session);
+    (void)conn_send(c);
     conn_free(c);
 }
 
@@ -572,7 +574,7 @@ static int conn_feed(struct grpc_conn *c, const uint8_t *data, size_t len)
     if (n < 0) {
         log_debug("grpc: closing connection: %s", nghttp2_strerror((int)n));
         /* nghttp2 may have queued a GOAWAY saying why: best effort. */
-        (void)nghttp2_session_send(c->session);
+        (void)conn_send(c);
         return -EPROTO;
     }
     return conn_flush(c);
@@ -698,7 +700,6 @@ int grpc_server_new(struct loop *l, const char *path, const struct grpc_method *
     nghttp2_session_callbacks *cbs;
     if (nghttp2_session_callbacks_new(&cbs) != 0)
         oom();
-    nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers_cb);
     nghttp2_session_callbacks_set_on_header_callback(cbs, on_header_cb);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk_recv_cb);

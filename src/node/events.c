@@ -104,6 +104,8 @@ static void *health_thread(void *arg)
     struct health_monitor *m = arg;
     struct health_wait_state ws = { 0 };
 
+    pthread_setname_np(pthread_self(), "gdp-nvml-events");
+
     while (!atomic_load(&m->stopping)) {
         struct msg msg = { .kind = MSG_EVENT };
         struct error err = { 0 };
