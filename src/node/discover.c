@@ -1,4 +1,3 @@
-#include <math.h>
 #include <stdio.h>
 
 #include "core/log.h"
@@ -47,9 +46,11 @@ void discover_mig_profile_name(unsigned gi_slices, unsigned ci_slices, uint64_t 
      * the GPU's size in whole GiB: 4864 MiB of a 40 GiB A100 reads "5gb". */
     uint64_t gb = 0;
     if (gpu_memory > 0) {
-        double frac = ceil((double)mig_memory / (double)gpu_memory * 8.0) / 8.0;
-        double total_gib = ceil((double)gpu_memory / (double)(1ULL << 30));
-        gb = (uint64_t)llround(frac * total_gib);
+        /* Integer arithmetic: exact where floating point could push a whole number of
+         * eighths over the next one. */
+        uint64_t eighths = (mig_memory * 8 + gpu_memory - 1) / gpu_memory;
+        uint64_t total_gib = (gpu_memory + (1ULL << 30) - 1) >> 30;
+        gb = (eighths * total_gib + 4) / 8;
     }
     if (ci_slices == gi_slices)
         snprintf(out, len, "%ug.%llugb%s", gi_slices, (unsigned long long)gb, suffix);
