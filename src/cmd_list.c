@@ -1,10 +1,13 @@
 /* `gpu-device-plugin list`: discover like serve mode would, print what would be
- * advertised, without any kubelet. Health here is a one-shot probe of each physical
- * device through NVML. */
+ * advertised, without any kubelet. Health comes from the running plugin when one serves
+ * the resource's socket (its live health and the reason), else from a one-shot probe of
+ * each physical device through NVML. */
+#include <libgen.h>
 #include <stdio.h>
 
 #include "commands.h"
 #include "core/log.h"
+#include "kubelet/status_client.h"
 #include "node/discover.h"
 #include "nvml/nvml.h"
 #include "output/list.h"
@@ -12,9 +15,23 @@
 
 static void warn_resource(void *userdata, const char *msg) { log_warning("%s, ignoring", msg); }
 
-static bool probe_health(void *userdata, const struct rs_device *d, const char **reason)
+/* id -> {"health", "reason"} from running plugins; NULL entries: probe. */
+struct list_health {
+    json_t *live;
+};
+
+static bool list_health(void *userdata, const struct rs_device *d, const char **reason)
 {
     static char why[600];
+    struct list_health *lh = userdata;
+    json_t *entry = lh->live ? json_object_get(lh->live, d->id) : NULL;
+    if (entry) {
+        const char *h = json_string_value(json_object_get(entry, "health"));
+        const char *r = json_string_value(json_object_get(entry, "reason"));
+        snprintf(why, sizeof(why), "%s", r ? r : "");
+        *reason = why;
+        return h && streq(h, "Healthy");
+    }
     nvml_device dev;
     char name[96];
     struct error err = { 0 };
@@ -24,6 +41,35 @@ static bool probe_health(void *userdata, const struct rs_device *d, const char *
         return false;
     }
     return true;
+}
+
+/* Ask the plugins serving these resources (if any) for their live health. */
+static json_t *query_running(const struct config *cfg, const struct resource_set *rs)
+{
+    if (!cfg->kubelet_socket || !*cfg->kubelet_socket)
+        return NULL;
+    _cleanup_free_ char *dir_copy = xstrdup(cfg->kubelet_socket);
+    const char *dir = dirname(dir_copy);
+    json_t *live = json_object();
+    for (size_t i = 0; i < rs->n_resources; i++) {
+        _cleanup_free_ char *sock = xasprintf("%s/%s", dir, rs->resources[i].socket_name);
+        json_t *st = NULL;
+        struct error err = { 0 };
+        if (status_query(sock, 1000, &st, &err) < 0) {
+            if (err.code != -ENOENT)
+                log_warning("asking the running plugin: %s, probing instead", err.msg);
+            continue;
+        }
+        size_t k;
+        json_t *dev;
+        json_array_foreach(json_object_get(st, "devices"), k, dev) {
+            const char *id = json_string_value(json_object_get(dev, "id"));
+            if (id)
+                json_object_set(live, id, dev);
+        }
+        json_decref(st);
+    }
+    return live;
 }
 
 int cmd_list(const struct config *cfg, const struct config_command *cmd)
@@ -70,10 +116,12 @@ int cmd_list(const struct config *cfg, const struct config_command *cmd)
         log_error("%s", err.msg);
         goto out;
     }
+    struct list_health lh = { .live = query_running(cfg, &rs) };
     if (json)
-        rc = list_print_json(stdout, &inv, &rs, probe_health, NULL) < 0;
+        rc = list_print_json(stdout, &inv, &rs, list_health, &lh) < 0;
     else
-        rc = list_print_table(stdout, &inv, &rs, probe_health, NULL) < 0;
+        rc = list_print_table(stdout, &inv, &rs, list_health, &lh) < 0;
+    json_decref(lh.live);
 out:
     resources_clear(&rs);
     inventory_clear(&inv);

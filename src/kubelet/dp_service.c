@@ -1,5 +1,6 @@
 /* DevicePlugin service: decode, decide (through the policies), encode, reply.
  * Every handler runs on the loop thread and answers before returning. */
+#include <jansson.h>
 #include <stdio.h>
 
 #include "api.pb-c.h"
@@ -41,7 +42,7 @@ int dp_encode_device_list(const struct dp_context *ctx, uint8_t **out, size_t *l
         v1beta1__device__init(&devs[i]);
         devs[i].id = d->id;
         bool healthy = ctx->callbacks.device_healthy
-                           ? ctx->callbacks.device_healthy(ctx->userdata, d)
+                           ? ctx->callbacks.device_healthy(ctx->userdata, d, NULL)
                            : true;
         devs[i].health = healthy ? "Healthy" : "Unhealthy";
         if (d->numa_node >= 0) {
@@ -195,6 +196,33 @@ static void on_preferred(void *userdata, const uint8_t *req, size_t len, struct 
     v1beta1__preferred_allocation_request__free_unpacked(r, NULL);
 }
 
+static void on_status(void *userdata, const uint8_t *req, size_t len, struct grpc_reply *reply)
+{
+    struct dp_plugin *p = userdata;
+    const struct rs_resource *r = p->ctx.resource;
+    json_t *devs = json_array();
+    for (size_t i = 0; i < r->n_devices; i++) {
+        const char *reason = NULL;
+        bool ok = p->ctx.callbacks.device_healthy
+                      ? p->ctx.callbacks.device_healthy(p->ctx.userdata, &r->devices[i], &reason)
+                      : true;
+        json_array_append_new(devs, json_pack("{s:s, s:s, s:s}", "id", r->devices[i].id, "health",
+                                              ok ? "Healthy" : "Unhealthy", "reason",
+                                              reason ? reason : ""));
+    }
+    json_t *root = json_pack("{s:s, s:i, s:I, s:o}", "resource", r->name, "pid", (int)getpid(),
+                             "streams", (json_int_t)p->n_streams, "devices", devs);
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!text) {
+        reply_error(reply, GRPC_STATUS_INTERNAL, "encoding the status failed");
+        return;
+    }
+    reply->status = GRPC_STATUS_OK;
+    reply->len = strlen(text);
+    reply->data = (uint8_t *)text;
+}
+
 static void send_list(struct dp_plugin *p, struct grpc_stream *s)
 {
     uint8_t *buf;
@@ -246,6 +274,7 @@ static const struct grpc_method dp_methods[] = {
     { .path = "/v1beta1.DevicePlugin/GetPreferredAllocation", .unary = on_preferred },
     { .path = "/v1beta1.DevicePlugin/Allocate", .unary = on_allocate },
     { .path = "/v1beta1.DevicePlugin/PreStartContainer", .unary = on_prestart },
+    { .path = DP_STATUS_METHOD, .unary = on_status },
 };
 
 static int serve(struct dp_plugin *p, struct error *err)

@@ -14,9 +14,15 @@ struct topo_model;
 struct dp_plugin;
 
 struct dp_callbacks {
-    /* Health of a device right now; reason (may be NULL) for logs. */
-    bool (*device_healthy)(void *userdata, const struct rs_device *d);
+    /* Health of a device right now; *reason (reason may be NULL) says why not. */
+    bool (*device_healthy)(void *userdata, const struct rs_device *d, const char **reason);
 };
+
+/* Besides the DevicePlugin service, each plugin socket answers one method of our own
+ * that the kubelet never calls: the live health of every device with its reason, as a
+ * JSON payload (gRPC payloads are opaque bytes). `gpu-device-plugin list` uses it to show
+ * what the running plugin sees. */
+#define DP_STATUS_METHOD "/gpudeviceplugin.v1.Status/Devices"
 
 struct dp_context {
     const struct rs_resource *resource;

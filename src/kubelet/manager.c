@@ -120,12 +120,12 @@ static int state_build(struct node_state *s, struct error *err)
     return 0;
 }
 
-static bool device_healthy(void *userdata, const struct rs_device *d)
+static bool device_healthy(void *userdata, const struct rs_device *d, const char **reason)
 {
     struct node_state *s = userdata;
     if (!s->health)
         return true;
-    return health_monitor_healthy(s->health, d->gpu, d->mig, NULL);
+    return health_monitor_healthy(s->health, d->gpu, d->mig, reason);
 }
 
 static void on_health_changed(void *userdata)

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """`gpu-device-plugin list`, text and JSON, without a kubelet."""
 import json
+import os
 
 import harness
 
@@ -64,6 +65,27 @@ def device_rows(doc, resource=None):
     elif isinstance(doc, list):
         for v in doc:
             yield from device_rows(v, resource)
+
+
+class ListLive(harness.PluginTestCase):
+    """With a plugin serving, `list` shows its live health and the reason."""
+
+    def test_live_health_and_reason(self):
+        self.start_all("t4")
+        uuids = [g["uuid"] for g in harness.load_profile("t4")]
+        mark = self.kubelet.events.mark()
+        self.inject("xid %s 48" % uuids[2])
+        self.kubelet.events.wait_for(
+            lambda e: e.get("event") == "devices" and any(
+                d["id"] == uuids[2] and d["health"] == "Unhealthy" for d in e["devices"]),
+            mark, what="GPU 2 Unhealthy")
+        r = self.run_plugin(["--kubelet-socket", os.path.join(self.dp, "kubelet.sock"),
+                             "--sysfs-root", self.sys_root, "list", "--output", "json"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        devs = {d["id"]: d for res in json.loads(r.stdout)["resources"] for d in res["devices"]}
+        self.assertEqual(devs[uuids[2]]["health"], "Unhealthy", devs)
+        self.assertIn("Xid 48", devs[uuids[2]]["reason"])
+        self.assertTrue(all(devs[u]["health"] == "Healthy" for u in uuids if u != uuids[2]), devs)
 
 
 if __name__ == "__main__":
