@@ -1,5 +1,6 @@
 #include <libgen.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "core/log.h"
 #include "core/loop.h"
@@ -81,6 +82,37 @@ static void state_free(struct node_state *s)
     free(s);
 }
 
+/* IMEX channels (reference §5.6): a configured channel is used only if its device node
+ * exists as a character device, looked up under the container's view of the driver
+ * root (when it has a dev/) and then at the plain path. Missing: an error when
+ * imex.required, else a warning and the channel is dropped. */
+static int select_imex_channels(struct config *cfg, struct error *err)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < cfg->n_imex_channel_ids; i++) {
+        int id = cfg->imex_channel_ids[i];
+        _cleanup_free_ char *plain = xasprintf("/dev/nvidia-caps-imex-channels/channel%d", id);
+        _cleanup_free_ char *devdir = xasprintf("%s/dev", cfg->driver_root_ctr_path ? cfg->driver_root_ctr_path : "");
+        _cleanup_free_ char *under = xasprintf("%s%s", cfg->driver_root_ctr_path ? cfg->driver_root_ctr_path : "", plain);
+        struct stat st;
+        bool found = false;
+        if (stat(devdir, &st) == 0 && S_ISDIR(st.st_mode) && stat(under, &st) == 0)
+            found = S_ISCHR(st.st_mode);
+        if (!found && stat(plain, &st) == 0)
+            found = S_ISCHR(st.st_mode);
+        if (found) {
+            cfg->imex_channel_ids[kept++] = id;
+            continue;
+        }
+        if (cfg->imex_required)
+            return error_set(err, -ENOENT, "IMEX channel %d: %s is not a character device "
+                             "(imex.required is set)", id, plain);
+        log_warning("IMEX channel %d: %s not found, ignoring the channel", id, plain);
+    }
+    cfg->n_imex_channel_ids = kept;
+    return 0;
+}
+
 /* Discover and decide; nothing is served yet. */
 static int state_build(struct node_state *s, struct error *err)
 {
@@ -88,6 +120,8 @@ static int state_build(struct node_state *s, struct error *err)
     int r = health_config_load(&s->health_cfg, cfg->health_json, cfg->health_line,
                                cfg->config_file, environ, err);
     if (r < 0)
+        return r;
+    if ((r = select_imex_channels(s->cfg, err)) < 0)
         return r;
 
     r = nvml_open(cfg->driver_root_ctr_path, err);
