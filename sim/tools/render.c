@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fs.h"
 #include "core/macro.h"
 #include "sim-model.h"
 
@@ -17,21 +18,6 @@
 static unsigned gi_minor(unsigned gpu, unsigned gi) { return 3 + gpu * CAP_GIS * (1 + CAP_CIS) + gi * (1 + CAP_CIS); }
 static unsigned ci_minor(unsigned gpu, unsigned gi, unsigned ci) { return gi_minor(gpu, gi) + 1 + ci; }
 
-static int mkdir_p(const char *path)
-{
-    _cleanup_free_ char *p = xstrdup(path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = 0;
-        if (mkdir(p, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *s = '/';
-    }
-    if (mkdir(p, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
 
 /* Write `text` to dir/name, creating dir. */
 static int write_file(const char *dir, const char *name, const char *text)
@@ -39,7 +25,7 @@ static int write_file(const char *dir, const char *name, const char *text)
     _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
     _cleanup_free_ char *parent = xstrdup(path);
     *strrchr(parent, '/') = 0;
-    int r = mkdir_p(parent);
+    int r = mkdir_p(parent, 0755);
     if (r < 0) {
         fprintf(stderr, "nvml-sim-render: mkdir %s: %s\n", parent, strerror(-r));
         return r;

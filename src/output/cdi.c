@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "core/fs.h"
 #include "output/allocate.h"
 #include "output/cdi.h"
 
@@ -260,25 +261,10 @@ int cdi_validate(json_t *spec, struct error *err)
 
 /* ---- writing ---------------------------------------------------------------------- */
 
-static int mkdir_p(const char *dir)
-{
-    _cleanup_free_ char *p = xstrdup(dir);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = 0;
-        if (mkdir(p, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *s = '/';
-    }
-    if (mkdir(p, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
 
 int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, struct error *err)
 {
-    int r = mkdir_p(dir);
+    int r = mkdir_p(dir, 0755);
     if (r < 0)
         return error_set(err, r, "creating %s: %s", dir, strerror(-r));
 

@@ -3,17 +3,12 @@
 #include <fcntl.h>
 #include <stdio.h>
 
+#include "tests/common/check.h"
+
 #include "core/loop.h"
 #include "core/macro.h"
 
-static unsigned failures;
-#define CHECK(x)                                                                      \
-    do {                                                                              \
-        if (!(x)) {                                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #x);              \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
+int test_failures;
 
 static char order[16];
 static size_t n_order;
@@ -130,6 +125,6 @@ int main(void)
     test_timers();
     test_delete_in_batch();
     test_timer_cannot_starve_fds();
-    printf("%u failures\n", failures);
-    return failures ? 1 : 0;
+    printf("%d failures\n", test_failures);
+    return test_failures ? 1 : 0;
 }

@@ -6,18 +6,12 @@
 #include <stdio.h>
 
 #include "core/log.h"
+#include "tests/common/check.h"
 #include "core/loop.h"
 #include "node/events.h"
 #include "nvml/nvml.h"
 
-static int failures;
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
+int test_failures;
 
 /* ---- scripted NVML */
 
@@ -340,8 +334,8 @@ int main(void)
     health_config_free(hc);
     loop_free(loop);
 
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "%d check(s) failed\n", test_failures);
         return 1;
     }
     printf("all health monitor checks passed\n");

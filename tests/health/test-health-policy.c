@@ -5,26 +5,12 @@
 #include <stdio.h>
 
 #include "core/log.h"
+#include "tests/common/check.h"
 #include "policy/health.h"
 
-static int failures;
+int test_failures;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
 
-#define CHECK_STR_CONTAINS(s, sub)                                                    \
-    do {                                                                              \
-        if (!strstr((s), (sub))) {                                                    \
-            fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__,      \
-                    __LINE__, (s), (sub));                                            \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
 
 static struct health_config *load(const char *yamlish_json, char **envp)
 {
@@ -42,7 +28,7 @@ static struct health_config *load(const char *yamlish_json, char **envp)
     json_decref(j);
     if (r < 0) {
         fprintf(stderr, "unexpected load error: %s\n", err.msg);
-        failures++;
+        test_failures++;
         return NULL;
     }
     return hc;
@@ -60,7 +46,7 @@ static const char *load_err(const char *json, char **envp)
     if (r >= 0) {
         health_config_free(hc);
         fprintf(stderr, "load of %s unexpectedly succeeded\n", json ? json : "(env)");
-        failures++;
+        test_failures++;
         return "";
     }
     CHECK(r == err.code);
@@ -378,8 +364,8 @@ int main(void)
     test_config_errors();
     test_recovery();
     test_wait_errors();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "%d check(s) failed\n", test_failures);
         return 1;
     }
     printf("all health policy checks passed\n");

@@ -6,7 +6,7 @@
 #include "core/macro.h"
 #include "fixtures.h"
 
-int fx_failures;
+int test_failures;
 
 static const struct {
     const char *name, *tag;

@@ -8,24 +8,8 @@
 #include "config/config.h"
 #include "node/inventory.h"
 
-extern int fx_failures;
+#include "tests/common/check.h"
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
-            fx_failures++;                                                            \
-        }                                                                             \
-    } while (0)
-#define CHECK_STR(a, b)                                                               \
-    do {                                                                              \
-        const char *_a = (a), *_b = (b);                                              \
-        if (!_a || !_b || strcmp(_a, _b) != 0) {                                      \
-            fprintf(stderr, "%s:%d: \"%s\" != \"%s\" (%s)\n", __FILE__, __LINE__,      \
-                    _a ? _a : "(null)", _b ? _b : "(null)", #a);                      \
-            fx_failures++;                                                            \
-        }                                                                             \
-    } while (0)
 
 enum fx_model { FX_A100, FX_H100, FX_T4 };
 

@@ -120,7 +120,7 @@ static void expect(const struct fixture *f, const char *const *ids, size_t n, co
     char *got = render(resp, dev_root);
     if (!streq(got, want)) {
         fprintf(stderr, "%s: got:\n%s--- want:\n%s---\n", what, got, want);
-        fx_failures++;
+        test_failures++;
     }
     free(got);
     alloc_response_free(resp);
@@ -345,7 +345,7 @@ int main(void)
     test_device_specs();
     fx_rmtree(proc_root);
     free(proc_root);
-    if (fx_failures)
-        fprintf(stderr, "%d failures\n", fx_failures);
-    return fx_failures ? 1 : 0;
+    if (test_failures)
+        fprintf(stderr, "%d failures\n", test_failures);
+    return test_failures ? 1 : 0;
 }

@@ -126,7 +126,7 @@ static void test_schema_testdata(void)
         bool theirs = j && schema_ok(schema, j, t[i].file);
         if (ours != t[i].good || theirs != t[i].good) {
             fprintf(stderr, "%s: ours %d schema %d want %d\n", t[i].file, ours, theirs, t[i].good);
-            fx_failures++;
+            test_failures++;
         }
         json_decref(j);
     }
@@ -289,7 +289,7 @@ int main(void)
     json_decref(defs);
     fx_rmtree(proc_root);
     free(proc_root);
-    if (fx_failures)
-        fprintf(stderr, "%d failures\n", fx_failures);
-    return fx_failures ? 1 : 0;
+    if (test_failures)
+        fprintf(stderr, "%d failures\n", test_failures);
+    return test_failures ? 1 : 0;
 }

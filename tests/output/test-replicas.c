@@ -36,7 +36,7 @@ static void expect(const struct rs_resource *r, enum shared_alloc_policy pol,
         for (size_t i = 0; rc == 0 && i < n; i++)
             fprintf(stderr, " %s", out[i]);
         fprintf(stderr, "\n");
-        fx_failures++;
+        test_failures++;
     }
     free(out);
 }
@@ -134,7 +134,7 @@ int main(void)
     test_first_fit();
     fx_rmtree(proc_root);
     free(proc_root);
-    if (fx_failures)
-        fprintf(stderr, "%d failures\n", fx_failures);
-    return fx_failures ? 1 : 0;
+    if (test_failures)
+        fprintf(stderr, "%d failures\n", test_failures);
+    return test_failures ? 1 : 0;
 }

@@ -37,7 +37,7 @@ static void expect_error(const struct inventory *inv, const struct config *cfg, 
     CHECK(r < 0);
     if (r < 0 && !strstr(err.msg, want)) {
         fprintf(stderr, "error \"%s\" lacks \"%s\"\n", err.msg, want);
-        fx_failures++;
+        test_failures++;
     }
     CHECK(rs.n_resources == 0);
 }
@@ -60,7 +60,7 @@ static void test_patterns(void)
     for (size_t i = 0; i < ELEMENTSOF(t); i++)
         if (rs_pattern_match(t[i].p, t[i].s) != t[i].match) {
             fprintf(stderr, "pattern '%s' vs '%s': expected %d\n", t[i].p, t[i].s, t[i].match);
-            fx_failures++;
+            test_failures++;
         }
 }
 
@@ -481,7 +481,7 @@ int main(void)
     test_find_many();
     fx_rmtree(proc_root);
     free(proc_root);
-    if (fx_failures)
-        fprintf(stderr, "%d failures\n", fx_failures);
-    return fx_failures ? 1 : 0;
+    if (test_failures)
+        fprintf(stderr, "%d failures\n", test_failures);
+    return test_failures ? 1 : 0;
 }
