@@ -1,0 +1,206 @@
+/* Discovery: pure helpers (MIG profile names, PCI bus ids, sysfs NUMA files) and the
+ * whole discover_node() through the real NVML module against the simulated
+ * libnvidia-ml.so.1 (LD_LIBRARY_PATH and MOCK_NVML_CONFIG come from meson). */
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "core/fs.h"
+#include "node/discover.h"
+#include "nvml/nvml.h"
+#include "tests/common/check.h"
+
+int test_failures;
+
+static void test_profile_names(void)
+{
+    const uint64_t a100 = 40ULL << 30, h100 = 80ULL << 30, mib = 1ULL << 20;
+    char buf[64];
+    struct {
+        unsigned g, c;
+        uint64_t mem, total;
+        const char *suffix, *want;
+    } cases[] = {
+        { 1, 1, 4864 * mib, a100, "", "1g.5gb" },
+        { 1, 1, 4864 * mib, a100, "+me", "1g.5gb+me" },
+        { 1, 1, 9856 * mib, a100, "", "1g.10gb" },
+        { 2, 2, 9856 * mib, a100, "", "2g.10gb" },
+        { 3, 3, 19968 * mib, a100, "", "3g.20gb" },
+        { 4, 4, 19968 * mib, a100, "", "4g.20gb" },
+        { 7, 7, 40192 * mib, a100, "", "7g.40gb" },
+        { 2, 1, 9856 * mib, a100, "", "1c.2g.10gb" },
+        { 1, 1, 9856 * mib, h100, "", "1g.10gb" },
+        { 1, 1, 9856 * mib, h100, "-me", "1g.10gb-me" },
+        { 7, 7, 80896 * mib, h100, "", "7g.80gb" },
+        { 3, 3, 40192 * mib, h100, "", "3g.40gb" },
+        { 1, 1, 1 * mib, 0, "", "1g.0gb" }, /* unknown GPU memory never divides by 0 */
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        discover_mig_profile_name(cases[i].g, cases[i].c, cases[i].mem, cases[i].total,
+                                  cases[i].suffix, buf, sizeof(buf));
+        CHECK_STR(buf, cases[i].want);
+    }
+}
+
+static void test_bus_ids(void)
+{
+    char out[32];
+    struct {
+        const char *in, *want;
+    } ok[] = {
+        { "00000000:3B:00.0", "0000:3b:00.0" },
+        { "0000:3b:00.0", "0000:3b:00.0" },
+        { "3B:00.0", "0000:3b:00.0" },
+        { "00000001:AF:1F.7", "0001:af:1f.7" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
+        CHECK(nvml_bus_id_normalize(ok[i].in, out, sizeof(out)) == 0);
+        CHECK_STR(out, ok[i].want);
+    }
+    const char *bad[] = { "", "garbage", "0000:3b:00", "0000:3b:00.0x", "0000:3b:20.0",
+                          "0000:3b:00.8", "0000:100:00.0", "100000:3b:00.0" };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+        CHECK(nvml_bus_id_normalize(bad[i], out, sizeof(out)) == -EINVAL);
+    CHECK(nvml_bus_id_normalize("0000:3b:00.0", out, 5) == -ENOBUFS);
+}
+
+static void write_numa(const char *root, const char *bdf, const char *content)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof(dir), "%s/bus/pci/devices/%s", root, bdf);
+    CHECK(mkdir_p(dir, 0755) == 0);
+    snprintf(path, sizeof(path), "%s/numa_node", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(content, f);
+        fclose(f);
+    }
+}
+
+static void test_numa(void)
+{
+    char root[] = "/tmp/gdp-numa-XXXXXX";
+    CHECK(mkdtemp(root) != NULL);
+    write_numa(root, "0000:01:00.0", "1\n");
+    write_numa(root, "0000:02:00.0", "-1\n");
+    write_numa(root, "0000:03:00.0", "banana\n");
+    write_numa(root, "0000:04:00.0", "0");
+    bool bad;
+    CHECK(discover_numa_node(root, "0000:01:00.0", &bad) == 1 && !bad);
+    CHECK(discover_numa_node(root, "0000:02:00.0", &bad) == -1 && !bad);
+    CHECK(discover_numa_node(root, "0000:03:00.0", &bad) == -1 && bad);
+    CHECK(discover_numa_node(root, "0000:04:00.0", &bad) == 0 && !bad);
+    CHECK(discover_numa_node(root, "0000:05:00.0", &bad) == -1 && !bad);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    CHECK(system(cmd) == 0);
+}
+
+/* discover_node over a simulated profile: returns the inventory (caller clears). */
+static int discover_profile(const char *profile, bool mig, struct inventory *inv)
+{
+    struct error err = { 0 };
+    setenv("MOCK_NVML_CONFIG", profile, 1);
+    if (nvml_open("/", &err) < 0) {
+        fprintf(stderr, "nvml_open: %s\n", err.msg);
+        return -1;
+    }
+    struct discover_options opt = { .sysfs_root = "/nonexistent", .with_mig = mig,
+                                    .with_links = true };
+    int r = discover_node(&opt, inv, &err);
+    if (r < 0)
+        fprintf(stderr, "discover_node(%s): %s\n", profile, err.msg);
+    nvml_close();
+    return r;
+}
+
+static void test_links_nvswitch(const char *ref)
+{
+    char path[512];
+    struct inventory inv = { 0 };
+    snprintf(path, sizeof(path), "%s/nvml-mock-profiles/a100.yaml", ref);
+    CHECK(discover_profile(path, false, &inv) == 0);
+    CHECK(inv.n_gpus == 8);
+    CHECK_STR(inv.driver_version, "550.163.01");
+    CHECK_STR(inv.cuda_driver_version, "12.4");
+    for (size_t a = 0; a < inv.n_gpus; a++)
+        for (size_t b = 0; b < inv.n_gpus; b++)
+            if (a != b) /* six NVSwitches, two links each: NV12 all-to-all */
+                CHECK(inventory_link(&inv, a, b)->nvlinks == 12);
+    CHECK(inv.gpus[0].numa_node == -1); /* no sysfs file: no topology */
+    CHECK_STR(inv.gpus[1].bus_id, "0000:0f:00.0");
+    CHECK(inv.gpus[7].minor == 7 && inv.gpus[7].cc_major == 8 && inv.gpus[7].cc_minor == 0);
+    inventory_clear(&inv);
+}
+
+static void test_links_cube_mesh(const char *src)
+{
+    char path[512];
+    struct inventory inv = { 0 };
+    snprintf(path, sizeof(path), "%s/sim/profiles/topo-dgx1-v100.yaml", src);
+    CHECK(discover_profile(path, false, &inv) == 0);
+    CHECK(inv.n_gpus == 8);
+    /* the profile's explicit, uneven link counts, mirrored */
+    CHECK(inventory_link(&inv, 0, 3)->nvlinks == 2 && inventory_link(&inv, 3, 0)->nvlinks == 2);
+    CHECK(inventory_link(&inv, 0, 1)->nvlinks == 1);
+    CHECK(inventory_link(&inv, 1, 2)->nvlinks == 2);
+    CHECK(inventory_link(&inv, 3, 7)->nvlinks == 1);
+    CHECK(inventory_link(&inv, 0, 5)->nvlinks == 0);
+    for (size_t a = 0; a < inv.n_gpus; a++)
+        for (size_t b = 0; b < inv.n_gpus; b++)
+            if (a != b)
+                CHECK(inventory_link(&inv, a, b)->nvlinks == inventory_link(&inv, b, a)->nvlinks &&
+                      inventory_link(&inv, a, b)->pcie_level >= 0);
+    inventory_clear(&inv);
+}
+
+static void test_mig(const char *src)
+{
+    char path[512];
+    struct inventory inv = { 0 };
+    snprintf(path, sizeof(path), "%s/sim/profiles/compat-a100-mixed.yaml", src);
+    CHECK(discover_profile(path, true, &inv) == 0);
+    CHECK(inv.n_gpus == 4);
+    CHECK(!inv.gpus[0].mig_enabled && inv.gpus[0].n_migs == 0);
+    /* a GI listed without compute instances gets one whole-GI CI (docs/simulator.md) */
+    CHECK(inv.gpus[1].mig_enabled && inv.gpus[1].n_migs == 3);
+    CHECK(inv.gpus[2].mig_enabled && inv.gpus[2].n_migs == 4);
+    CHECK(inv.gpus[3].mig_enabled && inv.gpus[3].n_migs == 0);
+    unsigned one_g = 0;
+    for (size_t m = 0; m < inv.gpus[2].n_migs; m++)
+        one_g += streq(inv.gpus[2].migs[m].profile, "1g.5gb");
+    CHECK(one_g == 3);
+    bool me = false;
+    for (size_t m = 0; m < inv.gpus[1].n_migs; m++)
+        me |= streq(inv.gpus[1].migs[m].profile, "1g.5gb+me");
+    CHECK(me);
+    inventory_clear(&inv);
+}
+
+/* One case per process: the simulated library parses its profile once per process. */
+int main(int argc, char **argv)
+{
+    const char *src = getenv("GDP_SOURCE_DIR"), *ref = getenv("GDP_SHARED_REFERENCE");
+    const char *c = argc > 1 ? argv[1] : "";
+    if (!src || !ref) {
+        fprintf(stderr, "GDP_SOURCE_DIR / GDP_SHARED_REFERENCE not set\n");
+        return 1;
+    }
+    if (streq(c, "pure")) {
+        test_profile_names();
+        test_bus_ids();
+        test_numa();
+    } else if (streq(c, "nvswitch")) {
+        test_links_nvswitch(ref);
+    } else if (streq(c, "cube-mesh")) {
+        test_links_cube_mesh(src);
+    } else if (streq(c, "mig")) {
+        test_mig(src);
+    } else {
+        fprintf(stderr, "usage: test-discover pure|nvswitch|cube-mesh|mig\n");
+        return 1;
+    }
+    if (test_failures)
+        fprintf(stderr, "%d check(s) failed\n", test_failures);
+    return test_failures ? 1 : 0;
+}
