@@ -1,5 +1,7 @@
 /* Plain driver for libFuzzer-style targets when no fuzzing engine is available: feeds
- * every file named on the command line (directories: every file inside) once. */
+ * every file named on the command line (directories: every file inside) once. With
+ * -DGDP_LIBFUZZER (clang -fsanitize=fuzzer) libFuzzer brings its own main. */
+#ifndef GDP_LIBFUZZER
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,3 +68,4 @@ int main(int argc, char **argv)
     }
     return r;
 }
+#endif
