@@ -683,6 +683,61 @@ def bench_health(host, rep, n):
     rep.add("Xid 48 -> ListAndWatch Unhealthy", "ms", lat, target=1, reference=1.3,
             note="FIFO write -> stream message with that GPU Unhealthy; 48 set to 'recover' "
                  "with a 10ms quiet period so each GPU comes back; GPUs taken in turn")
+    if go_client(host):
+        bench_health_go(host, rep, n)
+
+
+def bench_health_go(host, rep, n):
+    """The same events, received by the grpc-go client, which stamps each ListAndWatch
+    message with CLOCK_MONOTONIC as it arrives: Python's scheduling stays out of the
+    figure (its only part is the FIFO write)."""
+    cfg = os.path.join(host.tmp, "health-go.yaml")
+    with open(cfg, "w") as f:
+        f.write(HEALTH_CONFIG)
+    kub = Kubelet(host)
+    kub.serve()
+    p = Plugin(host, ["--config-file", cfg], log_name="plugin-health-go.log")
+    lat = []
+    watcher = None
+    try:
+        kub.next_register()
+        wait_socket(host.plugin_socket)
+        watcher = subprocess.Popen([go_client(host), "watch", host.plugin_socket],
+                                   stdout=subprocess.PIPE, text=True)
+
+        def next_line():
+            line = watcher.stdout.readline()
+            if not line:
+                raise BenchError("go-client watch ended")
+            t, ids = line.split()
+            return int(t), set() if ids == "-" else set(ids.split(","))
+
+        next_line()  # the initial full list
+        ch = dpapi.dial(host.plugin_socket)
+        w = Watch(ch)
+        w.wait_for(lambda d: len(d) > 0, 0)
+        uuids = sorted(w.updates[0][1])
+        w.close()
+        ch.close()
+        for i in range(n):
+            u = uuids[i % len(uuids)]
+            t0 = time.monotonic_ns()
+            host.inject("xid %s 48" % u)
+            while True:
+                t, bad = next_line()
+                if u in bad:
+                    lat.append((t - t0) / 1e6)
+                    break
+            while bad:
+                _, bad = next_line()
+    finally:
+        if watcher:
+            watcher.kill()
+            watcher.wait()
+        p.stop()
+        kub.stop()
+    rep.add("Xid 48 -> ListAndWatch Unhealthy (grpc-go)", "ms", lat, target=1, reference=1.3,
+            note="FIFO write -> message received by the grpc-go client (its own clock)")
 
 
 # ------------------------------------------------------------------ 6. idle wakeups

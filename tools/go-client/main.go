@@ -5,16 +5,22 @@
 //
 //	go-client interop <socket> <id>...            every RPC, checked; exit 1 on mismatch
 //	go-client bench-allocate <socket> <n> <id>... n sequential Allocate calls, prints µs
+//	go-client watch <socket>                      one line per ListAndWatch message:
+//	                                              "<CLOCK_MONOTONIC ns> <unhealthy ids, comma-joined or ->"
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -180,11 +186,57 @@ func benchAllocate(socket string, n int, ids []string) {
 		n, lat[n/2], lat[n*99/100], lat[n-1])
 }
 
+// monotonicNs reads CLOCK_MONOTONIC, the clock Python's time.monotonic_ns() uses, so a
+// driver script can compare its own timestamps with ours.
+func monotonicNs() int64 {
+	var ts syscall.Timespec
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 1 /* CLOCK_MONOTONIC */, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
+
+func watch(socket string) {
+	conn := dial(socket)
+	defer conn.Close()
+	stream, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true},
+		"/v1beta1.DevicePlugin/ListAndWatch")
+	if err != nil {
+		fail("ListAndWatch: %v", err)
+	}
+	empty := []byte{}
+	if err := stream.SendMsg(&empty); err != nil {
+		fail("ListAndWatch send: %v", err)
+	}
+	stream.CloseSend()
+	out := bufio.NewWriter(os.Stdout)
+	for {
+		var list []byte
+		if err := stream.RecvMsg(&list); err != nil {
+			return
+		}
+		t := monotonicNs()
+		var bad []string
+		for _, dev := range fields(list, 1) {
+			ids, health := fields(dev, 1), fields(dev, 2)
+			if len(ids) == 1 && len(health) == 1 && string(health[0]) == "Unhealthy" {
+				bad = append(bad, string(ids[0]))
+			}
+		}
+		line := "-"
+		if len(bad) > 0 {
+			line = strings.Join(bad, ",")
+		}
+		fmt.Fprintf(out, "%d %s\n", t, line)
+		out.Flush()
+	}
+}
+
 func main() {
 	if len(os.Args) < 3 {
 		fail("usage: go-client interop <socket> <id>... | bench-allocate <socket> <n> <id>...")
 	}
 	switch os.Args[1] {
+	case "watch":
+		watch(os.Args[2])
 	case "interop":
 		interop(os.Args[2], os.Args[3:])
 	case "bench-allocate":
