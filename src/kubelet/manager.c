@@ -16,6 +16,8 @@
 #include "policy/topo.h"
 #include "registration.h"
 
+#define DEFAULT_PLUGIN_DIR "/var/lib/kubelet/device-plugins"
+
 struct manager;
 struct node_state;
 
@@ -237,7 +239,11 @@ static void on_mps_retry(struct loop *l, struct loop_timer *t, void *userdata)
 static int state_serve(struct manager *m, struct node_state *s, struct error *err)
 {
     const struct config *cfg = s->cfg;
-    _cleanup_free_ char *dir_copy = xstrdup(cfg->kubelet_socket);
+    /* Plugin sockets live beside the kubelet's; with registration off (empty
+     * --kubelet-socket) they go where the reference always puts them. */
+    bool registering = cfg->kubelet_socket && *cfg->kubelet_socket;
+    _cleanup_free_ char *dir_copy = xstrdup(registering ? cfg->kubelet_socket
+                                                        : DEFAULT_PLUGIN_DIR "/kubelet.sock");
     int r;
 
     s->socket_dir = xstrdup(dirname(dir_copy));
