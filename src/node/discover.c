@@ -231,6 +231,13 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
         char name[INV_NAME_MAX];
         if ((r = nvml_device_by_index(i, &dev, err)) < 0 ||
             (r = nvml_device_name(dev, name, sizeof(name), err)) < 0) {
+            if (r == -ENODEV) {
+                /* A GPU that fell off the bus cannot even be named; the reference exits
+                 * (and crash-loops, taking every GPU off the node). Serve the others. */
+                log_error("GPU %u: %s; not advertising it, ignoring", i, err->msg);
+                memset(err, 0, sizeof(*err));
+                continue;
+            }
             error_prefix(err, "GPU %u", i);
             goto fail;
         }
@@ -240,8 +247,16 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
         struct inv_gpu *g = &out->gpus[out->n_gpus];
         snprintf(g->name, sizeof(g->name), "%s", name);
         out->n_gpus++;
-        if ((r = discover_gpu(i, opt, dev, g, err)) < 0)
-            goto fail;
+        if ((r = discover_gpu(i, opt, dev, g, err)) < 0) {
+            if (r != -ENODEV)
+                goto fail;
+            log_error("%s; not advertising it, ignoring", err->msg);
+            memset(err, 0, sizeof(*err));
+            free(g->migs);
+            memset(g, 0, sizeof(*g));
+            out->n_gpus--;
+            continue;
+        }
         handles[out->n_gpus - 1] = dev;
     }
     if (opt->with_links)

@@ -177,6 +177,20 @@ static void test_mig(const char *src)
     inventory_clear(&inv);
 }
 
+static void test_lost(const char *src)
+{
+    char path[512];
+    struct inventory inv = { 0 };
+    snprintf(path, sizeof(path), "%s/tests/unit/profiles/lost-gpu.yaml", src);
+    CHECK(discover_profile(path, false, &inv) == 0);
+    CHECK(inv.n_gpus == 1);
+    if (inv.n_gpus == 1) {
+        CHECK_STR(inv.gpus[0].uuid, "GPU-aaaaaaaa-0000-0000-0000-000000000000");
+        CHECK(inv.gpus[0].index == 0);
+    }
+    inventory_clear(&inv);
+}
+
 /* One case per process: the simulated library parses its profile once per process. */
 int main(int argc, char **argv)
 {
@@ -196,8 +210,10 @@ int main(int argc, char **argv)
         test_links_cube_mesh(src);
     } else if (streq(c, "mig")) {
         test_mig(src);
+    } else if (streq(c, "lost")) {
+        test_lost(src);
     } else {
-        fprintf(stderr, "usage: test-discover pure|nvswitch|cube-mesh|mig\n");
+        fprintf(stderr, "usage: test-discover pure|nvswitch|cube-mesh|mig|lost\n");
         return 1;
     }
     if (test_failures)
