@@ -11,9 +11,7 @@
 #include "node/discover.h"
 #include "nvml/nvml.h"
 #include "output/list.h"
-#include "policy/resources-warn.h"
-
-static void warn_resource(void *userdata, const char *msg) { log_warning("%s, ignoring", msg); }
+#include "policy/resources.h"
 
 /* id -> {"health", "reason"} from running plugins; NULL entries: probe. */
 struct list_health {
@@ -112,7 +110,7 @@ int cmd_list(const struct config *cfg, const struct config_command *cmd)
         log_error("discovering GPUs: %s", err.msg);
         goto out;
     }
-    if (resources_build_warn(&inv, cfg, warn_resource, NULL, &rs, &err) < 0) {
+    if (resources_build(&inv, cfg, &rs, &err) < 0) {
         log_error("%s", err.msg);
         goto out;
     }

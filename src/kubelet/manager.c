@@ -12,7 +12,7 @@
 #include "nvml/nvml.h"
 #include "output/cdi.h"
 #include "policy/health.h"
-#include "policy/resources-warn.h"
+#include "policy/resources.h"
 #include "policy/topo.h"
 #include "registration.h"
 
@@ -51,11 +51,6 @@ struct manager {
     struct kwatch *watch;
     char *watched_socket;
 };
-
-static void warn_resource(void *userdata, const char *msg)
-{
-    log_warning("%s, ignoring", msg);
-}
 
 static void state_free(struct node_state *s)
 {
@@ -145,7 +140,7 @@ static int state_build(struct node_state *s, struct error *err)
     };
     if ((r = discover_node(&opt, &s->inv, err)) < 0)
         return error_prefix(err, "discovering GPUs");
-    if ((r = resources_build_warn(&s->inv, cfg, warn_resource, NULL, &s->rs, err)) < 0)
+    if ((r = resources_build(&s->inv, cfg, &s->rs, err)) < 0)
         return r;
     if ((r = topo_model_build(&s->inv, &s->topo)) < 0)
         return error_set(err, r, "building the topology model: %s", strerror(-r));

@@ -522,7 +522,7 @@ const struct rs_device *resource_find_device(const struct rs_resource *r, const 
 
 static void log_warn(void *userdata, const char *msg)
 {
-    log_warning("%s", msg);
+    log_warning("%s, ignoring", msg);
 }
 
 int resources_build_warn(const struct inventory *inv, const struct config *cfg, rs_warn_fn warn,
