@@ -23,13 +23,16 @@ struct node_state;
 
 struct plugin {
     const struct rs_resource *res;
-    struct dp_plugin *dp;        /* NULL while waiting for the MPS daemon */
+    struct dp_plugin *dp;        /* NULL until it serves (MPS daemon, bind failure) */
     struct reg *reg;
     struct manager *manager;
     struct node_state *state;
-    struct loop_timer *mps_retry;
-    unsigned mps_backoff_ms;
+    struct loop_timer *start_retry;
+    unsigned start_backoff_ms;
 };
+
+#define START_BACKOFF_MIN_MS 100u
+#define START_BACKOFF_MAX_MS 10000u
 
 /* Everything derived from one config: built whole, swapped whole. */
 struct node_state {
@@ -58,8 +61,8 @@ static void state_free(struct node_state *s)
         return;
     for (size_t i = 0; i < s->n_plugins; i++) {
         struct plugin *p = &s->plugins[i];
-        if (p->mps_retry)
-            loop_timer_cancel(p->manager->loop, p->mps_retry);
+        if (p->start_retry)
+            loop_timer_cancel(p->manager->loop, p->start_retry);
         reg_free(p->reg);
         dp_plugin_stop(p->dp);
     }
@@ -212,26 +215,47 @@ static void plugin_register(struct plugin *p)
     reg_restart(p->reg);
 }
 
-static void on_mps_retry(struct loop *l, struct loop_timer *t, void *userdata)
+static void on_start_retry(struct loop *l, struct loop_timer *t, void *userdata);
+
+/* Serve (and then register) one resource, or arm a retry with capped backoff: while its
+ * MPS daemon has not started (like the reference, which retries everything every 30 s),
+ * or when its socket cannot be bound. Other resources are not held back. */
+static void plugin_try_start(struct plugin *p)
 {
-    struct plugin *p = userdata;
     char missing[4096];
-    p->mps_retry = NULL;
-    if (!mps_daemon_ready(p->state->cfg, p->res, missing, sizeof(missing))) {
-        p->mps_backoff_ms = p->mps_backoff_ms * 2 > 10000 ? 10000 : p->mps_backoff_ms * 2;
-        log_debug("MPS daemon for '%s' still not ready (%s missing)", p->res->name, missing);
-        p->mps_retry = loop_timer_add(l, p->mps_backoff_ms, on_mps_retry, p);
-        return;
-    }
     struct error err = { 0 };
-    if (plugin_serve(p, &err) < 0) {
-        log_error("%s", err.msg);
+    bool first = p->start_backoff_ms == 0;
+
+    if (p->res->sharing == SHARING_MPS &&
+        !mps_daemon_ready(p->state->cfg, p->res, missing, sizeof(missing))) {
+        if (first)
+            log_warning("error waiting for MPS daemon for '%s': %s does not exist; retrying",
+                        p->res->name, missing);
+        else
+            log_debug("MPS daemon for '%s' still not ready (%s missing)", p->res->name, missing);
+    } else if (plugin_serve(p, &err) < 0) {
+        log_error("%s; retrying", err.msg);
+    } else {
+        if (!first) /* at start, registration waits until every socket serves */
+            plugin_register(p);
+        p->start_backoff_ms = 0;
         return;
     }
-    plugin_register(p);
+    p->start_backoff_ms = first ? START_BACKOFF_MIN_MS
+                                : p->start_backoff_ms * 2 > START_BACKOFF_MAX_MS
+                                      ? START_BACKOFF_MAX_MS
+                                      : p->start_backoff_ms * 2;
+    p->start_retry = loop_timer_add(p->manager->loop, p->start_backoff_ms, on_start_retry, p);
 }
 
-static int state_serve(struct manager *m, struct node_state *s, struct error *err)
+static void on_start_retry(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct plugin *p = userdata;
+    p->start_retry = NULL;
+    plugin_try_start(p);
+}
+
+static void state_serve(struct manager *m, struct node_state *s)
 {
     const struct config *cfg = s->cfg;
     /* Plugin sockets live beside the kubelet's; with registration off (empty
@@ -239,7 +263,6 @@ static int state_serve(struct manager *m, struct node_state *s, struct error *er
     bool registering = cfg->kubelet_socket && *cfg->kubelet_socket;
     _cleanup_free_ char *dir_copy = xstrdup(registering ? cfg->kubelet_socket
                                                         : DEFAULT_PLUGIN_DIR "/kubelet.sock");
-    int r;
 
     s->socket_dir = xstrdup(dirname(dir_copy));
     s->plugins = xcalloc(s->rs.n_resources ? s->rs.n_resources : 1, sizeof(*s->plugins));
@@ -251,37 +274,21 @@ static int state_serve(struct manager *m, struct node_state *s, struct error *er
         p->res = res;
         p->manager = m;
         p->state = s;
-        char missing[4096];
-        if (res->sharing == SHARING_MPS && !mps_daemon_ready(cfg, res, missing, sizeof(missing))) {
-            /* Like the reference, serve an MPS resource only once its daemon runs; unlike
-             * it, retry with capped backoff rather than restarting everything in 30 s. */
-            log_warning("error waiting for MPS daemon for '%s': %s does not exist; retrying",
-                        res->name, missing);
-            p->mps_backoff_ms = 100;
-            p->mps_retry = loop_timer_add(m->loop, p->mps_backoff_ms, on_mps_retry, p);
-            continue;
-        }
-        if ((r = plugin_serve(p, err)) < 0)
-            return r;
+        plugin_try_start(p);
     }
     if (s->n_plugins == 0) {
         log_info("No devices found. Waiting indefinitely.");
-        return 0;
+        return;
     }
-    if (s->nvml_open) {
-        r = health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed, s,
-                                 &s->health, err);
-        if (r < 0) {
-            log_warning("Health checks unavailable: %s; continuing with health checks disabled",
-                        err->msg);
-            memset(err, 0, sizeof(*err));
-        }
-    }
+    struct error err = { 0 };
+    if (s->nvml_open && health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed,
+                                             s, &s->health, &err) < 0)
+        log_warning("Health checks unavailable: %s; continuing with health checks disabled",
+                    err.msg);
     /* Register only once every socket serves: the kubelet dials back at once. */
     for (size_t i = 0; i < s->n_plugins; i++)
         if (s->plugins[i].dp)
             plugin_register(&s->plugins[i]);
-    return 0;
 }
 
 static void on_kubelet_restart(void *userdata) { manager_kubelet_restarted(userdata); }
@@ -325,16 +332,11 @@ static int swap_state(struct manager *m, struct config *cfg, struct error *err)
         state_free(s);
         return r;
     }
-    /* The old plugins must let go of the socket paths before the new ones bind. */
+    /* The old plugins must let go of the socket paths before the new ones bind. A
+     * resource whose socket cannot be bound retries on its own (plugin_try_start). */
     state_free(m->state);
-    m->state = NULL;
-    r = state_serve(m, s, err);
-    if (r < 0) {
-        s->cfg = NULL;
-        state_free(s);
-        return r;
-    }
     m->state = s;
+    state_serve(m, s);
     return 0;
 }
 
