@@ -28,13 +28,14 @@ static void reload(struct serve *s)
         free(cfg);
         return;
     }
-    log_set_level(config_log_level(cfg));
+    int level = config_log_level(cfg);
     if (manager_reload(s->manager, cfg, &err) < 0) {
         log_error("Restart after SIGHUP failed, keeping the running state: %s", err.msg);
         config_free(cfg);
         free(cfg);
         return;
     }
+    log_set_level(level);
     log_info("Reloaded configuration and devices");
 }
 
