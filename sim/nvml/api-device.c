@@ -5,20 +5,6 @@
 
 #include "sim-state.h"
 
-#define DEV(h, flags)                                                                 \
-    struct sim_device *d;                                                             \
-    do {                                                                              \
-        nvmlReturn_t r_ = sim_dev(h, flags, &d);                                      \
-        if (r_ != NVML_SUCCESS)                                                       \
-            return r_;                                                                \
-    } while (0)
-
-#define NONNULL(p)                                                                    \
-    do {                                                                              \
-        if (!(p))                                                                     \
-            return NVML_ERROR_INVALID_ARGUMENT;                                       \
-    } while (0)
-
 _public_ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
     nvmlReturn_t r = sim_initialized();

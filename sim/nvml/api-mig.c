@@ -4,20 +4,6 @@
 
 #include "sim-state.h"
 
-#define DEV(h, flags)                                                                 \
-    struct sim_device *d;                                                             \
-    do {                                                                              \
-        nvmlReturn_t r_ = sim_dev(h, flags, &d);                                      \
-        if (r_ != NVML_SUCCESS)                                                       \
-            return r_;                                                                \
-    } while (0)
-
-#define NONNULL(p)                                                                    \
-    do {                                                                              \
-        if (!(p))                                                                     \
-            return NVML_ERROR_INVALID_ARGUMENT;                                       \
-    } while (0)
-
 _public_ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
 {
     DEV(device, SIM_QUERY | SIM_GPU_ONLY);

@@ -5,14 +5,6 @@
 
 #include "sim-state.h"
 
-#define DEV(h, flags)                                                                 \
-    struct sim_device *d;                                                             \
-    do {                                                                              \
-        nvmlReturn_t r_ = sim_dev(h, flags, &d);                                      \
-        if (r_ != NVML_SUCCESS)                                                       \
-            return r_;                                                                \
-    } while (0)
-
 static struct sim_device *gpu_of(struct sim_device *d) { return d->is_mig ? d->parent : d; }
 
 static bool switch_is_ancestor(int anc, int sw)

@@ -54,3 +54,19 @@ extern const unsigned char sim_default_profile[];
 extern const size_t sim_default_profile_len;
 
 #define SIM_UNATTRIBUTED 0xFFFFFFFFu
+
+/* For the API files: resolve handle h (checking it against `flags`) into `d`, or return
+ * the NVML error; reject a NULL out-pointer. */
+#define DEV(h, flags)                                                                 \
+    struct sim_device *d;                                                             \
+    do {                                                                              \
+        nvmlReturn_t r_ = sim_dev(h, flags, &d);                                      \
+        if (r_ != NVML_SUCCESS)                                                       \
+            return r_;                                                                \
+    } while (0)
+
+#define NONNULL(p)                                                                    \
+    do {                                                                              \
+        if (!(p))                                                                     \
+            return NVML_ERROR_INVALID_ARGUMENT;                                       \
+    } while (0)
