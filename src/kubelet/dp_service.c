@@ -143,6 +143,20 @@ static void on_allocate(void *userdata, const uint8_t *req, size_t len, struct g
     v1beta1__allocate_request__free_unpacked(r, NULL);
 }
 
+int dp_preferred_container(const struct dp_context *ctx,
+                           const V1beta1__ContainerPreferredAllocationRequest *c,
+                           const char ***ids, size_t *n_ids, struct error *err)
+{
+    struct placement_request pr = {
+        .available = (const char *const *)c->available_deviceids,
+        .n_available = c->n_available_deviceids,
+        .must_include = (const char *const *)c->must_include_deviceids,
+        .n_must_include = c->n_must_include_deviceids,
+        .size = c->allocation_size,
+    };
+    return placement_preferred(ctx->resource, ctx->config, ctx->topo, &pr, ids, n_ids, err);
+}
+
 static void on_preferred(void *userdata, const uint8_t *req, size_t len, struct grpc_reply *reply)
 {
     struct dp_plugin *p = userdata;
@@ -162,17 +176,9 @@ static void on_preferred(void *userdata, const uint8_t *req, size_t len, struct 
         V1beta1__ContainerPreferredAllocationRequest *c = r->container_requests[i];
         v1beta1__container_preferred_allocation_response__init(&cr[i]);
         crp[i] = &cr[i];
-        struct placement_request pr = {
-            .available = (const char *const *)c->available_deviceids,
-            .n_available = c->n_available_deviceids,
-            .must_include = (const char *const *)c->must_include_deviceids,
-            .n_must_include = c->n_must_include_deviceids,
-            .size = c->allocation_size,
-        };
         const char **ids = NULL;
         size_t n_ids = 0;
-        rc = placement_preferred(p->ctx.resource, p->ctx.config, p->ctx.topo, &pr, &ids, &n_ids,
-                                 &err);
+        rc = dp_preferred_container(&p->ctx, c, &ids, &n_ids, &err);
         if (rc == 0) {
             cr[i].deviceids = (char **)ids;
             cr[i].n_deviceids = n_ids;

@@ -47,5 +47,13 @@ void dp_plugin_devices_changed(struct dp_plugin *p);
 const char *dp_plugin_socket_path(const struct dp_plugin *p);
 unsigned dp_plugin_streams(const struct dp_plugin *p);
 
+/* One container of a GetPreferredAllocation request, as the service answers it (exported
+ * so the fuzz target drives the same code). *ids points into the resource; free the
+ * array. Returns 0 (n_ids 0: the reference's empty answer) or -errno with err set. */
+struct V1beta1__ContainerPreferredAllocationRequest;
+int dp_preferred_container(const struct dp_context *ctx,
+                           const struct V1beta1__ContainerPreferredAllocationRequest *c,
+                           const char ***ids, size_t *n_ids, struct error *err);
+
 /* Exported for tests and benchmarks: encode the ListAndWatch message of a resource. */
 int dp_encode_device_list(const struct dp_context *ctx, uint8_t **out, size_t *len);

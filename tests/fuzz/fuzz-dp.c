@@ -7,7 +7,7 @@
 
 #include "api.pb-c.h"
 #include "output/allocate.h"
-#include "policy/placement.h"
+#include "kubelet/dp_service.h"
 #include "policy/resources.h"
 #include "policy/topo.h"
 #include "tests/output/fixtures.h"
@@ -67,6 +67,7 @@ static void allocate(const struct rs_resource *r, const struct config *cfg, cons
     v1beta1__allocate_request__free_unpacked(req, NULL);
 }
 
+/* Through the service's own per-container handler. */
 static void preferred(const struct rs_resource *r, const struct config *cfg,
                       const struct topo_model *topo, const uint8_t *d, size_t len)
 {
@@ -74,19 +75,13 @@ static void preferred(const struct rs_resource *r, const struct config *cfg,
         v1beta1__preferred_allocation_request__unpack(NULL, len, d);
     if (!req)
         return;
+    struct dp_context ctx = { .resource = r, .config = cfg, .topo = topo };
     for (size_t i = 0; i < req->n_container_requests; i++) {
         V1beta1__ContainerPreferredAllocationRequest *c = req->container_requests[i];
-        struct placement_request pr = {
-            .available = (const char *const *)c->available_deviceids,
-            .n_available = c->n_available_deviceids,
-            .must_include = (const char *const *)c->must_include_deviceids,
-            .n_must_include = c->n_must_include_deviceids,
-            .size = c->allocation_size,
-        };
         const char **ids = NULL;
         size_t n = 0;
         struct error err = { 0 };
-        int rc = placement_preferred(r, cfg, topo, &pr, &ids, &n, &err);
+        int rc = dp_preferred_container(&ctx, c, &ids, &n, &err);
         if (rc < 0 && !err.msg[0])
             abort();
         if (rc == 0 && n > 0 && (int)n != c->allocation_size)
