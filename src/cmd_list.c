@@ -2,11 +2,11 @@
  * advertised, without any kubelet. Health comes from the running plugin when one serves
  * the resource's socket (its live health and the reason), else from a one-shot probe of
  * each physical device through NVML. */
-#include <libgen.h>
 #include <stdio.h>
 
 #include "commands.h"
 #include "core/log.h"
+#include "kubelet/manager.h"
 #include "kubelet/status_client.h"
 #include "node/discover.h"
 #include "nvml/nvml.h"
@@ -44,10 +44,7 @@ static bool list_health(void *userdata, const struct rs_device *d, const char **
 /* Ask the plugins serving these resources (if any) for their live health. */
 static json_t *query_running(const struct config *cfg, const struct resource_set *rs)
 {
-    if (!cfg->kubelet_socket || !*cfg->kubelet_socket)
-        return NULL;
-    _cleanup_free_ char *dir_copy = xstrdup(cfg->kubelet_socket);
-    const char *dir = dirname(dir_copy);
+    _cleanup_free_ char *dir = manager_socket_dir(cfg);
     json_t *live = json_object();
     for (size_t i = 0; i < rs->n_resources; i++) {
         _cleanup_free_ char *sock = xasprintf("%s/%s", dir, rs->resources[i].socket_name);

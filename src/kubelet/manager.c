@@ -255,16 +255,17 @@ static void on_start_retry(struct loop *l, struct loop_timer *t, void *userdata)
     plugin_try_start(p);
 }
 
+char *manager_socket_dir(const struct config *cfg)
+{
+    bool registering = cfg->kubelet_socket && *cfg->kubelet_socket;
+    _cleanup_free_ char *copy = xstrdup(registering ? cfg->kubelet_socket
+                                                    : DEFAULT_PLUGIN_DIR "/kubelet.sock");
+    return xstrdup(dirname(copy));
+}
+
 static void state_serve(struct manager *m, struct node_state *s)
 {
-    const struct config *cfg = s->cfg;
-    /* Plugin sockets live beside the kubelet's; with registration off (empty
-     * --kubelet-socket) they go where the reference always puts them. */
-    bool registering = cfg->kubelet_socket && *cfg->kubelet_socket;
-    _cleanup_free_ char *dir_copy = xstrdup(registering ? cfg->kubelet_socket
-                                                        : DEFAULT_PLUGIN_DIR "/kubelet.sock");
-
-    s->socket_dir = xstrdup(dirname(dir_copy));
+    s->socket_dir = manager_socket_dir(s->cfg);
     s->plugins = xcalloc(s->rs.n_resources ? s->rs.n_resources : 1, sizeof(*s->plugins));
     for (size_t i = 0; i < s->rs.n_resources; i++) {
         const struct rs_resource *res = &s->rs.resources[i];

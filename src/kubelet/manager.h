@@ -25,5 +25,10 @@ int manager_reload(struct manager *m, struct config *cfg, struct error *err);
 void manager_kubelet_restarted(struct manager *m);
 void manager_free(struct manager *m);
 
+/* The directory of the plugin sockets: beside the kubelet's socket, or, with
+ * registration off (empty --kubelet-socket), where the reference always puts them.
+ * Returns malloc'd. `list` uses it to find running plugins. */
+char *manager_socket_dir(const struct config *cfg);
+
 /* Testing/bench hooks. */
 unsigned manager_registrations(const struct manager *m);
