@@ -34,6 +34,10 @@ struct inv_gpu {
     int cc_major, cc_minor;
     int numa_node;                    /* -1: unknown (no topology sent) */
     bool mig_capable, mig_enabled;
+    /* Known from the previous discovery but not answering NVML now (GPU_IS_LOST during a
+     * reload): kept with its old record so its IDs stay advertised (Unhealthy) and come
+     * back when NVML sees it again; the health monitor treats it as lost from the start. */
+    bool lost;
     struct inv_mig *migs;
     size_t n_migs;
 };
