@@ -68,8 +68,8 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
     _cleanup_close_ int sfd = -1;
 
     log_info("Starting gpu-device-plugin %s (%s)", GDP_VERSION, GDP_REVISION);
-    _cleanup_free_ char *dump = config_to_json_string(cfg);
-    log_info("Running with config:\n%s", dump);
+    _cleanup_free_ char *dump = config_to_json_string(cfg, false);
+    log_info("Running with config: %s", dump);
 
     sigemptyset(&mask);
     sigaddset(&mask, SIGHUP);

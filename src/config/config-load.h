@@ -43,8 +43,9 @@ void config_print_help(FILE *f, const char *argv0);
 /* The effective configuration as indented JSON ("Running with config" shape, our
  * extensions under "extensions"). Returns 0 or -errno. */
 int config_print_json(const struct config *c, FILE *f);
-/* Same, as a string to free(); never NULL. */
-char *config_to_json_string(const struct config *c);
+/* Same, as a string to free(); never NULL. Compact (one line) for the log, where every
+ * line must be one klog record. */
+char *config_to_json_string(const struct config *c, bool indent);
 
 /* Name tables, for messages and JSON ("none", "uuid", "envvar", ...). */
 const char *config_mig_strategy_name(enum mig_strategy s);

@@ -107,10 +107,11 @@ static json_t *config_json(const struct config *c)
     return root;
 }
 
-char *config_to_json_string(const struct config *c)
+char *config_to_json_string(const struct config *c, bool indent)
 {
     json_t *j = config_json(c);
-    char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    char *s = j ? json_dumps(j, (indent ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER)
+                : NULL;
     json_decref(j);
     if (!s)
         oom(); /* json_pack only fails on allocation (the format strings are fixed) */
@@ -119,7 +120,7 @@ char *config_to_json_string(const struct config *c)
 
 int config_print_json(const struct config *c, FILE *f)
 {
-    _cleanup_free_ char *s = config_to_json_string(c);
+    _cleanup_free_ char *s = config_to_json_string(c, true);
     if (fprintf(f, "%s\n", s) < 0 || fflush(f) != 0)
         return -EIO;
     return 0;

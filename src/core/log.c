@@ -38,6 +38,36 @@ static size_t json_escape(char *buf, size_t cap, const char *s)
     return n;
 }
 
+/* Text lines: a message may carry bytes a peer chose (device IDs, paths, gRPC paths).
+ * A newline would forge a whole klog line and other control bytes can rewrite a
+ * terminal, so every byte below 0x20 and DEL is written as \n, \t, \r or \xNN, and a
+ * backslash as \\ so that the escaping cannot be faked either. */
+static size_t text_escape(char *buf, size_t cap, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (; *s && n + 5 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != 0x7f && c != '\\') {
+            buf[n++] = (char)c;
+            continue;
+        }
+        buf[n++] = '\\';
+        switch (c) {
+        case '\\': buf[n++] = '\\'; break;
+        case '\n': buf[n++] = 'n'; break;
+        case '\t': buf[n++] = 't'; break;
+        case '\r': buf[n++] = 'r'; break;
+        default:
+            buf[n++] = 'x';
+            buf[n++] = hex[c >> 4];
+            buf[n++] = hex[c & 15];
+        }
+    }
+    buf[n] = 0;
+    return n;
+}
+
 void log_emit(int level, const char *file, int line, const char *fmt, ...)
 {
     static const char letters[] = "EWII";
@@ -67,9 +97,11 @@ void log_emit(int level, const char *file, int line, const char *fmt, ...)
                      (long long)tv.tv_sec, (long)tv.tv_usec, names[level], basename_of(file), line,
                      esc);
     } else {
+        char esc[4096];
+        text_escape(esc, sizeof(esc), msg);
         n = snprintf(out, sizeof(out), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] %s\n",
                      letters[level], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     (long)tv.tv_usec, (int)getpid(), basename_of(file), line, msg);
+                     (long)tv.tv_usec, (int)getpid(), basename_of(file), line, esc);
     }
     if (n < 0)
         return;

@@ -93,6 +93,8 @@ void *grow_array(void *array, size_t *alloc, size_t need, size_t size);
 static inline uint64_t u64_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 static inline int streq(const char *a, const char *b) { return strcmp(a, b) == 0; }
+/* Both NULL, or equal strings. */
+static inline int streq_ptr(const char *a, const char *b) { return a && b ? streq(a, b) : a == b; }
 static inline int startswith(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;

@@ -42,6 +42,9 @@ void dp_plugin_stop(struct dp_plugin *p);
 /* Rebind the socket (the kubelet deletes every socket in its directory when it
  * restarts); streams of the old kubelet are closed. */
 int dp_plugin_rebind(struct dp_plugin *p, struct error *err);
+/* A reload kept this resource (same name and socket): answer from ctx from now on and
+ * send the new list on every ListAndWatch stream. Connections and streams stay. */
+void dp_plugin_retarget(struct dp_plugin *p, const struct dp_context *ctx);
 /* Health or devices changed: send the current list on every ListAndWatch stream. */
 void dp_plugin_devices_changed(struct dp_plugin *p);
 const char *dp_plugin_socket_path(const struct dp_plugin *p);

@@ -29,6 +29,7 @@ struct plugin {
     struct node_state *state;
     struct loop_timer *start_retry;
     unsigned start_backoff_ms;
+    bool kept;                   /* handed over by a reload: already serving */
 };
 
 #define START_BACKOFF_MIN_MS 100u
@@ -37,6 +38,7 @@ struct plugin {
 /* Everything derived from one config: built whole, swapped whole. */
 struct node_state {
     struct config *cfg;
+    const struct inventory *previous; /* while building: the running state's inventory */
     bool nvml_open;
     struct inventory inv;
     struct resource_set rs;
@@ -140,6 +142,7 @@ static int state_build(struct node_state *s, struct error *err)
         .sysfs_root = cfg->sysfs_root,
         .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
         .with_links = true,
+        .previous = s->previous,
     };
     if ((r = discover_node(&opt, &s->inv, err)) < 0)
         return error_prefix(err, "discovering GPUs");
@@ -185,19 +188,24 @@ static bool mps_daemon_ready(const struct config *cfg, const struct rs_resource 
     return false;
 }
 
-static int plugin_serve(struct plugin *p, struct error *err)
+static struct dp_context plugin_context(const struct plugin *p)
 {
-    struct node_state *s = p->state;
-    struct dp_context ctx = {
+    const struct node_state *s = p->state;
+    return (struct dp_context){
         .resource = p->res,
         .config = s->cfg,
         .inventory = &s->inv,
         .topo = &s->topo,
         .callbacks = { .device_healthy = device_healthy },
-        .userdata = s,
+        .userdata = p->state,
     };
+}
+
+static int plugin_serve(struct plugin *p, struct error *err)
+{
+    struct dp_context ctx = plugin_context(p);
     log_info("Starting GRPC server for '%s'", p->res->name);
-    int r = dp_plugin_start(p->manager->loop, s->socket_dir, &ctx, &p->dp, err);
+    int r = dp_plugin_start(p->manager->loop, p->state->socket_dir, &ctx, &p->dp, err);
     if (r < 0)
         return r;
     log_info("Starting to serve '%s' on %s", p->res->name, dp_plugin_socket_path(p->dp));
@@ -263,7 +271,38 @@ char *manager_socket_dir(const struct config *cfg)
     return xstrdup(dirname(copy));
 }
 
-static void state_serve(struct manager *m, struct node_state *s)
+static bool same_ids(const struct rs_resource *a, const struct rs_resource *b)
+{
+    if (a->n_devices != b->n_devices)
+        return false;
+    for (size_t i = 0; i < a->n_devices; i++)
+        if (!streq(a->devices[i].id, b->devices[i].id))
+            return false;
+    return true;
+}
+
+/* The running plugin a reload can keep for `res`: it serves the same resource on the
+ * same socket and registered with the same kubelet. Keeping it keeps its connections,
+ * ListAndWatch streams and registration: the kubelet sees nothing but a new list. */
+static struct plugin *keepable_plugin(struct node_state *old, const struct node_state *s,
+                                      const struct rs_resource *res)
+{
+    if (!old || !streq(old->socket_dir, s->socket_dir) ||
+        !streq_ptr(old->cfg->kubelet_socket, s->cfg->kubelet_socket))
+        return NULL;
+    for (size_t i = 0; i < old->n_plugins; i++) {
+        struct plugin *o = &old->plugins[i];
+        if (o->dp && streq(o->res->name, res->name) && streq(o->res->socket_name, res->socket_name))
+            return o;
+    }
+    return NULL;
+}
+
+/* Set up the plugins of s: a resource the old state already serves the same way is
+ * handed over (re-registered only if its device IDs changed); any other starts. The
+ * old state must be freed (releasing the sockets it does not hand over) before
+ * state_start_plugins binds the new ones. */
+static void state_adopt_plugins(struct manager *m, struct node_state *s, struct node_state *old)
 {
     s->socket_dir = manager_socket_dir(s->cfg);
     s->plugins = xcalloc(s->rs.n_resources ? s->rs.n_resources : 1, sizeof(*s->plugins));
@@ -275,21 +314,48 @@ static void state_serve(struct manager *m, struct node_state *s)
         p->res = res;
         p->manager = m;
         p->state = s;
-        plugin_try_start(p);
+        struct plugin *o = keepable_plugin(old, s, res);
+        if (!o)
+            continue;
+        bool ids_changed = !same_ids(o->res, res);
+        p->dp = TAKE_PTR(o->dp);
+        p->reg = TAKE_PTR(o->reg);
+        p->kept = true;
+        struct dp_context ctx = plugin_context(p);
+        dp_plugin_retarget(p->dp, &ctx);
+        if (ids_changed && p->reg) {
+            log_info("Devices of '%s' changed, registering it again", res->name);
+            reg_restart(p->reg);
+        } else {
+            log_info("Keeping '%s' serving unchanged on %s", res->name,
+                     dp_plugin_socket_path(p->dp));
+        }
     }
+}
+
+static void state_start_plugins(struct manager *m, struct node_state *s)
+{
+    for (size_t i = 0; i < s->n_plugins; i++)
+        if (!s->plugins[i].kept)
+            plugin_try_start(&s->plugins[i]);
     if (s->n_plugins == 0) {
         log_info("No devices found. Waiting indefinitely.");
         return;
     }
-    struct error err = { 0 };
-    if (s->nvml_open && health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed,
-                                             s, &s->health, &err) < 0)
-        log_warning("Health checks unavailable: %s; continuing with health checks disabled",
-                    err.msg);
     /* Register only once every socket serves: the kubelet dials back at once. */
     for (size_t i = 0; i < s->n_plugins; i++)
-        if (s->plugins[i].dp)
+        if (!s->plugins[i].kept && s->plugins[i].dp)
             plugin_register(&s->plugins[i]);
+}
+
+static void state_start_health(struct manager *m, struct node_state *s)
+{
+    struct error err = { 0 };
+    if (s->nvml_open && s->inv.n_gpus > 0 &&
+        health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed, s, &s->health,
+                             &err) < 0)
+        log_warning("Health checks unavailable: %s; continuing with health checks disabled",
+                    err.msg);
 }
 
 static void on_kubelet_restart(void *userdata) { manager_kubelet_restarted(userdata); }
@@ -327,17 +393,23 @@ static int swap_state(struct manager *m, struct config *cfg, struct error *err)
         return r;
     struct node_state *s = xcalloc(1, sizeof(*s));
     s->cfg = cfg;
+    s->previous = m->state ? &m->state->inv : NULL;
     r = state_build(s, err);
+    s->previous = NULL;
     if (r < 0) {
         s->cfg = NULL;
         state_free(s);
         return r;
     }
-    /* The old plugins must let go of the socket paths before the new ones bind. A
-     * resource whose socket cannot be bound retries on its own (plugin_try_start). */
-    state_free(m->state);
+    struct node_state *old = TAKE_PTR(m->state);
+    state_start_health(m, s);
+    state_adopt_plugins(m, s, old);
+    /* The old plugins that were not handed over must let go of their socket paths
+     * before the new ones bind. A resource whose socket cannot be bound retries on its
+     * own (plugin_try_start). */
+    state_free(old);
     m->state = s;
-    state_serve(m, s);
+    state_start_plugins(m, s);
     return 0;
 }
 

@@ -156,6 +156,8 @@ static void discover_links(struct inventory *inv, nvml_device *handles)
     inv->links = xcalloc(n ? n * n : 1, sizeof(*inv->links));
     for (size_t a = 0; a < n; a++) {
         struct error e = { 0 };
+        if (!handles[a]) /* carried over while lost: its links come from the old inventory */
+            continue;
         if (nvml_device_nvlink_remotes(handles[a], remotes[a], MAX_LINKS, &nrem[a], &e) < 0) {
             log_warning("GPU %s: NVLink query failed: %s, scoring its pairs without NVLink, ignoring",
                         inv->gpus[a].uuid, e.msg);
@@ -168,7 +170,10 @@ static void discover_links(struct inventory *inv, nvml_device *handles)
                 continue;
             struct inv_link *l = inventory_link(inv, a, b);
             struct error e = { 0 };
-            if (b > a) {
+            if (!handles[a] || !handles[b]) {
+                l->pcie_level = -1;
+                continue;
+            } else if (b > a) {
                 if (nvml_device_common_ancestor(handles[a], handles[b], &l->pcie_level, &e) < 0) {
                     log_debug("GPUs %u/%u: %s, pair scored without PCIe level", inv->gpus[a].index,
                               inv->gpus[b].index, e.msg);
@@ -210,6 +215,57 @@ static void discover_links(struct inventory *inv, nvml_device *handles)
     free(nrem);
 }
 
+static const struct inv_gpu *previous_gpu(const struct inventory *prev, unsigned index)
+{
+    for (size_t i = 0; prev && i < prev->n_gpus; i++)
+        if (prev->gpus[i].index == index)
+            return &prev->gpus[i];
+    return NULL;
+}
+
+/* GPU `index` answers GPU_IS_LOST. Keep its old record when the previous inventory has
+ * one; returns true if it did. */
+static bool carry_lost(const struct discover_options *opt, unsigned index, struct inventory *out,
+                       const char *why)
+{
+    const struct inv_gpu *old = previous_gpu(opt->previous, index);
+    if (!old) {
+        log_error("GPU %u: %s; not advertising it, ignoring", index, why);
+        return false;
+    }
+    struct inv_gpu *g = &out->gpus[out->n_gpus++];
+    *g = *old;
+    g->lost = true;
+    g->migs = NULL;
+    if (old->n_migs) {
+        g->migs = xreallocarray(NULL, old->n_migs, sizeof(*g->migs));
+        memcpy(g->migs, old->migs, old->n_migs * sizeof(*g->migs));
+    }
+    log_error("GPU %u (%s): %s; keeping it advertised as Unhealthy until NVML sees it again",
+              index, old->uuid, why);
+    return true;
+}
+
+/* Pairs with a carried-over GPU cannot be queried: take them from the old inventory. */
+static void carry_links(const struct inventory *prev, struct inventory *inv)
+{
+    for (size_t a = 0; a < inv->n_gpus; a++) {
+        for (size_t b = 0; b < inv->n_gpus; b++) {
+            if (a == b || !(inv->gpus[a].lost || inv->gpus[b].lost))
+                continue;
+            size_t pa = SIZE_MAX, pb = SIZE_MAX;
+            for (size_t i = 0; i < prev->n_gpus; i++) {
+                if (streq(prev->gpus[i].uuid, inv->gpus[a].uuid))
+                    pa = i;
+                if (streq(prev->gpus[i].uuid, inv->gpus[b].uuid))
+                    pb = i;
+            }
+            if (pa != SIZE_MAX && pb != SIZE_MAX && prev->links)
+                *inventory_link(inv, a, b) = *inventory_link(prev, pa, pb);
+        }
+    }
+}
+
 int discover_node(const struct discover_options *opt, struct inventory *out, struct error *err)
 {
     unsigned count = 0;
@@ -234,7 +290,8 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
             if (r == -ENODEV) {
                 /* A GPU that fell off the bus cannot even be named; the reference exits
                  * (and crash-loops, taking every GPU off the node). Serve the others. */
-                log_error("GPU %u: %s; not advertising it, ignoring", i, err->msg);
+                if (carry_lost(opt, i, out, err->msg))
+                    handles[out->n_gpus - 1] = NULL;
                 memset(err, 0, sizeof(*err));
                 continue;
             }
@@ -250,18 +307,21 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
         if ((r = discover_gpu(i, opt, dev, g, err)) < 0) {
             if (r != -ENODEV)
                 goto fail;
-            log_error("%s; not advertising it, ignoring", err->msg);
-            memset(err, 0, sizeof(*err));
             free(g->migs);
             memset(g, 0, sizeof(*g));
             out->n_gpus--;
+            if (carry_lost(opt, i, out, err->msg))
+                handles[out->n_gpus - 1] = NULL;
+            memset(err, 0, sizeof(*err));
             continue;
         }
         handles[out->n_gpus - 1] = dev;
     }
-    if (opt->with_links)
+    if (opt->with_links) {
         discover_links(out, handles);
-    else
+        if (opt->previous)
+            carry_links(opt->previous, out);
+    } else
         out->links = xcalloc(out->n_gpus ? out->n_gpus * out->n_gpus : 1, sizeof(*out->links));
     free(handles);
     return 0;

@@ -11,11 +11,17 @@ struct discover_options {
     const char *sysfs_root;   /* NUMA from <root>/bus/pci/devices/<bdf>/numa_node */
     bool with_mig;            /* enumerate MIG devices of MIG-enabled GPUs */
     bool with_links;          /* query PCIe/NVLink topology for every GPU pair */
+    /* The inventory being replaced (a reload), or NULL. A GPU of it that NVML now reports
+     * lost (GPU_IS_LOST) at the same index is kept from it with `lost` set, so that its
+     * IDs stay advertised (Unhealthy) instead of vanishing until the next restart. */
+    const struct inventory *previous;
 };
 
 /* Fill *out (which must be zeroed). Per-GPU failures of required facts (UUID, minor,
  * PCI, compute capability) fail discovery naming the GPU, like the reference; facts
- * the reference tolerates (memory, topology) degrade. Returns 0 or -errno. */
+ * the reference tolerates (memory, topology) degrade. A GPU that is lost (GPU_IS_LOST)
+ * is left out with an error line, or carried over from opt->previous. Returns 0 or
+ * -errno. */
 int discover_node(const struct discover_options *opt, struct inventory *out, struct error *err);
 
 /* Read the NUMA node of a PCI device from sysfs: >= 0, or -1 when unknown. A file with

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     int r = config_file_parse(&c, "fuzz.yaml", data, size, set, &marks, &err);
     if (r == 0) {
         r = config_validate(&c, &marks, &err);
-        free(config_to_json_string(&c));
+        free(config_to_json_string(&c, true));
     }
     if (r < 0 && (err.code != r || !err.msg[0]))
         abort(); /* every failure must carry a message */

@@ -562,7 +562,7 @@ static void test_file_sections(void)
     }
 
     /* config print */
-    char *s = config_to_json_string(&c);
+    char *s = config_to_json_string(&c, true);
     json_error_t jerr;
     json_t *j = json_loads(s, 0, &jerr);
     CHECK(j != NULL, "print not JSON: %s", jerr.text);
