@@ -6,7 +6,13 @@
 #include "grpc.h"
 #include "registration.h"
 
-#define REG_BACKOFF_MIN_MS 100u
+/* The kubelet creates its socket (bind: our inotify fires) a moment before it listens;
+ * a dial in between is refused. Waiting a whole 100 ms then made one restart in seven
+ * cost 100 ms, so retries start at 1 ms and double: 1, 2, 4 ... 64 ms cost nothing
+ * against a kubelet that is coming up, and the schedule still reaches 10 s. Retries
+ * shorter than REG_BACKOFF_QUIET_MS are logged at debug level only. */
+#define REG_BACKOFF_FIRST_MS 1u
+#define REG_BACKOFF_QUIET_MS 100u
 #define REG_BACKOFF_MAX_MS 10000u
 /* The kubelet dials back with a 10 s budget before it answers; leave it room. */
 #define REG_TIMEOUT_MS 15000u
@@ -41,14 +47,15 @@ static void on_done(void *userdata, int status, const char *message, const uint8
     if (status == GRPC_STATUS_OK) {
         r->registered = true;
         r->count++;
-        r->backoff_ms = REG_BACKOFF_MIN_MS;
+        r->backoff_ms = REG_BACKOFF_FIRST_MS;
         log_info("Registered device plugin for '%s' with Kubelet (%llu us)", r->resource,
                  (unsigned long long)(loop_now_us() - r->started_us));
         return;
     }
-    log_warning("Could not register device plugin for '%s' with Kubelet at %s: %s (status %d); "
-                "retrying in %u ms",
-                r->resource, r->kubelet_socket, message ? message : "", status, r->backoff_ms);
+    log_full(r->backoff_ms < REG_BACKOFF_QUIET_MS ? LOG_DEBUG : LOG_WARNING,
+             "Could not register device plugin for '%s' with Kubelet at %s: %s (status %d); "
+             "retrying in %u ms",
+             r->resource, r->kubelet_socket, message ? message : "", status, r->backoff_ms);
     r->retry = loop_timer_add(r->loop, r->backoff_ms, on_retry, r);
     r->backoff_ms = r->backoff_ms * 2 > REG_BACKOFF_MAX_MS ? REG_BACKOFF_MAX_MS : r->backoff_ms * 2;
 }
@@ -84,7 +91,7 @@ struct reg *reg_new(struct loop *l, const char *kubelet_socket, const char *endp
     r->kubelet_socket = xstrdup(kubelet_socket);
     r->endpoint = xstrdup(endpoint);
     r->resource = xstrdup(resource_name);
-    r->backoff_ms = REG_BACKOFF_MIN_MS;
+    r->backoff_ms = REG_BACKOFF_FIRST_MS;
     return r;
 }
 
@@ -95,7 +102,7 @@ void reg_restart(struct reg *r)
     loop_timer_cancel(r->loop, r->retry);
     r->retry = NULL;
     r->registered = false;
-    r->backoff_ms = REG_BACKOFF_MIN_MS;
+    r->backoff_ms = REG_BACKOFF_FIRST_MS;
     reg_call(r);
 }
 
