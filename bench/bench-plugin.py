@@ -633,11 +633,32 @@ def bench_restart(host, rep, n):
         if not dial_back:
             rep.add("kubelet restart->Register arrives", "ms", reg, target=2, reference=1.7,
                     note="T0 right after the new kubelet.sock exists (already listening)")
+            bench_restart_go(host, rep, n * 20)
         else:
             rep.add("kubelet restart->Register arrives (dial-back)", "ms", reg, target=2,
                     reference=1.7)
             rep.add("kubelet restart->first ListAndWatch list (dial-back)", "ms", lists,
                     note="includes the grpcio kubelet's own dial and GetDevicePluginOptions")
+
+
+def bench_restart_go(host, rep, n):
+    """The kubelet's own way of restarting, by grpc-go: wipe the sockets, net.Listen
+    (bind then listen: a plugin dialling at the bind is refused), serve Registration.
+    T0 is the Listen call."""
+    if not go_client(host):
+        print("# (grpc-go kubelet restarts skipped: go-client not built)")
+        return
+    p = Plugin(host)
+    try:
+        r = subprocess.run([go_client(host), "kubelet-restarts", host.dp, str(n)],
+                           capture_output=True, text=True, timeout=600)
+    finally:
+        p.stop()
+    if r.returncode != 0:
+        raise BenchError("go-client kubelet-restarts failed: %s" % r.stderr)
+    reg = [int(x) / 1000.0 for x in r.stdout.split()]
+    rep.add("kubelet restart->Register (grpc-go kubelet)", "ms", reg, target=2, reference=1.7,
+            note="%d restarts; T0 = net.Listen of the new kubelet.sock" % len(reg))
 
 
 # ------------------------------------------------------------------ 5. health events

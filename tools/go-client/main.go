@@ -7,6 +7,7 @@
 //	go-client bench-allocate <socket> <n> <id>... n sequential Allocate calls, prints µs
 //	go-client watch <socket>                      one line per ListAndWatch message:
 //	                                              "<CLOCK_MONOTONIC ns> <unhealthy ids, comma-joined or ->"
+//	go-client kubelet-restarts <dir> <n>          the kubelet's side of n restarts (kubelet.go)
 package main
 
 import (
@@ -34,6 +35,7 @@ func (rawCodec) Unmarshal(data []byte, v interface{}) error {
 	return nil
 }
 func (rawCodec) Name() string { return "proto" }
+func (rawCodec) String() string { return "proto" } // grpc.Codec, for the server side
 
 func dial(socket string) *grpc.ClientConn {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -245,6 +247,12 @@ func main() {
 			fail("bench-allocate <socket> <n> <id>...")
 		}
 		benchAllocate(os.Args[2], n, os.Args[4:])
+	case "kubelet-restarts":
+		n, err := strconv.Atoi(os.Args[3])
+		if err != nil || n < 1 {
+			fail("kubelet-restarts <dir> <n>")
+		}
+		kubeletRestarts(os.Args[2], n)
 	default:
 		fail("unknown mode %s", os.Args[1])
 	}
