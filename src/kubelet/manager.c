@@ -162,9 +162,12 @@ static bool device_healthy(void *userdata, const struct rs_device *d, const char
     return health_monitor_healthy(s->health, d->gpu, d->mig, reason);
 }
 
+/* userdata is the manager: the monitor outlives every node_state. */
 static void on_health_changed(void *userdata)
 {
-    struct node_state *s = userdata;
+    struct node_state *s = ((struct manager *)userdata)->state;
+    if (!s)
+        return;
     for (size_t i = 0; i < s->n_plugins; i++)
         if (s->plugins[i].dp)
             dp_plugin_devices_changed(s->plugins[i].dp);
@@ -277,15 +280,22 @@ static void state_serve(struct manager *m, struct node_state *s)
         p->state = s;
         plugin_try_start(p);
     }
+    /* One monitor for the process (its thread and fds live until exit): started with
+     * the first state that has devices, retargeted by every later one. */
+    struct error err = { 0 };
+    int r = 0;
+    if (s->health)
+        r = health_monitor_retarget(s->health, &s->inv, s->health_cfg, &err);
+    else if (s->nvml_open && s->n_plugins > 0)
+        r = health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed, m,
+                                 &s->health, &err);
+    if (r < 0)
+        log_warning("Health checks unavailable: %s; continuing with health checks disabled",
+                    err.msg);
     if (s->n_plugins == 0) {
         log_info("No devices found. Waiting indefinitely.");
         return;
     }
-    struct error err = { 0 };
-    if (s->nvml_open && health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed,
-                                             s, &s->health, &err) < 0)
-        log_warning("Health checks unavailable: %s; continuing with health checks disabled",
-                    err.msg);
     /* Register only once every socket serves: the kubelet dials back at once. */
     for (size_t i = 0; i < s->n_plugins; i++)
         if (s->plugins[i].dp)
@@ -334,7 +344,10 @@ static int swap_state(struct manager *m, struct config *cfg, struct error *err)
         return r;
     }
     /* The old plugins must let go of the socket paths before the new ones bind. A
-     * resource whose socket cannot be bound retries on its own (plugin_try_start). */
+     * resource whose socket cannot be bound retries on its own (plugin_try_start).
+     * The health monitor moves over: state_serve retargets it. */
+    if (m->state)
+        s->health = TAKE_PTR(m->state->health);
     state_free(m->state);
     m->state = s;
     state_serve(m, s);

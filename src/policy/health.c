@@ -259,8 +259,8 @@ static int json_uint(json_t *v, uint64_t *out, const struct origin *o, const cha
 
 /* The knobs that both sources can set; env entries override file entries. */
 struct knobs {
-    uint64_t quiet_ms, max_quiet_ms, flap_window_ms, wait_timeout_ms, threshold;
-    bool has_quiet, has_max_quiet, has_flap, has_wait_timeout, has_threshold;
+    uint64_t quiet_ms, max_quiet_ms, flap_window_ms, wait_timeout_ms, threshold, unattr_ms;
+    bool has_quiet, has_max_quiet, has_flap, has_wait_timeout, has_threshold, has_unattr;
     enum health_class default_class;
     bool has_default;
     /* per-class Xid lists, in the order given */
@@ -353,6 +353,9 @@ static int parse_file(json_t *root, struct knobs *k, const struct origin *o, str
         } else if (streq(name, "waitTimeout")) {
             r = json_duration(v, &k->wait_timeout_ms, o, key, err);
             k->has_wait_timeout = true;
+        } else if (streq(name, "unattributedProbeDelay")) {
+            r = json_duration(v, &k->unattr_ms, o, key, err);
+            k->has_unattr = true;
         } else if (streq(name, "waitErrorThreshold")) {
             r = json_uint(v, &k->threshold, o, key, err);
             k->has_threshold = true;
@@ -361,7 +364,7 @@ static int parse_file(json_t *root, struct knobs *k, const struct origin *o, str
         } else {
             r = bad(err, o, key,
                     "unknown key (known: quietPeriod, maxQuietPeriod, flapWindow, "
-                    "waitTimeout, waitErrorThreshold, xids)");
+                    "unattributedProbeDelay, waitTimeout, waitErrorThreshold, xids)");
         }
         if (r < 0)
             return r;
@@ -410,7 +413,9 @@ static int parse_env(char **envp, struct knobs *k, struct error *err)
         (r = env_duration(envp, "GDP_HEALTH_FLAP_WINDOW", &k->flap_window_ms, &k->has_flap,
                           err)) < 0 ||
         (r = env_duration(envp, "GDP_HEALTH_WAIT_TIMEOUT", &k->wait_timeout_ms,
-                          &k->has_wait_timeout, err)) < 0)
+                          &k->has_wait_timeout, err)) < 0 ||
+        (r = env_duration(envp, "GDP_HEALTH_UNATTRIBUTED_PROBE_DELAY", &k->unattr_ms,
+                          &k->has_unattr, err)) < 0)
         return r;
     if ((v = env_get(envp, "GDP_HEALTH_WAIT_ERROR_THRESHOLD"))) {
         if (parse_u64(v, &k->threshold) < 0)
@@ -480,6 +485,9 @@ static int validate(const struct health_config *hc, const struct knobs *env_k,
         return bad_value(err, o, env_k->has_wait_timeout, "GDP_HEALTH_WAIT_TIMEOUT",
                          "health.waitTimeout", what);
     }
+    if (hc->unattributed_probe_ms == 0)
+        return bad_value(err, o, env_k->has_unattr, "GDP_HEALTH_UNATTRIBUTED_PROBE_DELAY",
+                         "health.unattributedProbeDelay", "must be greater than zero");
     if (hc->wait_error_threshold == 0)
         return bad_value(err, o, env_k->has_threshold, "GDP_HEALTH_WAIT_ERROR_THRESHOLD",
                          "health.waitErrorThreshold", "must be at least 1");
@@ -508,6 +516,7 @@ int health_config_load(struct health_config **out, void *health_json, int health
         .max_quiet_ms = HEALTH_DEFAULT_MAX_QUIET_MS,
         .flap_window_ms = HEALTH_DEFAULT_FLAP_WINDOW_MS,
         .wait_timeout_ms = HEALTH_DEFAULT_WAIT_TIMEOUT_MS,
+        .unattributed_probe_ms = HEALTH_DEFAULT_UNATTRIBUTED_PROBE_MS,
         .wait_error_threshold = HEALTH_DEFAULT_WAIT_ERROR_THRESHOLD,
         .wait_backoff_ms = 100,
         .wait_backoff_max_ms = 5000,
@@ -530,6 +539,8 @@ int health_config_load(struct health_config **out, void *health_json, int health
             hc->flap_window_ms = k->flap_window_ms;
         if (k->has_wait_timeout)
             hc->wait_timeout_ms = k->wait_timeout_ms;
+        if (k->has_unattr)
+            hc->unattributed_probe_ms = k->unattr_ms;
         if (k->has_threshold)
             hc->wait_error_threshold = k->threshold > UINT32_MAX ? UINT32_MAX
                                                                  : (unsigned)k->threshold;
@@ -635,10 +646,16 @@ static void set_reason(struct health_unit *u, const char *what)
 bool health_unit_fail(const struct health_config *hc, struct health_unit *u,
                       enum health_class cls, uint64_t xid, const char *what, uint64_t now)
 {
-    bool was_healthy = health_unit_healthy(u);
-
     if (cls == HEALTH_IGNORE)
         return false;
+    /* a suspicion is replaced by the real thing, which starts from a healthy unit's
+     * state (the suspicion touched neither the quiet period nor the flap history) */
+    bool was_suspect = u->suspect;
+    if (was_suspect) {
+        u->suspect = false;
+        u->cls = HEALTH_IGNORE;
+    }
+    bool was_healthy = health_unit_healthy(u);
     if (was_healthy) {
         /* damping: coming back and failing soon after means the last quiet period
          * was too short */
@@ -665,6 +682,22 @@ bool health_unit_fail(const struct health_config *hc, struct health_unit *u,
     return was_healthy;
 }
 
+bool health_unit_suspect(const struct health_config *hc, struct health_unit *u,
+                         enum health_class cls, uint64_t xid, const char *what, uint64_t now)
+{
+    if (cls == HEALTH_IGNORE || !health_unit_healthy(u))
+        return false;
+    uint64_t delay = u64_min(hc->unattributed_probe_ms, hc->quiet_ms);
+    u->cls = cls > HEALTH_RECOVER ? HEALTH_RECOVER : cls;
+    u->xid = xid;
+    u->since_ms = now;
+    u->suspect = true;
+    u->probe_at_ms = sat_add(now, delay);
+    snprintf(u->reason, sizeof(u->reason),
+             "%s on a device NVML could not name, probe after %" PRIu64 "ms", what, delay);
+    return true;
+}
+
 bool health_unit_probe_due(const struct health_unit *u, uint64_t now)
 {
     return (u->cls == HEALTH_RECOVER || u->cls == HEALTH_LOST) && now >= u->probe_at_ms;
@@ -683,10 +716,23 @@ bool health_unit_probe_result(const struct health_config *hc, struct health_unit
     if (u->cls != HEALTH_RECOVER && u->cls != HEALTH_LOST)
         return false;
     if (ok) {
+        /* a cleared suspicion was no failure: flap damping does not count it */
+        if (!u->suspect)
+            u->recovered_at_ms = now;
+        u->suspect = false;
         u->cls = HEALTH_IGNORE;
-        u->recovered_at_ms = now;
         u->reason[0] = '\0';
         return true;
+    }
+    if (u->suspect) {
+        /* it did not answer: from now on a failure like any other */
+        char what[160], cause[32] = "an event";
+        if (u->xid)
+            snprintf(cause, sizeof(cause), "Xid %" PRIu64, u->xid);
+        snprintf(what, sizeof(what), "%s on a device NVML could not name; probe failed (%.80s)",
+                 cause, detail ? detail : "unknown");
+        health_unit_fail(hc, u, lost ? HEALTH_LOST : u->cls, u->xid, what, now);
+        return false;
     }
     if (lost)
         u->cls = HEALTH_LOST;
