@@ -16,6 +16,15 @@
 
 #include "core/log.h"
 
+/* A GPU registered in the event set (loop side only). NVML cannot unregister, so an
+ * entry stays when its GPU leaves the inventory: its events are still recognised, and
+ * it is not registered twice if it comes back. One entry per UUID ever seen. */
+struct hm_reg {
+    nvml_device dev;
+    bool unsupported;          /* NOT_SUPPORTED: never registered, never retried */
+    char uuid[96];
+};
+
 struct hm_waiter {
     nvml_event_set set;
     int efd;                   /* thread -> loop */
@@ -25,6 +34,8 @@ struct hm_waiter {
     atomic_bool stopping;
     atomic_int refs;           /* loop side + thread */
     atomic_uint_fast64_t wait_errors;
+    struct hm_reg *regs;       /* loop side only */
+    size_t n_regs, alloc_regs;
 
     pthread_mutex_t mu;        /* guards everything below */
     struct health_config params; /* wait fields only; rules unused (NULL) */
@@ -41,6 +52,7 @@ static void waiter_unref(struct hm_waiter *w)
     if (w->set)
         nvml_event_set_free(w->set);
     nvml_close();
+    free(w->regs);
     free(w->queue);
     if (w->efd >= 0)
         close(w->efd);
@@ -200,7 +212,52 @@ void hm_waiter_stop(struct hm_waiter *w)
     waiter_unref(w);
 }
 
-nvml_event_set hm_waiter_set(const struct hm_waiter *w) { return w->set; }
+static struct hm_reg *reg_by_uuid(const struct hm_waiter *w, const char *uuid)
+{
+    for (size_t i = 0; i < w->n_regs; i++)
+        if (streq(w->regs[i].uuid, uuid))
+            return &w->regs[i];
+    return NULL;
+}
+
+int hm_waiter_register(struct hm_waiter *w, const char *uuid, struct error *err)
+{
+    struct hm_reg *reg = reg_by_uuid(w, uuid);
+    nvml_device dev;
+    uint64_t supported;
+    int r;
+
+    if (reg)
+        return reg->unsupported ? -ENOTSUP : 0;
+    if ((r = nvml_device_by_uuid(uuid, &dev, err)) < 0 ||
+        (r = nvml_device_supported_events(dev, &supported, err)) < 0)
+        return r;
+    /* what the reference asks for, as far as the device supports it */
+    uint64_t mask = (NVML_EVT_XID_CRITICAL | NVML_EVT_DOUBLE_BIT_ECC | NVML_EVT_SINGLE_BIT_ECC) &
+                    supported;
+    r = nvml_device_register_events(dev, mask, w->set, err);
+    if (r < 0 && r != -ENOTSUP)
+        return r;
+    w->regs = grow_array(w->regs, &w->alloc_regs, w->n_regs + 1, sizeof(*w->regs));
+    reg = &w->regs[w->n_regs++];
+    *reg = (struct hm_reg){ .dev = dev, .unsupported = r == -ENOTSUP };
+    snprintf(reg->uuid, sizeof(reg->uuid), "%s", uuid);
+    return r;
+}
+
+bool hm_waiter_registered(const struct hm_waiter *w, const char *uuid)
+{
+    const struct hm_reg *reg = reg_by_uuid(w, uuid);
+    return reg && !reg->unsupported;
+}
+
+const char *hm_waiter_uuid_of(const struct hm_waiter *w, nvml_device dev)
+{
+    for (size_t i = 0; dev && i < w->n_regs; i++)
+        if (!w->regs[i].unsupported && w->regs[i].dev == dev)
+            return w->regs[i].uuid;
+    return NULL;
+}
 
 int hm_waiter_fd(const struct hm_waiter *w) { return w->efd; }
 

@@ -13,6 +13,7 @@
  * only reads its parameters (under the waiter's mutex) and pushes messages. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -41,7 +42,16 @@ int hm_waiter_run(struct hm_waiter *w, struct error *err);
 /* Stops and lets go: see the lifetime note above. NULL ok. */
 void hm_waiter_stop(struct hm_waiter *w);
 
-nvml_event_set hm_waiter_set(const struct hm_waiter *w);
+/* Register the GPU with this UUID for Xid and ECC events (as far as it supports them)
+ * unless it already is. 0: registered (now or before); -ENOTSUP: too old (remembered,
+ * not retried; err filled the first time only); other -errno: not registered. NVML has
+ * no unregister: a registration lasts as long as the event set. Whether a wait already
+ * in progress sees a device registered after it began is not documented by NVML; at
+ * worst its events come with the next wait. */
+int hm_waiter_register(struct hm_waiter *w, const char *uuid, struct error *err);
+bool hm_waiter_registered(const struct hm_waiter *w, const char *uuid);
+/* The UUID of the GPU whose registered handle dev is; NULL if none (or dev NULL). */
+const char *hm_waiter_uuid_of(const struct hm_waiter *w, nvml_device dev);
 /* Readable (EPOLLIN) when messages are queued. */
 int hm_waiter_fd(const struct hm_waiter *w);
 /* Takes every queued message (*out: caller frees). Returns their number; *dropped gets

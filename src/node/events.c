@@ -29,15 +29,6 @@ struct hm_gpu {
     size_t n_migs;
 };
 
-/* A GPU registered in the event set. NVML cannot unregister, so entries stay when the
- * GPU leaves the inventory: its events are then recognised and ignored, and it is not
- * registered twice if it comes back. One entry per UUID ever seen. */
-struct hm_reg {
-    nvml_device dev;
-    bool unsupported;          /* NOT_SUPPORTED: never registered, never retried */
-    char uuid[INV_UUID_MAX];
-};
-
 struct health_monitor {
     struct loop *loop;
     struct health_config hc;   /* private copy */
@@ -46,8 +37,6 @@ struct health_monitor {
 
     struct hm_gpu *gpus;
     size_t n_gpus;
-    struct hm_reg *regs;
-    size_t n_regs, alloc_regs;
 
     struct hm_waiter *waiter;  /* NULL until health checks are first enabled */
 
@@ -114,14 +103,6 @@ static bool fail_gpu(struct health_monitor *m, size_t g, enum health_class cls, 
     return changed;
 }
 
-static struct hm_reg *reg_by_uuid(const struct health_monitor *m, const char *uuid)
-{
-    for (size_t i = 0; i < m->n_regs; i++)
-        if (streq(m->regs[i].uuid, uuid))
-            return &m->regs[i];
-    return NULL;
-}
-
 static int gpu_by_uuid(const struct health_monitor *m, const char *uuid)
 {
     for (size_t g = 0; g < m->n_gpus; g++)
@@ -140,13 +121,12 @@ static int event_target(const struct health_monitor *m, const struct nvml_event 
 {
     *name = ev->uuid;
     *mig = -1;
-    if (ev->device)
-        for (size_t i = 0; i < m->n_regs; i++)
-            if (!m->regs[i].unsupported && m->regs[i].dev == ev->device) {
-                *name = m->regs[i].uuid;
-                *g = gpu_by_uuid(m, m->regs[i].uuid);
-                return *g < 0 ? -ENOENT : 0;
-            }
+    const char *uuid = ev->device ? hm_waiter_uuid_of(m->waiter, ev->device) : NULL;
+    if (uuid) {
+        *name = uuid;
+        *g = gpu_by_uuid(m, uuid);
+        return *g < 0 ? -ENOENT : 0;
+    }
     if (!ev->uuid[0])
         return -ENXIO;
     for (size_t i = 0; i < m->n_gpus; i++) {
@@ -300,33 +280,6 @@ static void on_waiter(struct loop *l, int fd, uint32_t events, void *userdata)
         m->fn(m->userdata);
 }
 
-/* Register events for GPU g unless it already is. Returns 0, -ENOTSUP (too old: stays
- * Healthy, not retried) or another -errno with err filled. */
-static int register_gpu(struct health_monitor *m, size_t g, struct error *err)
-{
-    const char *uuid = m->gpus[g].uuid;
-    struct hm_reg *reg = reg_by_uuid(m, uuid);
-    nvml_device dev;
-    uint64_t supported;
-    int r;
-
-    if (reg)
-        return reg->unsupported ? -ENOTSUP : 0;
-    if ((r = nvml_device_by_uuid(uuid, &dev, err)) < 0 ||
-        (r = nvml_device_supported_events(dev, &supported, err)) < 0)
-        return r;
-    uint64_t mask = (NVML_EVT_XID_CRITICAL | NVML_EVT_DOUBLE_BIT_ECC | NVML_EVT_SINGLE_BIT_ECC) &
-                    supported;
-    r = nvml_device_register_events(dev, mask, hm_waiter_set(m->waiter), err);
-    if (r < 0 && r != -ENOTSUP)
-        return r;
-    m->regs = grow_array(m->regs, &m->alloc_regs, m->n_regs + 1, sizeof(*m->regs));
-    reg = &m->regs[m->n_regs++];
-    *reg = (struct hm_reg){ .dev = dev, .unsupported = r == -ENOTSUP };
-    snprintf(reg->uuid, sizeof(reg->uuid), "%s", uuid);
-    return r;
-}
-
 /* A device answers NVML again: handle by UUID, name, and (full GPUs) memory size. */
 static int probe(const char *uuid, bool is_mig, struct error *err)
 {
@@ -362,7 +315,7 @@ static bool probe_unit(struct health_monitor *m, size_t g, struct hm_mig *mig, u
     describe(m, g, mig, name, sizeof(name));
     int r = probe(mig ? mig->uuid : gpu->uuid, mig != NULL, &err);
     if (r == 0 && !mig && gpu->needs_register) {
-        r = register_gpu(m, g, &err);
+        r = hm_waiter_register(m->waiter, gpu->uuid, &err);
         if (r == -ENOTSUP) {
             warn_unsupported(name, "");
             r = 0;
@@ -479,11 +432,11 @@ static void register_all(struct health_monitor *m, const struct inventory *inv, 
             continue; /* Unhealthy and probed: the probe registers it */
         if (inv->gpus[g].lost) {
             /* carried over from the previous discovery, NVML cannot read it now */
-            gpu->needs_register = !reg_by_uuid(m, gpu->uuid);
+            gpu->needs_register = !hm_waiter_registered(m->waiter, gpu->uuid);
             fail_gpu(m, g, HEALTH_LOST, 0, "GPU lost: NVML cannot read it", now, false);
             continue;
         }
-        int r = register_gpu(m, g, &rerr);
+        int r = hm_waiter_register(m->waiter, gpu->uuid, &rerr);
         if (r == 0)
             continue;
         describe(m, g, NULL, name, sizeof(name));
@@ -514,10 +467,8 @@ static int enable(struct health_monitor *m, const struct inventory *inv, uint64_
         (r = loop_add_io(m->loop, hm_waiter_fd(m->waiter), EPOLLIN, on_waiter, m)) < 0)
         error_set(err, r, "watching the health eventfd: %s", strerror(-r));
     if (r < 0) {
-        /* the registrations went with the set */
         hm_waiter_stop(m->waiter);
         m->waiter = NULL;
-        m->n_regs = 0;
     }
     return r;
 }
@@ -587,7 +538,6 @@ void health_monitor_stop(struct health_monitor *m)
     }
     loop_timer_cancel(m->loop, m->timer);
     free_gpus(m->gpus, m->n_gpus);
-    free(m->regs);
     free(m->hc.rules);
     free(m);
 }
