@@ -397,7 +397,7 @@ static struct hm_gpu *build_gpus(const struct inventory *inv, const struct hm_gp
         struct hm_gpu *dst = &gpus[g];
         const struct hm_gpu *prev = NULL;
         snprintf(dst->uuid, sizeof(dst->uuid), "%s", src->uuid);
-        for (size_t o = 0; keep && !prev && o < n_old; o++)
+        for (size_t o = 0; keep && old && !prev && o < n_old; o++)
             if (streq(old[o].uuid, src->uuid))
                 prev = &old[o];
         if (prev) {
