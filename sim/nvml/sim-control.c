@@ -67,6 +67,15 @@ static const char *apply(char *line)
             return "count must be a positive number or 'forever'";
         sim_wait_error_code = code;
         sim_wait_error_count = streq(argv[2], "forever") ? -1 : (long)n;
+        sim_events_wake_all_locked();
+        return NULL;
+    }
+
+    if (streq(cmd, "xid-unattributed")) {
+        unsigned code;
+        if (argc != 2 || parse_uint(argv[1], &code) < 0)
+            return "usage: xid-unattributed <code>";
+        sim_events_post_unattributed_locked(nvmlEventTypeXidCriticalError, code);
         return NULL;
     }
 

@@ -127,28 +127,48 @@ _public_ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned lon
     return NVML_SUCCESS;
 }
 
+static void queue_locked(struct nvmlEventSet_st *s, struct sim_device *gpu, unsigned long long type,
+                         unsigned long long data, unsigned gi, unsigned ci)
+{
+    struct sim_event *e = xcalloc(1, sizeof(*e));
+    e->data = (nvmlEventData_t){
+        .device = gpu ? (nvmlDevice_t)(void *)gpu : NULL,
+        .eventType = type,
+        .eventData = data,
+        .gpuInstanceId = gi,
+        .computeInstanceId = ci,
+    };
+    if (s->tail)
+        s->tail->next = e;
+    else
+        s->head = e;
+    s->tail = e;
+    pthread_cond_signal(&s->cond);
+}
+
 void sim_events_post_locked(struct sim_device *gpu, unsigned long long type, unsigned long long data,
                             unsigned gi, unsigned ci)
 {
     for (struct nvmlEventSet_st *s = sets; s; s = s->next)
-        for (size_t i = 0; i < s->n_regs; i++) {
-            if (s->regs[i].gpu != gpu || !(s->regs[i].mask & type))
-                continue;
-            struct sim_event *e = xcalloc(1, sizeof(*e));
-            e->data = (nvmlEventData_t){
-                .device = (nvmlDevice_t)(void *)gpu,
-                .eventType = type,
-                .eventData = data,
-                .gpuInstanceId = gi,
-                .computeInstanceId = ci,
-            };
-            if (s->tail)
-                s->tail->next = e;
-            else
-                s->head = e;
-            s->tail = e;
-            pthread_cond_signal(&s->cond);
-        }
+        for (size_t i = 0; i < s->n_regs; i++)
+            if (s->regs[i].gpu == gpu && (s->regs[i].mask & type))
+                queue_locked(s, gpu, type, data, gi, ci);
+}
+
+void sim_events_wake_all_locked(void)
+{
+    for (struct nvmlEventSet_st *s = sets; s; s = s->next)
+        pthread_cond_broadcast(&s->cond);
+}
+
+void sim_events_post_unattributed_locked(unsigned long long type, unsigned long long data)
+{
+    for (struct nvmlEventSet_st *s = sets; s; s = s->next)
+        for (size_t i = 0; i < s->n_regs; i++)
+            if (s->regs[i].mask & type) {
+                queue_locked(s, NULL, type, data, SIM_UNATTRIBUTED, SIM_UNATTRIBUTED);
+                break;
+            }
 }
 
 static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsigned timeoutms, bool legacy)
@@ -171,16 +191,20 @@ static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsign
         pthread_mutex_unlock(&sim_lock);
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    if (sim_wait_error_count) {
-        if (sim_wait_error_count > 0)
-            sim_wait_error_count--;
-        r = sim_wait_error_code;
-        pthread_mutex_unlock(&sim_lock);
-        return r;
-    }
-    while (!set->head) {
+    /* a wait-error command also fails a wait already in progress, as a driver fault
+     * would: otherwise a long timeout would hide it until the wait ends */
+    for (;;) {
+        if (sim_wait_error_count) {
+            if (sim_wait_error_count > 0)
+                sim_wait_error_count--;
+            r = sim_wait_error_code;
+            pthread_mutex_unlock(&sim_lock);
+            return r;
+        }
+        if (set->head)
+            break;
         int e = pthread_cond_timedwait(&set->cond, &sim_lock, &deadline);
-        if (e == ETIMEDOUT && !set->head) {
+        if (e == ETIMEDOUT && !set->head && !sim_wait_error_count) {
             pthread_mutex_unlock(&sim_lock);
             return NVML_ERROR_TIMEOUT;
         }

@@ -42,6 +42,11 @@ nvmlReturn_t sim_put_str(char *buf, unsigned len, const char *s);
  * `type`. gi/ci 0xFFFFFFFF when not attributed. Caller holds sim_lock. */
 void sim_events_post_locked(struct sim_device *gpu, unsigned long long type, unsigned long long data,
                             unsigned gi, unsigned ci);
+/* An event whose device NVML cannot name (device NULL), to every set that registered
+ * any GPU for `type`: what a driver reports when it cannot tell which GPU failed. */
+void sim_events_post_unattributed_locked(unsigned long long type, unsigned long long data);
+/* Wake every waiter (after the wait-error switch changed). Caller holds sim_lock. */
+void sim_events_wake_all_locked(void);
 /* wait-error switch: remaining count (-1 forever, 0 off) and code. Under sim_lock. */
 extern long sim_wait_error_count;
 extern nvmlReturn_t sim_wait_error_code;

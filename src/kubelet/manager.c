@@ -165,9 +165,12 @@ static bool device_healthy(void *userdata, const struct rs_device *d, const char
     return health_monitor_healthy(s->health, d->gpu, d->mig, reason);
 }
 
+/* userdata is the manager: the monitor outlives every node_state. */
 static void on_health_changed(void *userdata)
 {
-    struct node_state *s = userdata;
+    struct node_state *s = ((struct manager *)userdata)->state;
+    if (!s)
+        return;
     for (size_t i = 0; i < s->n_plugins; i++)
         if (s->plugins[i].dp)
             dp_plugin_devices_changed(s->plugins[i].dp);
@@ -348,12 +351,21 @@ static void state_start_plugins(struct manager *m, struct node_state *s)
             plugin_register(&s->plugins[i]);
 }
 
-static void state_start_health(struct manager *m, struct node_state *s)
+/* One monitor for the process (its thread and fds live until exit): started with the
+ * first state that has GPUs, moved to and retargeted by every later one, so device
+ * health survives reloads. */
+static void state_start_health(struct manager *m, struct node_state *s, struct node_state *old)
 {
     struct error err = { 0 };
-    if (s->nvml_open && s->inv.n_gpus > 0 &&
-        health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed, s, &s->health,
-                             &err) < 0)
+    int r = 0;
+    if (old)
+        s->health = TAKE_PTR(old->health);
+    if (s->health)
+        r = health_monitor_retarget(s->health, &s->inv, s->health_cfg, &err);
+    else if (s->nvml_open && s->inv.n_gpus > 0)
+        r = health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed, m,
+                                 &s->health, &err);
+    if (r < 0)
         log_warning("Health checks unavailable: %s; continuing with health checks disabled",
                     err.msg);
 }
@@ -402,7 +414,8 @@ static int swap_state(struct manager *m, struct config *cfg, struct error *err)
         return r;
     }
     struct node_state *old = TAKE_PTR(m->state);
-    state_start_health(m, s);
+    /* Health first: the plugins handed over stream their lists from it at once. */
+    state_start_health(m, s, old);
     state_adopt_plugins(m, s, old);
     /* The old plugins that were not handed over must let go of their socket paths
      * before the new ones bind. A resource whose socket cannot be bound retries on its

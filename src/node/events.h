@@ -1,6 +1,9 @@
 /* The health monitor: NVML event registration, the thread that blocks in
  * nvmlEventSetWait, and the loop-side state that the device-plugin service reads.
  *
+ * One monitor per process: it is started once, retargeted on every reload (new
+ * inventory, new config) and stopped at exit, so reloads leave no thread or fd behind.
+ *
  * Threads: everything here is called on the loop thread. The monitor owns one extra
  * thread that only waits for NVML events and hands them to the loop through an
  * eventfd (and a mutex-protected queue); the decisions (policy/health.h), probes and
@@ -22,19 +25,33 @@ struct health_monitor;
 typedef void (*health_changed_fn)(void *userdata);
 
 /* Registers events for every GPU of inv and starts the wait thread. NVML must be open
- * (nvml_open) and stay open until after health_monitor_stop(). inv and hc are copied:
- * the caller may free them at any time. Per-device registration failures mark that
- * device Unhealthy (NOT_SUPPORTED: warning "too old", stays Healthy) and are not
- * errors; a failure to create the event set is. Health checks disabled: no thread,
- * everything Healthy. The initial health (registration failures) can be read as soon
- * as this returns; fn is only called for later changes. */
+ * (nvml_open) whenever health checks are enabled here or by a retarget; the monitor
+ * then takes its own NVML reference, so the caller may close its own afterwards. inv
+ * and hc are copied: the caller may free them at any time. Per-device registration
+ * failures mark that device Unhealthy (NOT_SUPPORTED: warning "too old", stays
+ * Healthy) and are not errors; a failure to create the event set is. A GPU with
+ * inv_gpu.lost starts Unhealthy (lost) and is registered once a probe finds it. Health
+ * checks disabled: no thread, everything Healthy. The initial health can be read as
+ * soon as this returns; fn is only called for later changes, on the loop. */
 int health_monitor_start(struct loop *l, const struct inventory *inv,
                          const struct health_config *hc, health_changed_fn fn, void *userdata,
                          struct health_monitor **out, struct error *err);
 
-/* Stops the thread and frees everything. NULL ok. NVML offers no way to interrupt a
- * wait, so this returns when the thread's current nvml_event_wait() does: at most the
- * configured waitTimeout (default 1 s). */
+/* Switch to a new inventory and config (a reload). Units keep their health by UUID
+ * (GPU UUID, MIG UUID) and GPU/MIG indices follow the new inventory; GPUs new to the
+ * monitor are registered in the same event set (NVML has no unregister: a removed GPU's
+ * events are recognised and ignored). A config that disables health checks makes
+ * everything Healthy and events ignored; one that enables them again starts from
+ * Healthy. Wait timeout and backoff changes apply from the thread's next wait. fn is
+ * not called: the caller re-reads health for the new inventory. Failing to enable
+ * health checks (event set or thread) returns an error; the monitor then carries on
+ * with checks off (everything Healthy) and a later retarget tries again. */
+int health_monitor_retarget(struct health_monitor *m, const struct inventory *inv,
+                            const struct health_config *hc, struct error *err);
+
+/* Frees everything; called once, at exit. NULL ok. NVML offers no way to interrupt a
+ * wait, so the thread is told to stop and detached: it frees the event set and drops
+ * its NVML reference when its current wait returns. Returns at once. */
 void health_monitor_stop(struct health_monitor *m);
 
 /* gpu: index into inv->gpus; mig: -1 for the full GPU, else index into

@@ -531,6 +531,7 @@ int nvml_event_wait(nvml_event_set set, unsigned timeout_ms, struct nvml_event *
     int r = NVML_CALL(err, nvmlEventSetWait_v2, (nvmlEventSet_t)(void *)set, &data, timeout_ms);
     if (r < 0)
         return r;
+    ev->device = from_nvml(data.device);
     ev->type = data.eventType;
     ev->data = data.eventData;
     ev->gi_id = data.gpuInstanceId;

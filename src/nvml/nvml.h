@@ -92,6 +92,10 @@ int nvml_bus_id_normalize(const char *in, char *out, size_t len);
 #define NVML_EVT_NO_INSTANCE 0xFFFFFFFFu
 
 struct nvml_event {
+    /* The device handle the event carries (NULL if none). It stays comparable with the
+     * handle that was registered even when the GPU fell off the bus and can no longer
+     * be named by UUID. */
+    nvml_device device;
     char uuid[96];            /* UUID of the device the event names ("GPU-..."), "" if unknown */
     uint64_t type;            /* NVML_EVT_* */
     uint64_t data;            /* the Xid for XID_CRITICAL */

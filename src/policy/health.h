@@ -42,7 +42,8 @@ struct health_config {
     uint64_t quiet_ms;               /* first quiet period before a probe */
     uint64_t max_quiet_ms;           /* cap of the doubling */
     uint64_t flap_window_ms;         /* failing again this soon after a recovery doubles */
-    uint64_t wait_timeout_ms;        /* nvml_event_wait timeout = worst stop latency */
+    uint64_t unattributed_probe_ms;  /* probe delay after an event no device can be named for */
+    uint64_t wait_timeout_ms;        /* nvml_event_wait timeout while waits work */
     unsigned wait_error_threshold;   /* consecutive failed waits before all go Unhealthy */
     uint64_t wait_backoff_ms;        /* first retry delay after a failed wait */
     uint64_t wait_backoff_max_ms;
@@ -51,6 +52,10 @@ struct health_config {
 #define HEALTH_DEFAULT_QUIET_MS (60ULL * 1000)
 #define HEALTH_DEFAULT_MAX_QUIET_MS (60ULL * 60 * 1000)
 #define HEALTH_DEFAULT_FLAP_WINDOW_MS (10ULL * 60 * 1000)
+/* Marking every device for an event nobody can be blamed for costs the node its whole
+ * capacity; the innocent answer a probe at once, so they are probed this soon (capped at
+ * the quiet period). */
+#define HEALTH_DEFAULT_UNATTRIBUTED_PROBE_MS (2ULL * 1000)
 /* NVML waits cannot be interrupted; a long wait means no idle wakeups, and stop
  * detaches the thread instead of waiting it out. */
 #define HEALTH_DEFAULT_WAIT_TIMEOUT_MS (60ULL * 60 * 1000)
@@ -91,6 +96,7 @@ struct health_unit {
     uint64_t quiet_ms;         /* current quiet period (0 before the first failure) */
     uint64_t recovered_at_ms;  /* last recovery; 0: never recovered */
     bool ever_failed;
+    bool suspect;              /* marked only by an unattributed event (health_unit_suspect) */
     char reason[160];          /* for `list` and logs; "" while healthy */
 };
 
@@ -101,11 +107,20 @@ static inline bool health_unit_healthy(const struct health_unit *u)
 
 /* A failure of class cls (> IGNORE) at `now`; `what` describes it ("Xid 48 (...)",
  * "event registration failed: ..."). Returns true when the unit went from healthy
- * to Unhealthy. An already Unhealthy unit keeps the worse class and its quiet period
+ * (or only suspect, see health_unit_suspect) to Unhealthy. An already Unhealthy unit keeps the worse class and its quiet period
  * starts over. Failing again within flap_window_ms of the last recovery doubles the
  * previous quiet period (up to max_quiet_ms). */
 bool health_unit_fail(const struct health_config *hc, struct health_unit *u,
                       enum health_class cls, uint64_t xid, const char *what, uint64_t now);
+/* An event that cannot be attributed to any device marks every device: a healthy unit
+ * goes Unhealthy with class min(cls, RECOVER) and is probed after
+ * min(unattributed_probe_ms, quiet_ms) instead of the quiet period. A good probe brings
+ * it back without counting as a recovery for flap damping; a failed one turns it into a
+ * plain failure (quiet period, doubling). A real failure while suspect replaces the
+ * suspicion. An already Unhealthy unit is left as it is. Returns true when the unit
+ * went from healthy to Unhealthy. */
+bool health_unit_suspect(const struct health_config *hc, struct health_unit *u,
+                         enum health_class cls, uint64_t xid, const char *what, uint64_t now);
 /* True when a probe should run now. */
 bool health_unit_probe_due(const struct health_unit *u, uint64_t now);
 /* When the next probe is due; UINT64_MAX if none (healthy or NEVER). */
@@ -126,6 +141,8 @@ struct health_wait_state {
 enum health_wait_change { HEALTH_WAIT_SAME, HEALTH_WAIT_NOW_FAILING, HEALTH_WAIT_NOW_OK };
 
 /* Feed the outcome of one wait (ok includes a timeout). After a failure,
- * ws->backoff_ms is how long to pause before waiting again (0 after success). */
+ * ws->backoff_ms is how long to pause before waiting again (0 after success); the
+ * caller also keeps its next wait that short (ws->consecutive > 0), so the wait that
+ * proves NVML works again comes within a backoff, not after wait_timeout_ms. */
 enum health_wait_change health_wait_result(const struct health_config *hc,
                                            struct health_wait_state *ws, bool ok);

@@ -2,6 +2,7 @@
  * defined here, so the static library's nvml.o is never linked in. Runs the real loop
  * and the real wait thread. Waits are bounded by generous timeouts; nothing asserts
  * on timing. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -28,11 +29,30 @@ static int registered;
 static struct nvml_event_set_st {
     int dummy;
 } the_set;
+static int sets_created;
 
 int nvml_event_set_create(nvml_event_set *set, struct error *err)
 {
+    sets_created++;
     *set = &the_set;
     return 0;
+}
+
+/* Handles are stable per UUID, as NVML's are while the library stays initialized. */
+static char handles[32][96];
+
+static nvml_device handle_of(const char *uuid)
+{
+    size_t i;
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < ELEMENTSOF(handles) && handles[i][0]; i++)
+        if (streq(handles[i], uuid))
+            break;
+    if (i == ELEMENTSOF(handles))
+        abort();
+    snprintf(handles[i], sizeof(handles[i]), "%s", uuid);
+    pthread_mutex_unlock(&mu);
+    return (nvml_device)(void *)handles[i];
 }
 
 void nvml_event_set_free(nvml_event_set set) {}
@@ -65,8 +85,8 @@ int nvml_device_by_uuid(const char *uuid, nvml_device *dev, struct error *err)
     pthread_mutex_unlock(&mu);
     if (fail)
         return error_set(err, -ENODEV, "nvmlDeviceGetHandleByUUID: GPU is lost");
-    /* the handle is the UUID string itself: register_events reads it back */
-    *dev = (nvml_device)(uintptr_t)uuid;
+    /* the handle is a stable copy of the UUID: register_events reads it back */
+    *dev = handle_of(uuid);
     return 0;
 }
 
@@ -140,14 +160,22 @@ int nvml_event_wait(nvml_event_set set, unsigned timeout_ms, struct nvml_event *
     return r;
 }
 
-static void inject(const char *uuid, uint64_t xid, unsigned gi, unsigned ci)
+/* An event carrying handle dev (may be NULL) and naming uuid ("" if NVML cannot). */
+static void inject_raw(nvml_device dev, const char *uuid, uint64_t xid, unsigned gi, unsigned ci)
 {
     pthread_mutex_lock(&mu);
     struct nvml_event *e = &pending[n_pending++];
-    *e = (struct nvml_event){ .type = NVML_EVT_XID_CRITICAL, .data = xid, .gi_id = gi, .ci_id = ci };
+    *e = (struct nvml_event){
+        .device = dev, .type = NVML_EVT_XID_CRITICAL, .data = xid, .gi_id = gi, .ci_id = ci
+    };
     snprintf(e->uuid, sizeof(e->uuid), "%s", uuid);
     pthread_cond_broadcast(&cond);
     pthread_mutex_unlock(&mu);
+}
+
+static void inject(const char *uuid, uint64_t xid, unsigned gi, unsigned ci)
+{
+    inject_raw(handle_of(uuid), uuid, xid, gi, ci);
 }
 
 static void set_wait_errors(int n)
@@ -193,6 +221,40 @@ static int run_until_change(uint64_t ms)
     return r;
 }
 
+/* Run the loop until pred() holds (checked at least every 10 ms), or ms pass. */
+static int run_until(bool (*pred)(void), uint64_t ms)
+{
+    uint64_t end = loop_now_ms() + ms;
+    while (!pred()) {
+        uint64_t now = loop_now_ms();
+        if (now >= end)
+            return -ETIMEDOUT;
+        run_until_change(u64_min(end - now, 10));
+    }
+    return 0;
+}
+
+static uint64_t want_ignored;
+
+static bool ignored_reached(void)
+{
+    struct health_counters c;
+    health_monitor_counters(mon, &c);
+    return c.ignored >= want_ignored;
+}
+
+static size_t count_dir(const char *path)
+{
+    size_t n = 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 static bool healthy(int gpu, int mig)
 {
     return health_monitor_healthy(mon, gpu, mig, NULL);
@@ -203,6 +265,170 @@ static const char *reason(int gpu, int mig)
     const char *r = NULL;
     health_monitor_healthy(mon, gpu, mig, &r);
     return r;
+}
+
+static struct health_config *load(char **env)
+{
+    struct health_config *hc = NULL;
+    struct error err = { 0 };
+    if (health_config_load(&hc, NULL, 0, NULL, env, &err) < 0) {
+        fprintf(stderr, "config: %s\n", err.msg);
+        exit(1);
+    }
+    return hc;
+}
+
+static char *fast_env[] = { "GDP_HEALTH_QUIET_PERIOD=50ms", "GDP_HEALTH_MAX_QUIET_PERIOD=400ms",
+                            "GDP_HEALTH_WAIT_TIMEOUT=50ms", "GDP_HEALTH_WAIT_ERROR_THRESHOLD=3",
+                            NULL };
+
+/* A reload: the same monitor, thread and event set follow a new inventory and config. */
+static void retarget_checks(const struct inventory *old_inv)
+{
+    struct error err = { 0 };
+    struct health_counters c;
+    struct health_config *hc = load(fast_env);
+    struct health_config *off = load((char *[]){ "DP_DISABLE_HEALTHCHECKS=all", NULL });
+
+    /* GPU-0000 is out (Xid 48). Also MIG-bbbb (GI 2): its health must follow its UUID. */
+    inject("GPU-1111", 48, 2, 0);
+    CHECK(run_until_change(5000) == 0);
+    CHECK(!healthy(1, 1) && healthy(1, 0));
+
+    /* GPU-0000 removed; GPU-1111 moves to index 0 with its MIG devices swapped; GPU-4444
+     * is new; GPU-5555 is new and lost (carried over by discovery, NVML cannot read it) */
+    struct inv_mig migs[2] = {
+        { .uuid = "MIG-bbbb", .gi_id = 2, .ci_id = 0 },
+        { .uuid = "MIG-aaaa", .gi_id = 1, .ci_id = 0 },
+    };
+    struct inv_gpu gpus[4] = {
+        { .uuid = "GPU-1111", .mig_enabled = true, .migs = migs, .n_migs = 2 },
+        { .uuid = "GPU-4444" },
+        { .uuid = "GPU-2222" },
+        { .uuid = "GPU-5555", .lost = true },
+    };
+    struct inventory inv = { .gpus = gpus, .n_gpus = 4 };
+    size_t tasks = count_dir("/proc/self/task"), fds = count_dir("/proc/self/fd");
+    int regs = registered, sets = sets_created;
+
+    set_str(probe_fail_uuid, "GPU-5555");
+    CHECK(health_monitor_retarget(mon, &inv, hc, &err) == 0);
+    CHECK(sets_created == sets);                  /* the same event set */
+    CHECK(registered == regs + 1);                /* GPU-4444 only */
+    CHECK(healthy(0, -1) && !healthy(0, 0) && healthy(0, 1));
+    CHECK(strstr(reason(0, 0), "Xid 48"));
+    CHECK(healthy(1, -1) && healthy(2, -1));
+    CHECK(!healthy(3, -1) && strstr(reason(3, -1), "lost"));
+    CHECK(!healthy(4, -1));                       /* indices follow the new inventory */
+
+    /* events reach the new GPU; the removed one's are recognised and ignored */
+    health_monitor_counters(mon, &c);
+    want_ignored = c.ignored + 1;
+    inject("GPU-0000", 94, NVML_EVT_NO_INSTANCE, NVML_EVT_NO_INSTANCE);
+    CHECK(run_until(ignored_reached, 5000) == 0);
+    inject("GPU-4444", 48, NVML_EVT_NO_INSTANCE, NVML_EVT_NO_INSTANCE);
+    CHECK(run_until_change(5000) == 0);
+    CHECK(!healthy(1, -1) && healthy(2, -1) && healthy(0, -1));
+
+    /* the lost GPU is registered once NVML sees it again */
+    set_str(probe_fail_uuid, "");
+    CHECK(run_until_change(5000) == 0);
+    CHECK(healthy(3, -1));
+    CHECK(registered == regs + 2);
+
+    /* many reloads: no thread, no fd, no registration more */
+    for (int i = 0; i < 100; i++)
+        CHECK(health_monitor_retarget(mon, &inv, hc, &err) == 0);
+    CHECK(count_dir("/proc/self/task") == tasks);
+    CHECK(count_dir("/proc/self/fd") == fds);
+    CHECK(registered == regs + 2 && sets_created == sets);
+    CHECK(!healthy(1, -1) && !healthy(0, 0));     /* health kept throughout */
+
+    /* checks off: all Healthy, events ignored; back on: from Healthy, events count */
+    CHECK(health_monitor_retarget(mon, &inv, off, &err) == 0);
+    CHECK(healthy(1, -1) && healthy(0, 0));
+    health_monitor_counters(mon, &c);
+    want_ignored = c.ignored + 1;
+    inject("GPU-2222", 48, NVML_EVT_NO_INSTANCE, NVML_EVT_NO_INSTANCE);
+    CHECK(run_until(ignored_reached, 5000) == 0);
+    CHECK(healthy(2, -1));
+    CHECK(health_monitor_retarget(mon, &inv, hc, &err) == 0);
+    CHECK(healthy(1, -1) && healthy(2, -1));
+    inject("GPU-2222", 48, NVML_EVT_NO_INSTANCE, NVML_EVT_NO_INSTANCE);
+    CHECK(run_until_change(5000) == 0);
+    CHECK(!healthy(2, -1) && healthy(1, -1));
+    CHECK(count_dir("/proc/self/task") == tasks && sets_created == sets);
+
+    /* back to the first inventory for the rest of the test */
+    CHECK(health_monitor_retarget(mon, old_inv, hc, &err) == 0);
+    health_config_free(hc);
+    health_config_free(off);
+}
+
+static bool all_but_gpu0_healthy(void)
+{
+    return healthy(1, -1) && healthy(1, 0) && healthy(1, 1) && healthy(2, -1) &&
+           healthy(3, -1);
+}
+
+/* The plugin's defaults: 60 s quiet period, 1 h wait timeout. Nothing here may wait
+ * for either. */
+static void default_config_checks(const struct inventory *inv)
+{
+    struct error err = { 0 };
+    struct health_config *hc = load((char *[]){ NULL });
+
+    CHECK(hc->quiet_ms == HEALTH_DEFAULT_QUIET_MS);
+    CHECK(hc->wait_timeout_ms == HEALTH_DEFAULT_WAIT_TIMEOUT_MS);
+    CHECK(loop_new(&loop) == 0);
+    set_str(register_fail_uuid, "");
+    CHECK(health_monitor_start(loop, inv, hc, on_changed, NULL, &mon, &err) == 0);
+    CHECK(healthy(0, -1) && all_but_gpu0_healthy());
+
+    /* GPU0 falls off the bus: NVML cannot name it, the event carries its handle */
+    set_str(probe_fail_uuid, "GPU-0000");
+    inject_raw(handle_of("GPU-0000"), "", 79, NVML_EVT_NO_INSTANCE, NVML_EVT_NO_INSTANCE);
+    CHECK(run_until_change(5000) == 0);
+    CHECK(!healthy(0, -1) && strstr(reason(0, -1), "Xid 79"));
+    CHECK(all_but_gpu0_healthy());
+
+    /* an event nobody can be blamed for (no handle, no name), even a never-class one:
+     * everything goes, the devices that answer a probe are back within seconds (not
+     * the 60 s quiet period), GPU0 (still gone) stays */
+    inject_raw(NULL, "", 48, NVML_EVT_NO_INSTANCE, NVML_EVT_NO_INSTANCE);
+    CHECK(run_until_change(5000) == 0);
+    CHECK(!healthy(1, -1) && !healthy(1, 0) && !healthy(2, -1) && !healthy(3, -1));
+    CHECK(strstr(reason(2, -1), "could not name"));
+    CHECK(run_until(all_but_gpu0_healthy, 15000) == 0);
+    CHECK(!healthy(0, -1));
+
+    /* a handle we never registered and no name: just as unattributable */
+    inject_raw((nvml_device)(void *)&the_set, "", 94, NVML_EVT_NO_INSTANCE,
+               NVML_EVT_NO_INSTANCE);
+    CHECK(run_until_change(5000) == 0);
+    CHECK(!healthy(2, -1));
+    CHECK(run_until(all_but_gpu0_healthy, 15000) == 0);
+
+    /* persistent wait errors while the thread sits in a 1 h wait: all go; once they
+     * stop, a short wait proves it and everything is back to its own health */
+    set_wait_errors(-1);
+    CHECK(run_until_change(15000) == 0);
+    CHECK(!healthy(2, -1) && strstr(reason(2, -1), "NVML event wait failing"));
+    set_wait_errors(0);
+    CHECK(run_until(all_but_gpu0_healthy, 15000) == 0);
+    CHECK(!healthy(0, -1));
+
+    /* an Xid is still seen at once with the 1 h wait timeout */
+    inject("GPU-2222", 94, NVML_EVT_NO_INSTANCE, NVML_EVT_NO_INSTANCE);
+    CHECK(run_until_change(5000) == 0);
+    CHECK(!healthy(2, -1) && strstr(reason(2, -1), "probe after 60s quiet"));
+
+    /* stop does not wait for the 1 h wait */
+    health_monitor_stop(mon);
+    scripted_release_stopped_thread();
+    loop_free(loop);
+    set_str(probe_fail_uuid, "");
+    health_config_free(hc);
 }
 
 int main(void)
@@ -317,9 +543,13 @@ int main(void)
     CHECK(c.recoveries >= 5);
     CHECK(c.unhealthy_transitions >= 6);
 
+    retarget_checks(&inv);
+
     health_monitor_stop(mon);
     scripted_release_stopped_thread();
     loop_free(loop);
+
+    default_config_checks(&inv);
 
     /* disabled: no thread, no NVML, all Healthy */
     char *env_off[] = { "DP_DISABLE_HEALTHCHECKS=all", NULL };

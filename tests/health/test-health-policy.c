@@ -72,6 +72,7 @@ static void test_defaults(void)
     CHECK(health_classify(hc, 12345) == HEALTH_RECOVER); /* unknown: default class */
     CHECK(hc->quiet_ms == HEALTH_DEFAULT_QUIET_MS);
     CHECK(hc->wait_error_threshold == HEALTH_DEFAULT_WAIT_ERROR_THRESHOLD);
+    CHECK(hc->unattributed_probe_ms == HEALTH_DEFAULT_UNATTRIBUTED_PROBE_MS);
     CHECK(streq(health_xid_name(48), "double-bit ECC error"));
     health_config_free(hc);
 }
@@ -158,6 +159,7 @@ static void test_file_and_gdp_env(void)
     struct health_config *hc = load("{\"quietPeriod\": \"250ms\", \"maxQuietPeriod\": \"2s\","
                                     " \"flapWindow\": 30, \"waitTimeout\": \"100ms\","
                                     " \"waitErrorThreshold\": \"3\","
+                                    " \"unattributedProbeDelay\": \"500ms\","
                                     " \"xids\": {\"ignore\": [94, \"63\"], \"never\": [31],"
                                     " \"default\": \"never\"}}",
                                     none);
@@ -167,6 +169,7 @@ static void test_file_and_gdp_env(void)
         CHECK(hc->flap_window_ms == 30000);
         CHECK(hc->wait_timeout_ms == 100);
         CHECK(hc->wait_error_threshold == 3);
+        CHECK(hc->unattributed_probe_ms == 500);
         CHECK(health_classify(hc, 94) == HEALTH_IGNORE);
         CHECK(health_classify(hc, 63) == HEALTH_IGNORE);
         CHECK(health_classify(hc, 31) == HEALTH_NEVER);
@@ -234,6 +237,11 @@ static void test_config_errors(void)
     char *e4[] = { "GDP_HEALTH_XIDS_DEFAULT=often", NULL };
     m = load_err(NULL, e4);
     CHECK_STR_CONTAINS(m, "GDP_HEALTH_XIDS_DEFAULT");
+    m = load_err("{\"unattributedProbeDelay\": 0}", none);
+    CHECK_STR_CONTAINS(m, "config.yaml:7: health.unattributedProbeDelay: must be greater than zero");
+    char *e6[] = { "GDP_HEALTH_UNATTRIBUTED_PROBE_DELAY=0s", NULL };
+    m = load_err(NULL, e6);
+    CHECK_STR_CONTAINS(m, "GDP_HEALTH_UNATTRIBUTED_PROBE_DELAY: must be greater than zero");
     char *e5[] = { "GDP_HEALTH_WAIT_ERROR_THRESHOLD=0", NULL };
     m = load_err("{\"waitErrorThreshold\": 3}", e5);
     CHECK_STR_CONTAINS(m, "GDP_HEALTH_WAIT_ERROR_THRESHOLD: must be at least 1");
@@ -327,6 +335,49 @@ static void test_recovery(void)
     health_config_free(hc);
 }
 
+/* An event nobody can be blamed for: a quick probe, no flap history, and a real
+ * failure (or a failed probe) replaces the suspicion. */
+static void test_suspect(void)
+{
+    struct health_config *hc = policy(60000, 600000, 600000);
+    if (!hc)
+        return;
+    struct health_unit u = { 0 }, v = { 0 }, w = { 0 };
+
+    /* capped at recover, probed after unattributedProbeDelay (2 s default) */
+    CHECK(health_unit_suspect(hc, &u, HEALTH_NEVER, 48, "Xid 48", 1000));
+    CHECK(!health_unit_healthy(&u) && u.cls == HEALTH_RECOVER && u.suspect);
+    CHECK(health_unit_deadline(&u) == 1000 + HEALTH_DEFAULT_UNATTRIBUTED_PROBE_MS);
+    CHECK_STR_CONTAINS(u.reason, "could not name");
+    CHECK(health_unit_probe_result(hc, &u, true, false, NULL, 3000));
+    CHECK(health_unit_healthy(&u) && !u.suspect);
+    /* it was no failure: a real one soon after gets the plain quiet period */
+    CHECK(health_unit_fail(hc, &u, HEALTH_RECOVER, 94, "Xid 94", 4000));
+    CHECK(health_unit_deadline(&u) == 4000 + 60000);
+    /* an already Unhealthy unit is left alone */
+    CHECK(!health_unit_suspect(hc, &u, HEALTH_RECOVER, 94, "Xid 94", 5000));
+    CHECK(health_unit_deadline(&u) == 4000 + 60000 && !u.suspect);
+
+    /* no answer: from then on a plain failure (lost, here) */
+    CHECK(health_unit_suspect(hc, &v, HEALTH_RECOVER, 94, "Xid 94", 0));
+    CHECK(!health_unit_probe_result(hc, &v, false, true, "GPU is lost", 2000));
+    CHECK(v.cls == HEALTH_LOST && !v.suspect);
+    CHECK(health_unit_deadline(&v) == 2000 + 60000);
+
+    /* a real event while suspect: the real one counts, with its own class */
+    CHECK(health_unit_suspect(hc, &w, HEALTH_RECOVER, 94, "Xid 94", 0));
+    CHECK(health_unit_fail(hc, &w, HEALTH_NEVER, 48, "Xid 48", 100));
+    CHECK(w.cls == HEALTH_NEVER && !w.suspect && health_unit_deadline(&w) == UINT64_MAX);
+
+    /* the delay never exceeds the quiet period */
+    health_config_free(hc);
+    hc = policy(500, 1000, 1000);
+    struct health_unit x = { 0 };
+    CHECK(hc && health_unit_suspect(hc, &x, HEALTH_RECOVER, 94, "Xid 94", 0));
+    CHECK(health_unit_deadline(&x) == 500);
+    health_config_free(hc);
+}
+
 static void test_wait_errors(void)
 {
     struct health_config *hc = policy(1000, 8000, 60000);
@@ -363,6 +414,7 @@ int main(void)
     test_file_and_gdp_env();
     test_config_errors();
     test_recovery();
+    test_suspect();
     test_wait_errors();
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
