@@ -19,6 +19,7 @@
 #include "kubelet/grpc-server-internal.h"
 
 #define READ_BUF_SIZE (64u * 1024u)
+#define GRPC_MAX_PATH 1024u
 
 static int conn_flush(struct grpc_conn *c);
 
@@ -378,8 +379,11 @@ static int on_header_cb(nghttp2_session *session, const nghttp2_frame *frame, co
         s->seen_method = true;
         s->method_post = valuelen == 4 && memcmp(value, "POST", 4) == 0;
     } else if (NAME_IS(":path")) {
-        s->header_error |= s->seen_path || valuelen == 0;
+        /* Method paths are short; a 64 KiB one would only cost memory per stream. */
+        s->header_error |= s->seen_path || valuelen == 0 || valuelen > GRPC_MAX_PATH;
         s->seen_path = true;
+        if (valuelen > GRPC_MAX_PATH)
+            return 0;
         free(s->path);
         s->path = xstrndup((const char *)value, valuelen);
         /* An embedded NUL would make the path look like another one. */
