@@ -89,6 +89,10 @@ int grpc_framer_feed(struct grpc_framer *f, const uint8_t *data, size_t len, siz
         f->prefix_have = 0;
         f->complete++;
     }
+    /* Callers get a valid pointer even for an empty message (msg_cap stays 0: the one
+     * byte is not worth charging to a budget). */
+    if (f->complete > 0 && !f->msg)
+        f->msg = xmalloc(1);
     return 0;
 }
 

