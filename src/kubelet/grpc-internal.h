@@ -21,13 +21,18 @@
 
 /* Incremental parser for gRPC length-prefixed messages on one stream. It accepts
  * exactly one message: both sides of this layer only speak unary requests and unary
- * or single-message-per-update replies. */
+ * or single-message-per-update replies.
+ *
+ * The body buffer grows as bytes arrive (doubling from 16 KiB, never past the
+ * declared length), so a peer that declares 4 MiB and sends 10 bytes costs 16 KiB,
+ * not 4 MiB: memory follows what was sent, which the server can budget. */
 struct grpc_framer {
     uint8_t prefix[GRPC_PREFIX_LEN];
     size_t prefix_have;
     bool in_body;      /* prefix complete, collecting the body */
     uint8_t *msg;      /* body of the message being collected or complete */
     size_t msg_len, msg_have;
+    size_t msg_cap;    /* bytes allocated for msg */
     unsigned complete; /* number of complete messages */
 };
 
@@ -36,6 +41,11 @@ struct grpc_framer {
  * complete), -EBADMSG (a second message starts). After an error the framer must not
  * be fed again. */
 int grpc_framer_feed(struct grpc_framer *f, const uint8_t *data, size_t len, size_t max);
+/* What msg_cap will be after feeding these bytes (same rules as grpc_framer_feed,
+ * without changing anything): lets a caller charge the growth to a budget before it
+ * happens. Errors that feeding would report leave the capacity as it is. */
+size_t grpc_framer_cap_after(const struct grpc_framer *f, const uint8_t *data, size_t len,
+                             size_t max);
 /* At end of stream: 0 if exactly one complete message arrived, -ENODATA if none
  * (and no partial bytes), -EBADMSG if a message is truncated. */
 int grpc_framer_finish(const struct grpc_framer *f);
@@ -75,6 +85,16 @@ struct grpc_conn;
  * cannot make the queue grow. */
 size_t grpc_server_queued_bytes(const struct grpc_server *srv);
 size_t grpc_server_queued_bytes_max(const struct grpc_server *srv);
+
+/* What the server's defences did (grpc_server_guard.c). held_bytes is process-wide:
+ * request buffers and unsent replies charged to the budgets right now. */
+struct grpc_server_counters {
+    size_t held_bytes, held_max; /* now, and the most ever */
+    unsigned evictions;       /* connections closed to make room (cap, out of fds) */
+    unsigned budget_resets;   /* streams dropped by a buffer budget */
+    unsigned deadline_resets; /* requests reset (or connections closed) by the deadline */
+};
+void grpc_server_counters(const struct grpc_server *srv, struct grpc_server_counters *out);
 
 /* Serve one already connected socket as if it had been accepted (fuzz target). */
 struct grpc_conn *grpc_server_adopt(struct grpc_server *srv, int fd);

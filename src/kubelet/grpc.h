@@ -10,7 +10,10 @@
  *   - Replies: HEADERS, DATA, trailers (grpc-status, percent-encoded grpc-message);
  *     errors are trailers-only HEADERS with END_STREAM.
  *   - Unknown method: UNIMPLEMENTED.
- *   - Per-connection handshake and idle timeouts, a connection cap, a stream cap.
+ *   - Per-connection handshake and idle timeouts, a request deadline, a connection
+ *     cap that evicts the idle-longest connection, a stream cap, budgets on buffered
+ *     bytes per connection and per process, an accept path that backs off when the
+ *     process is out of fds.
  *   - Server streams: a message that cannot be written yet is coalesced with newer
  *     ones, so a stalled reader holds at most the partially sent message plus the
  *     latest snapshot.
@@ -79,12 +82,21 @@ struct grpc_method {
     grpc_stream_closed_fn stream_closed;
 };
 
+/* Every bound a peer meets (docs/grpc.md, "Limits"; docs/operations.md, "Resource
+ * budgets"). 0 means the default. */
 struct grpc_server_limits {
     size_t max_message;          /* bytes; 0 = 4 MiB (the kubelet's default) */
-    unsigned max_connections;    /* 0 = 64 */
+    unsigned max_connections;    /* 0 = 64; at the cap the idle-longest connection
+                                  * without a server stream makes room */
     unsigned max_streams;        /* per connection; 0 = 100 */
     unsigned handshake_timeout_ms; /* 0 = 5000: client preface + SETTINGS */
     unsigned idle_timeout_ms;    /* 0 = 300000: no open stream and no frames */
+    unsigned request_timeout_ms; /* 0 = 10000: a request's HEADERS and body */
+    size_t conn_buffer;          /* bytes buffered per connection (request bodies,
+                                  * unsent replies); 0 = max_message + 64 KiB; also
+                                  * the connection's HTTP/2 receive window */
+    size_t process_buffer;       /* the same summed over every connection of every
+                                  * server of the process; 0 = 16 MiB */
 };
 
 /* Remove a stale socket at `path`, bind, listen, start serving on `l`.

@@ -5,6 +5,42 @@
 #include "core/macro.h"
 #include "kubelet/grpc-internal.h"
 
+#define FRAMER_MIN_CAP (16u * 1024u)
+
+/* Capacity needed to hold `need` body bytes: doubling, capped at the declared length. */
+static size_t framer_grow_to(size_t cap, size_t need, size_t msg_len)
+{
+    if (need <= cap)
+        return cap;
+    uint64_t c = cap ? cap : FRAMER_MIN_CAP;
+    while (c < need)
+        c *= 2;
+    return (size_t)u64_min(c, msg_len);
+}
+
+static uint32_t prefix_length(const uint8_t *p)
+{
+    return (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+}
+
+size_t grpc_framer_cap_after(const struct grpc_framer *f, const uint8_t *data, size_t len,
+                             size_t max)
+{
+    if (f->in_body)
+        return framer_grow_to(f->msg_cap, f->msg_have + u64_min(len, f->msg_len - f->msg_have),
+                              f->msg_len);
+    if (f->complete > 0 || f->prefix_have + len <= GRPC_PREFIX_LEN)
+        return f->msg_cap;
+    uint8_t prefix[GRPC_PREFIX_LEN];
+    size_t n = GRPC_PREFIX_LEN - f->prefix_have;
+    memcpy(prefix, f->prefix, f->prefix_have);
+    memcpy(prefix + f->prefix_have, data, n);
+    uint32_t mlen = prefix_length(prefix);
+    if (prefix[0] != 0 || mlen > max)
+        return f->msg_cap;
+    return framer_grow_to(0, u64_min(len - n, mlen), mlen);
+}
+
 int grpc_framer_feed(struct grpc_framer *f, const uint8_t *data, size_t len, size_t max)
 {
     while (len > 0) {
@@ -22,17 +58,20 @@ int grpc_framer_feed(struct grpc_framer *f, const uint8_t *data, size_t len, siz
              * compressed message cannot be decoded. */
             if (f->prefix[0] != 0)
                 return -ENOTSUP;
-            uint32_t mlen = (uint32_t)f->prefix[1] << 24 | (uint32_t)f->prefix[2] << 16 |
-                            (uint32_t)f->prefix[3] << 8 | f->prefix[4];
+            uint32_t mlen = prefix_length(f->prefix);
             if (mlen > max)
                 return -EMSGSIZE;
             f->msg_len = mlen;
             f->msg_have = 0;
-            f->msg = xmalloc(mlen);
             f->in_body = true;
         }
         size_t n = u64_min(len, f->msg_len - f->msg_have);
         if (n > 0) {
+            size_t cap = framer_grow_to(f->msg_cap, f->msg_have + n, f->msg_len);
+            if (cap != f->msg_cap) {
+                f->msg = xrealloc(f->msg, cap);
+                f->msg_cap = cap;
+            }
             memcpy(f->msg + f->msg_have, data, n);
             f->msg_have += n;
             data += n;
@@ -50,6 +89,10 @@ int grpc_framer_feed(struct grpc_framer *f, const uint8_t *data, size_t len, siz
         f->prefix_have = 0;
         f->complete++;
     }
+    /* Callers get a valid pointer even for an empty message (msg_cap stays 0: the one
+     * byte is not worth charging to a budget). */
+    if (f->complete > 0 && !f->msg)
+        f->msg = xmalloc(1);
     return 0;
 }
 

@@ -16,86 +16,32 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
-#include "kubelet/grpc-internal.h"
+#include "kubelet/grpc-server-internal.h"
 
 #define READ_BUF_SIZE (64u * 1024u)
+#define GRPC_MAX_PATH 1024u
 
-struct grpc_stream {
-    struct grpc_conn *conn;
-    struct grpc_stream *prev, *next;
-    int32_t id;
-    const struct grpc_method *method;
-
-    /* request headers */
-    bool seen_method, method_post, seen_path, content_type_ok, header_error;
-    char *path;
-    struct grpc_framer req;
-    bool req_ended;   /* END_STREAM from the peer */
-
-    bool responded;   /* a response (or RST) has been submitted */
-    bool in_open;     /* inside stream_open: the response is not submitted yet */
-    bool opened;      /* stream_open accepted it: stream_closed is owed */
-    bool closing;     /* being destroyed: sends fail */
-    bool deferred;    /* the data provider is parked (NGHTTP2_ERR_DEFERRED) */
-
-    /* Send queue: at most the message being written plus the latest one. */
-    uint8_t *head;
-    size_t head_len, head_off;
-    uint8_t *pending;
-    size_t pending_len;
-
-    bool finishing;
-    int status;
-    char *message;
-};
-
-struct grpc_conn {
-    struct grpc_server *srv;
-    struct grpc_conn *prev, *next;
-    int fd;
-    nghttp2_session *session;
-    struct grpc_stream *streams;
-    unsigned n_streams;
-    struct loop_timer *handshake_timer, *idle_timer, *flush_timer;
-    uint64_t last_activity_ms;
-    uint32_t events;
-    bool handshake_done;
-    bool blocked;
-    bool dead;
-    struct grpc_outbuf out;
-};
-
-struct grpc_server {
-    struct loop *loop;
-    int fd;
-    char *path;
-    const struct grpc_method *methods;
-    size_t n_methods;
-    void *userdata;
-    struct grpc_server_limits lim;
-    nghttp2_session_callbacks *cbs;
-    nghttp2_option *opt;
-    struct grpc_conn *conns;
-    unsigned n_conns;
-    size_t queued, queued_max;
-    uint8_t *rbuf;
-};
-
-static void conn_free(struct grpc_conn *c);
 static int conn_flush(struct grpc_conn *c);
 
 /* ------------------------------------------------------------------ queue */
 
-static void queue_account(struct grpc_server *srv, size_t add, size_t sub)
+/* Unsent bytes count against the budgets like request bytes: a reader that never
+ * reads holds them, and the longest holder is the one dropped. */
+static void queue_account(struct grpc_stream *s, size_t add, size_t sub)
 {
+    struct grpc_server *srv = s->conn->srv;
     srv->queued = srv->queued + add - sub;
     if (srv->queued > srv->queued_max)
         srv->queued_max = srv->queued;
+    if (sub)
+        grpc_budget_release(s, sub);
+    if (add)
+        (void)grpc_budget_charge(s, add, true);
 }
 
 static void stream_drop_queue(struct grpc_stream *s)
 {
-    queue_account(s->conn->srv, 0, (s->head_len - s->head_off) + s->pending_len);
+    queue_account(s, 0, (s->head_len - s->head_off) + s->pending_len);
     free(s->head);
     free(s->pending);
     s->head = s->pending = NULL;
@@ -107,7 +53,7 @@ static void flush_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
     struct grpc_conn *c = userdata;
     c->flush_timer = NULL;
     if (conn_flush(c) < 0)
-        conn_free(c);
+        grpc_conn_free(c);
 }
 
 static void conn_schedule_flush(struct grpc_conn *c)
@@ -128,26 +74,25 @@ static void stream_kick(struct grpc_stream *s)
 
 int grpc_stream_send(struct grpc_stream *s, const uint8_t *msg, size_t len)
 {
-    if (s->closing || s->finishing || s->conn->dead)
+    if (s->closing || s->finishing || s->killed || s->conn->dead)
         return -EPIPE;
     size_t flen;
     uint8_t *framed = grpc_frame_message(msg, len, &flen);
-    struct grpc_server *srv = s->conn->srv;
     if (!s->head) {
         s->head = framed;
         s->head_len = flen;
         s->head_off = 0;
-        queue_account(srv, flen, 0);
+        queue_account(s, flen, 0);
     } else if (s->head_off == 0) {
         /* Nothing of the head is on the wire yet: the newest snapshot replaces it. */
-        queue_account(srv, flen, s->head_len);
         free(s->head);
         s->head = framed;
+        queue_account(s, flen, s->head_len);
         s->head_len = flen;
     } else {
-        queue_account(srv, flen, s->pending_len);
         free(s->pending);
         s->pending = framed;
+        queue_account(s, flen, s->pending_len);
         s->pending_len = flen;
     }
     stream_kick(s);
@@ -156,7 +101,7 @@ int grpc_stream_send(struct grpc_stream *s, const uint8_t *msg, size_t len)
 
 void grpc_stream_finish(struct grpc_stream *s, int status, const char *message)
 {
-    if (s->closing || s->finishing)
+    if (s->closing || s->finishing || s->killed)
         return;
     s->finishing = true;
     s->status = status;
@@ -173,11 +118,13 @@ static ssize_t stream_read_cb(nghttp2_session *session, int32_t id, uint8_t *buf
     struct grpc_stream *s = nghttp2_session_get_stream_user_data(session, id);
     if (!s)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (s->killed)
+        return NGHTTP2_ERR_DEFERRED; /* its RST_STREAM is queued */
     if (s->head) {
         size_t n = u64_min(length, s->head_len - s->head_off);
         memcpy(buf, s->head + s->head_off, n);
         s->head_off += n;
-        queue_account(s->conn->srv, 0, n);
+        queue_account(s, 0, n);
         if (s->head_off == s->head_len) {
             free(s->head);
             s->head = TAKE_PTR(s->pending);
@@ -279,6 +226,15 @@ static int stream_check_headers(struct grpc_stream *s)
     return 0;
 }
 
+void grpc_stream_release_request(struct grpc_stream *s)
+{
+    grpc_budget_release(s, s->req.msg_cap);
+    grpc_framer_reset(&s->req);
+    if (s->unconsumed > 0 && !s->conn->dead)
+        (void)nghttp2_session_consume_connection(s->conn->session, s->unconsumed);
+    s->unconsumed = 0;
+}
+
 static int stream_dispatch(struct grpc_stream *s)
 {
     struct grpc_server *srv = s->conn->srv;
@@ -287,12 +243,14 @@ static int stream_dispatch(struct grpc_stream *s)
         return stream_reply_status(s, GRPC_STATUS_INTERNAL, "missing request message");
     if (r < 0)
         return stream_reply_status(s, GRPC_STATUS_INTERNAL, "truncated request message");
-    const uint8_t *req = s->req.msg;
+    /* Handlers decode the request before they return, so its buffer goes right after. */
+    const uint8_t *req = s->req.msg ? s->req.msg : (const uint8_t *)"";
     size_t len = s->req.msg_len;
 
     if (s->method->unary) {
         struct grpc_reply reply = { 0 };
         s->method->unary(srv->userdata, req, len, &reply);
+        grpc_stream_release_request(s);
         if (reply.status != GRPC_STATUS_OK) {
             r = stream_reply_status(s, reply.status, reply.message);
         } else {
@@ -311,18 +269,44 @@ static int stream_dispatch(struct grpc_stream *s)
     s->in_open = true;
     int status = s->method->stream_open(srv->userdata, s, req, len, &msg);
     s->in_open = false;
+    grpc_stream_release_request(s);
     if (status != GRPC_STATUS_OK)
         return stream_reply_status(s, status, msg);
     s->opened = true;
+    s->conn->n_opened++;
     return stream_submit_response(s);
+}
+
+void grpc_stream_abort(struct grpc_stream *s, int status, const char *message)
+{
+    grpc_stream_release_request(s);
+    if (!s->responded && s->headers_done) {
+        /* Answered before the request ended: on_frame_send resets it after the status. */
+        (void)stream_reply_status(s, status, message);
+    } else {
+        s->killed = true;
+        stream_drop_queue(s);
+        s->responded = true;
+        (void)nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id,
+                                        NGHTTP2_CANCEL);
+        /* A parked provider would otherwise keep the stream waiting for a resume. */
+        if (s->deferred) {
+            s->deferred = false;
+            (void)nghttp2_session_resume_data(s->conn->session, s->id);
+        }
+    }
+    conn_schedule_flush(s->conn);
 }
 
 static void stream_destroy(struct grpc_stream *s)
 {
     struct grpc_conn *c = s->conn;
     s->closing = true;
-    if (s->opened && s->method->stream_closed)
-        s->method->stream_closed(c->srv->userdata, s);
+    if (s->opened) {
+        c->n_opened--;
+        if (s->method->stream_closed)
+            s->method->stream_closed(c->srv->userdata, s);
+    }
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -331,7 +315,7 @@ static void stream_destroy(struct grpc_stream *s)
         s->next->prev = s->prev;
     c->n_streams--;
     stream_drop_queue(s);
-    grpc_framer_reset(&s->req);
+    grpc_stream_release_request(s);
     free(s->path);
     free(s->message);
     free(s);
@@ -356,6 +340,7 @@ static int on_begin_headers_cb(nghttp2_session *session, const nghttp2_frame *fr
     struct grpc_stream *s = xcalloc(1, sizeof(*s));
     s->conn = c;
     s->id = frame->hd.stream_id;
+    s->started_ms = loop_now_ms();
     s->next = c->streams;
     if (c->streams)
         c->streams->prev = s;
@@ -365,6 +350,7 @@ static int on_begin_headers_cb(nghttp2_session *session, const nghttp2_frame *fr
         stream_destroy(s);
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
+    grpc_guard_request_started(c);
     return 0;
 }
 
@@ -393,8 +379,11 @@ static int on_header_cb(nghttp2_session *session, const nghttp2_frame *frame, co
         s->seen_method = true;
         s->method_post = valuelen == 4 && memcmp(value, "POST", 4) == 0;
     } else if (NAME_IS(":path")) {
-        s->header_error |= s->seen_path || valuelen == 0;
+        /* Method paths are short; a 64 KiB one would only cost memory per stream. */
+        s->header_error |= s->seen_path || valuelen == 0 || valuelen > GRPC_MAX_PATH;
         s->seen_path = true;
+        if (valuelen > GRPC_MAX_PATH)
+            return 0;
         free(s->path);
         s->path = xstrndup((const char *)value, valuelen);
         /* An embedded NUL would make the path look like another one. */
@@ -410,27 +399,41 @@ static int on_header_cb(nghttp2_session *session, const nghttp2_frame *frame, co
     return 0;
 }
 
+/* Flow control is ours (no automatic WINDOW_UPDATE): stream windows are handed back
+ * as bytes arrive, the connection window only when the bytes are freed. So the peer
+ * can never have more than conn_buffer request bytes outstanding on a connection; the
+ * budget charge below also bounds the process. */
 static int on_data_chunk_recv_cb(nghttp2_session *session, uint8_t flags, int32_t id,
                                  const uint8_t *data, size_t len, void *user_data)
 {
     struct grpc_conn *c = user_data;
     struct grpc_stream *s = nghttp2_session_get_stream_user_data(session, id);
-    if (!s || s->responded || !s->method)
+    if (!s || s->responded || !s->method) {
+        (void)nghttp2_session_consume(session, id, len);
         return 0;
-    int r = grpc_framer_feed(&s->req, data, len, c->srv->lim.max_message);
+    }
+    (void)nghttp2_session_consume_stream(session, id, len);
+    s->unconsumed += len;
+    size_t max = c->srv->lim.max_message;
+    size_t cap = grpc_framer_cap_after(&s->req, data, len, max);
+    if (cap > s->req.msg_cap && grpc_budget_charge(s, cap - s->req.msg_cap, false) < 0) {
+        grpc_stream_abort(s, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                          "request dropped: server buffer budget exhausted");
+        return 0;
+    }
+    int r = grpc_framer_feed(&s->req, data, len, max);
     if (r == 0)
         return 0;
     if (r == -ENOTSUP)
         r = stream_reply_status(s, GRPC_STATUS_UNIMPLEMENTED,
                                 "compressed messages are not supported");
     else if (r == -EMSGSIZE) {
-        _cleanup_free_ char *m = xasprintf("request message larger than %zu bytes",
-                                           c->srv->lim.max_message);
+        _cleanup_free_ char *m = xasprintf("request message larger than %zu bytes", max);
         r = stream_reply_status(s, GRPC_STATUS_RESOURCE_EXHAUSTED, m);
     } else
         r = stream_reply_status(s, GRPC_STATUS_INTERNAL,
                                 "more than one request message on a unary call");
-    grpc_framer_reset(&s->req);
+    grpc_stream_release_request(s);
     return r < 0 ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
 }
 
@@ -450,8 +453,10 @@ static int on_frame_recv_cb(nghttp2_session *session, const nghttp2_frame *frame
     if (!s)
         return 0;
     int r = 0;
-    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        s->headers_done = true;
         r = stream_check_headers(s);
+    }
     if (r == 0 && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         s->req_ended = true;
         if (!s->responded)
@@ -502,14 +507,15 @@ static int conn_flush(struct grpc_conn *c)
     return 0;
 }
 
-static void conn_free(struct grpc_conn *c)
+void grpc_conn_free(struct grpc_conn *c)
 {
     struct grpc_server *srv = c->srv;
     c->dead = true;
     loop_timer_cancel(srv->loop, c->handshake_timer);
     loop_timer_cancel(srv->loop, c->idle_timer);
     loop_timer_cancel(srv->loop, c->flush_timer);
-    c->handshake_timer = c->idle_timer = c->flush_timer = NULL;
+    loop_timer_cancel(srv->loop, c->request_timer);
+    c->handshake_timer = c->idle_timer = c->flush_timer = c->request_timer = NULL;
     /* nghttp2_session_del() does not report stream closes: do it here. */
     while (c->streams)
         stream_destroy(c->streams);
@@ -532,14 +538,14 @@ static void conn_free(struct grpc_conn *c)
 
 /* Best effort: whatever the socket takes now (trailers first, they come out of the
  * data providers), then GOAWAY. Never waits. */
-static void conn_goaway_and_free(struct grpc_conn *c)
+void grpc_conn_close(struct grpc_conn *c)
 {
     (void)conn_send(c);
     (void)nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
                                 nghttp2_session_get_last_proc_stream_id(c->session),
                                 NGHTTP2_NO_ERROR, NULL, 0);
     (void)conn_send(c);
-    conn_free(c);
+    grpc_conn_free(c);
 }
 
 static void handshake_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
@@ -548,7 +554,7 @@ static void handshake_timer_cb(struct loop *l, struct loop_timer *t, void *userd
     c->handshake_timer = NULL;
     log_debug("grpc: no client preface and SETTINGS within %u ms, closing",
               c->srv->lim.handshake_timeout_ms);
-    conn_free(c);
+    grpc_conn_free(c);
 }
 
 static void idle_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
@@ -559,7 +565,7 @@ static void idle_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
     c->idle_timer = NULL;
     if (c->n_streams == 0 && quiet >= idle) {
         log_debug("grpc: connection idle for %" PRIu64 " ms, closing", quiet);
-        conn_goaway_and_free(c);
+        grpc_conn_close(c);
         return;
     }
     /* Lazy re-arm: activity only stamps last_activity_ms, it never touches the timer. */
@@ -587,7 +593,7 @@ static void conn_io_cb(struct loop *l, int fd, uint32_t events, void *userdata)
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         ssize_t n = RETRY_EINTR(read(fd, c->srv->rbuf, READ_BUF_SIZE));
         if (n == 0 || (n < 0 && errno != EAGAIN)) {
-            conn_free(c);
+            grpc_conn_free(c);
             return;
         }
         if (n > 0)
@@ -596,14 +602,16 @@ static void conn_io_cb(struct loop *l, int fd, uint32_t events, void *userdata)
         r = conn_flush(c);
     }
     if (r < 0)
-        conn_free(c);
+        grpc_conn_free(c);
 }
 
-static struct grpc_conn *conn_new(struct grpc_server *srv, int fd)
+struct grpc_conn *grpc_conn_new(struct grpc_server *srv, int fd)
 {
     struct grpc_conn *c = xcalloc(1, sizeof(*c));
     c->srv = srv;
     c->fd = fd;
+    static uint64_t serial;
+    c->serial = ++serial;
     c->last_activity_ms = loop_now_ms();
     if (nghttp2_session_server_new2(&c->session, srv->cbs, c, srv->opt) != 0) {
         free(c);
@@ -612,7 +620,10 @@ static struct grpc_conn *conn_new(struct grpc_server *srv, int fd)
     nghttp2_settings_entry iv[] = {
         { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->lim.max_streams },
     };
+    /* The connection window is the per-connection budget (docs/grpc.md, "Limits"). */
+    int32_t window = (int32_t)u64_min(srv->lim.conn_buffer, INT32_MAX);
     if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, ELEMENTSOF(iv)) != 0 ||
+        nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, window) != 0 ||
         loop_add_io(srv->loop, fd, EPOLLIN, conn_io_cb, c) < 0) {
         nghttp2_session_del(c->session);
         free(c);
@@ -629,28 +640,6 @@ static struct grpc_conn *conn_new(struct grpc_server *srv, int fd)
     c->idle_timer = loop_timer_add(srv->loop, srv->lim.idle_timeout_ms, idle_timer_cb, c);
     conn_schedule_flush(c); /* our SETTINGS */
     return c;
-}
-
-static void listen_io_cb(struct loop *l, int fd, uint32_t events, void *userdata)
-{
-    struct grpc_server *srv = userdata;
-    for (;;) {
-        int cfd = RETRY_EINTR(accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (cfd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                log_warning("grpc: accept on %s: %s, ignoring", srv->path, strerror(errno));
-            return;
-        }
-        if (srv->n_conns >= srv->lim.max_connections) {
-            log_debug("grpc: %u connections open on %s, refusing one", srv->n_conns, srv->path);
-            close(cfd);
-            continue;
-        }
-        if (!conn_new(srv, cfd)) {
-            log_warning("grpc: cannot set up a connection on %s, ignoring", srv->path);
-            close(cfd);
-        }
-    }
 }
 
 /* ------------------------------------------------------------------ server */
@@ -695,6 +684,19 @@ int grpc_server_new(struct loop *l, const char *path, const struct grpc_method *
         srv->lim.handshake_timeout_ms = 5000;
     if (!srv->lim.idle_timeout_ms)
         srv->lim.idle_timeout_ms = 300000;
+    if (!srv->lim.request_timeout_ms)
+        srv->lim.request_timeout_ms = 10000;
+    /* One whole max-size request must fit on a connection, and one connection's worth
+     * in the process. */
+    size_t one = srv->lim.max_message + GRPC_PREFIX_LEN;
+    if (!srv->lim.conn_buffer)
+        srv->lim.conn_buffer = srv->lim.max_message + 64u * 1024u;
+    if (srv->lim.conn_buffer < one)
+        srv->lim.conn_buffer = one;
+    if (!srv->lim.process_buffer)
+        srv->lim.process_buffer = 16u * 1024u * 1024u;
+    if (srv->lim.process_buffer < srv->lim.conn_buffer)
+        srv->lim.process_buffer = srv->lim.conn_buffer;
     srv->rbuf = xmalloc(READ_BUF_SIZE);
 
     nghttp2_session_callbacks *cbs;
@@ -712,15 +714,19 @@ int grpc_server_new(struct loop *l, const char *path, const struct grpc_method *
     /* Old kubelets send the socket path as :authority, which nghttp2's checks reject;
      * the checks that matter are made in on_header_cb / stream_check_headers. */
     nghttp2_option_set_no_http_messaging(srv->opt, 1);
+    /* Connection windows follow the buffer budget (on_data_chunk_recv_cb). */
+    nghttp2_option_set_no_auto_window_update(srv->opt, 1);
+    grpc_guard_server_add(srv);
 
-    int r = loop_add_io(l, fd, EPOLLIN, listen_io_cb, srv);
+    srv->fd = TAKE_FD(fd);
+    int r = grpc_guard_listen(srv);
     if (r < 0) {
         unlink(path);
+        close(srv->fd);
         srv->fd = -1;
         grpc_server_free(srv);
         return r;
     }
-    srv->fd = TAKE_FD(fd);
     *out = srv;
     return 0;
 }
@@ -734,10 +740,11 @@ void grpc_server_free(struct grpc_server *srv)
         for (struct grpc_stream *s = c->streams; s; s = s->next)
             if (s->opened)
                 grpc_stream_finish(s, GRPC_STATUS_UNAVAILABLE, "server shutting down");
-        conn_goaway_and_free(c);
+        grpc_conn_close(c);
     }
+    grpc_guard_unlisten(srv);
+    grpc_guard_server_remove(srv);
     if (srv->fd >= 0) {
-        (void)loop_del_io(srv->loop, srv->fd);
         close(srv->fd);
         unlink(srv->path);
     }
@@ -755,7 +762,7 @@ size_t grpc_server_queued_bytes_max(const struct grpc_server *srv) { return srv-
 
 struct grpc_conn *grpc_server_adopt(struct grpc_server *srv, int fd)
 {
-    return conn_new(srv, fd);
+    return grpc_conn_new(srv, fd);
 }
 
 int grpc_server_conn_feed(struct grpc_conn *gc, const uint8_t *data, size_t len)
@@ -763,6 +770,6 @@ int grpc_server_conn_feed(struct grpc_conn *gc, const uint8_t *data, size_t len)
     struct grpc_conn *c = gc;
     int r = conn_feed(c, data, len);
     if (r < 0)
-        conn_free(c);
+        grpc_conn_free(c);
     return r;
 }

@@ -1,5 +1,6 @@
 /* grpc-test-server <socket> [--handshake-ms N] [--idle-ms N] [--max-conn N]
- *                           [--max-message N] [--max-streams N]
+ *                           [--max-message N] [--max-streams N] [--request-ms N]
+ *                           [--conn-buffer N] [--process-buffer N]
  *
  * The gRPC layer's server with a few test methods, for the Python and hostile-input
  * tests. Runs until SIGTERM/SIGINT, then frees the server (open streams get
@@ -14,7 +15,8 @@
  *   /test.Echo/Flood   request: count (u32 BE), size (u32 BE); sends `count` messages of
  *                      `size` bytes starting "<seq %08u>", 100 per loop turn, then OK
  *   /test.Echo/Stats   "connections=.. queued=.. queued_max=.. opened=.. closed=..
- *                      flood_done=.." */
+ *                      flood_done=.. held=.. held_max=.. evictions=.. budget_resets=..
+ *                      deadline_resets=.." */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/signalfd.h>
@@ -63,10 +65,14 @@ static void unary_big(void *ud, const uint8_t *req, size_t len, struct grpc_repl
 
 static void unary_stats(void *ud, const uint8_t *req, size_t len, struct grpc_reply *reply)
 {
+    struct grpc_server_counters k;
+    grpc_server_counters(server, &k);
     char *s = xasprintf("connections=%u queued=%zu queued_max=%zu opened=%u closed=%u "
-                        "flood_done=%u",
+                        "flood_done=%u held=%zu held_max=%zu evictions=%u budget_resets=%u "
+                        "deadline_resets=%u",
                         grpc_server_connections(server), grpc_server_queued_bytes(server),
-                        grpc_server_queued_bytes_max(server), n_opened, n_closed, n_flood_done);
+                        grpc_server_queued_bytes_max(server), n_opened, n_closed, n_flood_done,
+                        k.held_bytes, k.held_max, k.evictions, k.budget_resets, k.deadline_resets);
     reply->data = (uint8_t *)s;
     reply->len = strlen(s);
 }
@@ -198,6 +204,12 @@ int main(int argc, char **argv)
             lim.max_message = v;
         else if (streq(argv[i], "--max-streams"))
             lim.max_streams = (unsigned)v;
+        else if (streq(argv[i], "--request-ms"))
+            lim.request_timeout_ms = (unsigned)v;
+        else if (streq(argv[i], "--conn-buffer"))
+            lim.conn_buffer = v;
+        else if (streq(argv[i], "--process-buffer"))
+            lim.process_buffer = v;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;

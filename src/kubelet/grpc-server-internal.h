@@ -1,0 +1,135 @@
+/* The gRPC server's objects, shared by the protocol half (grpc_server.c) and the
+ * defences half (grpc_server_guard.c: accept path, connection cap, buffer budgets,
+ * request deadlines). Not for the rest of the plugin: use grpc.h. Loop thread only. */
+#pragma once
+
+#include "kubelet/grpc-internal.h"
+
+struct loop;
+struct loop_timer;
+
+struct grpc_stream {
+    struct grpc_conn *conn;
+    struct grpc_stream *prev, *next;
+    int32_t id;
+    const struct grpc_method *method;
+
+    /* request headers */
+    bool seen_method, method_post, seen_path, content_type_ok, header_error;
+    bool headers_done; /* the whole header block (HEADERS + CONTINUATION) is in */
+    char *path;
+    struct grpc_framer req;
+    bool req_ended;    /* END_STREAM from the peer */
+    uint64_t started_ms; /* HEADERS began: the request deadline counts from here */
+    size_t unconsumed; /* DATA bytes not yet handed back to the connection window */
+
+    bool responded;   /* a response (or RST) has been submitted */
+    bool in_open;     /* inside stream_open: the response is not submitted yet */
+    bool opened;      /* stream_open accepted it: stream_closed is owed */
+    bool closing;     /* being destroyed: sends fail */
+    bool deferred;    /* the data provider is parked (NGHTTP2_ERR_DEFERRED) */
+    bool killed;      /* reset by the budget or a deadline: nothing more is sent */
+
+    /* Send queue: at most the message being written plus the latest one. */
+    uint8_t *head;
+    size_t head_len, head_off;
+    uint8_t *pending;
+    size_t pending_len;
+
+    /* Bytes this stream holds against the budgets (request buffer capacity + unsent
+     * queue) and since when it has held some: the longest holder loses first. */
+    size_t held;
+    uint64_t held_since_ms;
+
+    bool finishing;
+    int status;
+    char *message;
+};
+
+struct grpc_conn {
+    struct grpc_server *srv;
+    struct grpc_conn *prev, *next;
+    int fd;
+    nghttp2_session *session;
+    struct grpc_stream *streams;
+    unsigned n_streams;
+    unsigned n_opened; /* server streams handed to stream_open (ListAndWatch) */
+    struct loop_timer *handshake_timer, *idle_timer, *flush_timer, *request_timer;
+    uint64_t last_activity_ms;
+    uint64_t serial;   /* accept order: the older goes first on a tie */
+    size_t held;       /* sum of its streams' held bytes */
+    uint32_t events;
+    bool handshake_done;
+    bool blocked;
+    bool dead;
+    struct grpc_outbuf out;
+};
+
+/* Rate limit for lines a peer can provoke: at most one per interval, with a count of
+ * the ones left out. */
+struct grpc_lograte {
+    uint64_t next_ms;
+    unsigned suppressed;
+};
+
+struct grpc_server {
+    struct grpc_server *snext; /* every live server of the process (budget, fds) */
+    struct loop *loop;
+    int fd;
+    char *path;
+    const struct grpc_method *methods;
+    size_t n_methods;
+    void *userdata;
+    struct grpc_server_limits lim;
+    nghttp2_session_callbacks *cbs;
+    nghttp2_option *opt;
+    struct grpc_conn *conns;
+    unsigned n_conns;
+    size_t queued, queued_max;
+    uint8_t *rbuf;
+
+    /* accept path (grpc_server_guard.c) */
+    bool listening;            /* the listen fd is watched */
+    struct loop_timer *accept_timer;
+    unsigned accept_backoff_ms;
+    bool accept_failing;       /* an out-of-fds episode is going on */
+    bool accept_logged;        /* ... and its start was logged */
+    uint64_t accept_fail_since_ms;
+    unsigned accept_failures;
+    struct grpc_lograte rate_accept, rate_evict, rate_budget, rate_deadline;
+    unsigned evictions;        /* connections closed to make room (tests) */
+    unsigned budget_resets;    /* streams reset by the buffer budget (tests) */
+    unsigned deadline_resets;  /* requests reset by the request deadline (tests) */
+};
+
+/* grpc_server.c */
+void grpc_conn_free(struct grpc_conn *c);
+/* GOAWAY (best effort) and free. */
+void grpc_conn_close(struct grpc_conn *c);
+struct grpc_conn *grpc_conn_new(struct grpc_server *srv, int fd);
+/* Give up on a stream's buffered bytes: an unanswered request gets `status` and
+ * `message` (then RST after it, as for any early answer), an answered one is reset
+ * with CANCEL. Its buffers are freed and its window bytes handed back. */
+void grpc_stream_abort(struct grpc_stream *s, int status, const char *message);
+/* Free the request buffer and hand its DATA bytes back to the connection window. */
+void grpc_stream_release_request(struct grpc_stream *s);
+
+/* grpc_server_guard.c */
+void grpc_guard_server_add(struct grpc_server *srv);
+void grpc_guard_server_remove(struct grpc_server *srv);
+/* Watch the listen fd (accepting with the cap, eviction and out-of-fd backoff). */
+int grpc_guard_listen(struct grpc_server *srv);
+void grpc_guard_unlisten(struct grpc_server *srv);
+/* Charge `add` bytes to s, its connection and the process, making room by aborting
+ * the streams that have held bytes the longest (never s). With `must` (the bytes
+ * exist already) the charge is made whatever happens; otherwise -ENOBUFS says s
+ * itself does not fit and must give up. */
+int grpc_budget_charge(struct grpc_stream *s, size_t add, bool must);
+void grpc_budget_release(struct grpc_stream *s, size_t sub);
+/* A request began on c: make sure the request deadline is watched. */
+void grpc_guard_request_started(struct grpc_conn *c);
+/* The connection that can go with the least harm (no server stream, idle longest),
+ * among this server's (srv) or every server's (NULL) connections; NULL if none. */
+struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv);
+/* True once per interval; *suppressed gets the lines left out since the last one. */
+bool grpc_lograte_ok(struct grpc_lograte *r, unsigned interval_ms, unsigned *suppressed);

@@ -1,0 +1,358 @@
+/* The gRPC server's defences against peers that hold resources: the accept path
+ * (connection cap that makes room by closing the idle-longest connection, backoff
+ * when the process is out of fds), the budgets on buffered bytes per connection and
+ * per process (the longest holder loses), and the request deadline. Every line a
+ * peer can provoke here is rate limited. The numbers are in docs/operations.md,
+ * "Resource budgets". Loop thread only. */
+#include <inttypes.h>
+#include <sys/socket.h>
+
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/macro.h"
+#include "kubelet/grpc-server-internal.h"
+
+#define ACCEPT_BATCH 64              /* accepts per wakeup: other fds get their turn */
+#define ACCEPT_BACKOFF_MIN_MS 10u
+#define ACCEPT_BACKOFF_MAX_MS 1000u
+#define LOG_INTERVAL_MS 60000u       /* one line per kind of peer-made trouble */
+#define ACCEPT_LOG_INTERVAL_MS 10000u
+
+/* Every live server of the process: fds and the process budget are shared. */
+static struct grpc_server *servers;
+static size_t held_total, held_max;
+
+bool grpc_lograte_ok(struct grpc_lograte *r, unsigned interval_ms, unsigned *suppressed)
+{
+    uint64_t now = loop_now_ms();
+    if (now < r->next_ms) {
+        r->suppressed++;
+        return false;
+    }
+    r->next_ms = now + interval_ms;
+    *suppressed = r->suppressed;
+    r->suppressed = 0;
+    return true;
+}
+
+void grpc_guard_server_add(struct grpc_server *srv)
+{
+    srv->snext = servers;
+    servers = srv;
+}
+
+void grpc_guard_server_remove(struct grpc_server *srv)
+{
+    for (struct grpc_server **p = &servers; *p; p = &(*p)->snext)
+        if (*p == srv) {
+            *p = srv->snext;
+            return;
+        }
+}
+
+/* ------------------------------------------------------------------ budgets */
+
+static struct grpc_stream *pick_holder_in(struct grpc_conn *c, const struct grpc_stream *not,
+                                          struct grpc_stream *best)
+{
+    for (struct grpc_stream *s = c->streams; s; s = s->next) {
+        if (s == not || s->held == 0 || s->killed)
+            continue;
+        if (!best || s->held_since_ms < best->held_since_ms ||
+            (s->held_since_ms == best->held_since_ms && s->held > best->held))
+            best = s;
+    }
+    return best;
+}
+
+/* The stream that has held bytes the longest (the largest on a tie), in c or in the
+ * whole process. A request in flight or a reply being read holds its bytes for
+ * milliseconds; a peer that parks a body or never reads holds them for ever, so it is
+ * the one that goes. */
+static struct grpc_stream *pick_holder(struct grpc_conn *c, const struct grpc_stream *not)
+{
+    if (c)
+        return pick_holder_in(c, not, NULL);
+    struct grpc_stream *best = NULL;
+    for (struct grpc_server *srv = servers; srv; srv = srv->snext)
+        for (struct grpc_conn *k = srv->conns; k; k = k->next)
+            if (!k->dead)
+                best = pick_holder_in(k, not, best);
+    return best;
+}
+
+static bool evict_holder(struct grpc_stream *v, const char *which)
+{
+    struct grpc_server *srv = v->conn->srv;
+    size_t bytes = v->held;
+    uint64_t age = loop_now_ms() - v->held_since_ms;
+    unsigned sup;
+    if (grpc_lograte_ok(&srv->rate_budget, LOG_INTERVAL_MS, &sup))
+        log_warning("grpc: %s: %s buffer budget (%zu bytes) exhausted: dropping stream %d, "
+                    "which held %zu bytes for %" PRIu64 " ms (%u more not logged)",
+                    srv->path, which,
+                    streq(which, "connection") ? srv->lim.conn_buffer : srv->lim.process_buffer,
+                    v->id, bytes, age, sup);
+    srv->budget_resets++;
+    grpc_stream_abort(v, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                      "request dropped: server buffer budget exhausted");
+    return v->held < bytes;
+}
+
+static void charge(struct grpc_stream *s, size_t add)
+{
+    if (s->held == 0)
+        s->held_since_ms = loop_now_ms();
+    s->held += add;
+    s->conn->held += add;
+    held_total += add;
+    if (held_total > held_max)
+        held_max = held_total;
+}
+
+int grpc_budget_charge(struct grpc_stream *s, size_t add, bool must)
+{
+    struct grpc_conn *c = s->conn;
+    const struct grpc_server_limits *lim = &c->srv->lim;
+    while (c->held + add > lim->conn_buffer) {
+        struct grpc_stream *v = pick_holder(c, s);
+        if (!v || !evict_holder(v, "connection"))
+            break;
+    }
+    if (c->held + add > lim->conn_buffer && !must)
+        return -ENOBUFS;
+    while (held_total + add > lim->process_buffer) {
+        struct grpc_stream *v = pick_holder(NULL, s);
+        if (!v || !evict_holder(v, "process"))
+            break;
+    }
+    if (held_total + add > lim->process_buffer && !must)
+        return -ENOBUFS;
+    charge(s, add);
+    return 0;
+}
+
+void grpc_budget_release(struct grpc_stream *s, size_t sub)
+{
+    s->held -= sub;
+    s->conn->held -= sub;
+    held_total -= sub;
+    if (s->held == 0)
+        s->held_since_ms = 0;
+}
+
+/* ------------------------------------------------------------------ request deadline */
+
+static void request_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct grpc_conn *c = userdata;
+    struct grpc_server *srv = c->srv;
+    uint64_t now = loop_now_ms(), timeout = srv->lim.request_timeout_ms, next = UINT64_MAX;
+    unsigned expired = 0, live = 0, sup;
+    c->request_timer = NULL;
+    for (struct grpc_stream *s = c->streams; s; s = s->next) {
+        if (s->killed)
+            continue;
+        bool waiting = !s->req_ended && !s->responded;
+        if (waiting && now - s->started_ms >= timeout) {
+            if (!s->headers_done) {
+                /* Nothing else can arrive on the connection before the CONTINUATION
+                 * that ends this block (RFC 9113 6.10): the connection is stuck. */
+                if (grpc_lograte_ok(&srv->rate_deadline, LOG_INTERVAL_MS, &sup))
+                    log_warning("grpc: %s: request headers not complete within %" PRIu64
+                                " ms, closing the connection (%u more not logged)",
+                                srv->path, timeout, sup);
+                srv->deadline_resets++;
+                grpc_conn_close(c);
+                return;
+            }
+            _cleanup_free_ char *m = xasprintf("request not complete within %" PRIu64 " ms",
+                                               timeout);
+            if (grpc_lograte_ok(&srv->rate_deadline, LOG_INTERVAL_MS, &sup))
+                log_warning("grpc: %s: stream %d: %s, resetting it (%u more not logged)",
+                            srv->path, s->id, m, sup);
+            srv->deadline_resets++;
+            grpc_stream_abort(s, GRPC_STATUS_DEADLINE_EXCEEDED, m);
+            expired++;
+            continue;
+        }
+        live++;
+        if (waiting && s->started_ms + timeout < next)
+            next = s->started_ms + timeout;
+    }
+    if (expired > 0 && live == 0) {
+        log_debug("grpc: %s: connection left with expired requests only, closing", srv->path);
+        grpc_conn_close(c);
+        return;
+    }
+    if (next != UINT64_MAX)
+        c->request_timer = loop_timer_add(l, next > now ? next - now : 0, request_timer_cb, c);
+}
+
+void grpc_guard_request_started(struct grpc_conn *c)
+{
+    if (!c->request_timer && !c->dead)
+        c->request_timer = loop_timer_add(c->srv->loop, c->srv->lim.request_timeout_ms,
+                                          request_timer_cb, c);
+}
+
+/* ------------------------------------------------------------------ accept path */
+
+struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv)
+{
+    struct grpc_conn *best = NULL;
+    for (struct grpc_server *x = srv ? srv : servers; x; x = srv ? NULL : x->snext)
+        for (struct grpc_conn *c = x->conns; c; c = c->next) {
+            /* A server stream is the kubelet's ListAndWatch: never the one to go. */
+            if (c->dead || c->n_opened > 0)
+                continue;
+            if (!best || c->last_activity_ms < best->last_activity_ms ||
+                (c->last_activity_ms == best->last_activity_ms && c->serial < best->serial))
+                best = c;
+        }
+    return best;
+}
+
+static void evict_idle(struct grpc_conn *v, const char *why)
+{
+    struct grpc_server *srv = v->srv;
+    unsigned sup;
+    if (grpc_lograte_ok(&srv->rate_evict, LOG_INTERVAL_MS, &sup))
+        log_warning("grpc: %s: %s: closing the connection idle longest (%" PRIu64 " ms%s) "
+                    "(%u more not logged)",
+                    srv->path, why, loop_now_ms() - v->last_activity_ms,
+                    v->handshake_done ? "" : ", no handshake", sup);
+    srv->evictions++;
+    grpc_conn_close(v);
+}
+
+static void accept_cb(struct loop *l, int fd, uint32_t events, void *userdata);
+
+static void accept_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct grpc_server *srv = userdata;
+    srv->accept_timer = NULL;
+    if (grpc_guard_listen(srv) < 0)
+        srv->accept_timer = loop_timer_add(l, srv->accept_backoff_ms, accept_timer_cb, srv);
+}
+
+int grpc_guard_listen(struct grpc_server *srv)
+{
+    if (srv->listening)
+        return 0;
+    int r = loop_add_io(srv->loop, srv->fd, EPOLLIN, accept_cb, srv);
+    if (r < 0)
+        return r;
+    srv->listening = true;
+    return 0;
+}
+
+void grpc_guard_unlisten(struct grpc_server *srv)
+{
+    loop_timer_cancel(srv->loop, srv->accept_timer);
+    srv->accept_timer = NULL;
+    if (srv->listening)
+        (void)loop_del_io(srv->loop, srv->fd);
+    srv->listening = false;
+}
+
+/* accept() fails while a connection waits: the listen fd is level-triggered, so
+ * watching it now would fire again at once. Stop watching it and come back after a
+ * capped backoff; one line per episode. */
+static void accept_pause(struct grpc_server *srv, int err, bool evicted)
+{
+    if (!srv->accept_failing) {
+        unsigned sup = 0;
+        srv->accept_failing = true;
+        srv->accept_fail_since_ms = loop_now_ms();
+        srv->accept_failures = 0;
+        srv->accept_backoff_ms = ACCEPT_BACKOFF_MIN_MS;
+        srv->accept_logged = grpc_lograte_ok(&srv->rate_accept, ACCEPT_LOG_INTERVAL_MS, &sup);
+        if (srv->accept_logged)
+            log_warning("grpc: accept on %s: %s; %s, retrying within %u ms "
+                        "(%u earlier episodes not logged)",
+                        srv->path, strerror(err),
+                        evicted ? "closed the connection idle longest"
+                                : "no idle connection to close",
+                        ACCEPT_BACKOFF_MAX_MS, sup);
+    } else {
+        srv->accept_backoff_ms = (unsigned)u64_min(2ull * srv->accept_backoff_ms,
+                                                   ACCEPT_BACKOFF_MAX_MS);
+    }
+    srv->accept_failures++;
+    grpc_guard_unlisten(srv);
+    srv->accept_timer = loop_timer_add(srv->loop, srv->accept_backoff_ms, accept_timer_cb, srv);
+}
+
+static void accept_recovered(struct grpc_server *srv)
+{
+    if (!srv->accept_failing)
+        return;
+    srv->accept_failing = false;
+    if (srv->accept_logged)
+        log_info("grpc: accepting connections on %s again, after %u failed attempts "
+                 "over %" PRIu64 " ms",
+                 srv->path, srv->accept_failures, loop_now_ms() - srv->accept_fail_since_ms);
+}
+
+static bool out_of_resources(int err)
+{
+    return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+static void accept_cb(struct loop *l, int fd, uint32_t events, void *userdata)
+{
+    struct grpc_server *srv = userdata;
+    bool evicted = false;
+    for (unsigned i = 0; i < ACCEPT_BATCH; i++) {
+        int cfd = RETRY_EINTR(accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if (cfd < 0) {
+            int err = errno;
+            if (err == EAGAIN || err == EWOULDBLOCK)
+                return;
+            if (err == ECONNABORTED)
+                continue;
+            /* One fd freed per try: if that is not enough, wait for the timer. */
+            if (out_of_resources(err) && !evicted) {
+                struct grpc_conn *v = grpc_guard_pick_idle(NULL);
+                if (v) {
+                    evict_idle(v, "out of file descriptors");
+                    evicted = true;
+                    continue;
+                }
+            }
+            accept_pause(srv, err, evicted);
+            return;
+        }
+        evicted = false;
+        accept_recovered(srv);
+        if (srv->n_conns >= srv->lim.max_connections) {
+            struct grpc_conn *v = grpc_guard_pick_idle(srv);
+            if (!v) {
+                unsigned sup;
+                if (grpc_lograte_ok(&srv->rate_evict, LOG_INTERVAL_MS, &sup))
+                    log_warning("grpc: %s: %u connections open, each with a server stream: "
+                                "refusing a new one (%u more not logged)",
+                                srv->path, srv->n_conns, sup);
+                close(cfd);
+                continue;
+            }
+            evict_idle(v, "connection cap reached");
+        }
+        if (!grpc_conn_new(srv, cfd)) {
+            log_warning("grpc: cannot set up a connection on %s, ignoring", srv->path);
+            close(cfd);
+        }
+    }
+}
+
+void grpc_server_counters(const struct grpc_server *srv, struct grpc_server_counters *out)
+{
+    *out = (struct grpc_server_counters){
+        .held_bytes = held_total,
+        .held_max = held_max,
+        .evictions = srv->evictions,
+        .budget_resets = srv->budget_resets,
+        .deadline_resets = srv->deadline_resets,
+    };
+}
