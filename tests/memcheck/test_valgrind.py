@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The real plugin under valgrind memcheck through a whole life: start, register,
 ListAndWatch, Allocate (good and unknown IDs), GetPreferredAllocation, an Xid, a kubelet
-restart, SIGHUP, SIGTERM. Any memcheck error or definite leak fails the test."""
+restart, SIGHUP (unchanged and changed config), SIGTERM. Any memcheck error or definite leak fails the test."""
 import json
 import os
 import shutil
@@ -35,6 +35,8 @@ class Kubelet:
             if not line:
                 break
             ev = json.loads(line)
+            if ev["event"] == "error":
+                raise AssertionError(f"test kubelet: {ev}")
             if ev["event"] == name and pred(ev):
                 return ev
         raise AssertionError(f"no {name} event")
@@ -61,6 +63,9 @@ def main():
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "sim/nvml"),
                MOCK_NVML_CONFIG=PROFILE, MOCK_NVML_CONTROL=ctl)
     log = os.path.join(tmp, "valgrind.log")
+    config = os.path.join(tmp, "config.yaml")
+    with open(config, "w") as f:
+        f.write("version: v1\n")
     kubelet = Kubelet(dp)
     kubelet.wait("serving")
     plugin = subprocess.Popen([valgrind, "--quiet", "--error-exitcode=99", "--leak-check=full",
@@ -68,7 +73,8 @@ def main():
                                f"--log-file={log}",
                                os.path.join(BUILD, "src/gpu-device-plugin"),
                                "--kubelet-socket", os.path.join(dp, "kubelet.sock"),
-                               "--sysfs-root", os.path.join(tmp, "sys")],
+                               "--sysfs-root", os.path.join(tmp, "sys"),
+                               "--config-file", config],
                               env=env, stderr=subprocess.DEVNULL)
     try:
         kubelet.wait("register")
@@ -86,8 +92,18 @@ def main():
         kubelet.wait("devices", lambda ev: any(d["health"] == "Unhealthy" for d in ev["devices"]))
         kubelet.send(cmd="restart")
         kubelet.wait("register")
+        kubelet.wait("devices")
+        # An unchanged reload (hitless: nothing registers again), then one that turns
+        # time-slicing on (the resource's IDs change: it registers again).
+        plugin.send_signal(signal.SIGHUP)
+        kubelet.send(cmd="allocate", resource="nvidia.com/gpu", containers=[[ids[0]]])
+        assert "containers" in kubelet.wait("allocate")
+        with open(config, "w") as f:
+            f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                    "    - name: nvidia.com/gpu\n      replicas: 2\n")
         plugin.send_signal(signal.SIGHUP)
         kubelet.wait("register")
+        kubelet.wait("devices", lambda ev: any("::" in d["id"] for d in ev["devices"]))
         plugin.send_signal(signal.SIGTERM)
         rc = plugin.wait(timeout=120)
     finally:
