@@ -42,7 +42,9 @@ void dp_plugin_stop(struct dp_plugin *p);
 /* Rebind the socket (the kubelet deletes every socket in its directory when it
  * restarts); streams of the old kubelet are closed. */
 int dp_plugin_rebind(struct dp_plugin *p, struct error *err);
-/* Health or devices changed: send the current list on every ListAndWatch stream. */
+/* Health or devices changed somewhere on the node: send the current list on every
+ * ListAndWatch stream if this resource's list differs from the last one sent (an
+ * unchanged list is not re-sent). */
 void dp_plugin_devices_changed(struct dp_plugin *p);
 const char *dp_plugin_socket_path(const struct dp_plugin *p);
 unsigned dp_plugin_streams(const struct dp_plugin *p);

@@ -143,26 +143,31 @@ def mig_resource(profile):
 
 
 def expected_resources(gpus, minors, mig, id_strategy, sharing):
-    """{resource: [device]} the reference advertises; device = {id, base, index, uuid,
+    """{resource: [device]} the reference advertises; device = {id (kubelet ID: UUID, plus
+    "::k" for replicas), base (runtime name: UUID or index), index, uuid,
     gpu (physical UUID), paths, numa}. Raises ExpectedFailure with the reference's message.
     sharing = None or {"kind": "ts"|"mps", "replicas": n, "rename": bool, "names": [...]}."""
     if sharing and sharing["kind"] == "mps" and mig == "mixed":
         raise ExpectedFailure("using --mig-strategy=mixed is not supported with MPS")
     enabled = [g for g in gpus if g["mig_enabled"]]
     use_mig = mig != "none" and bool(enabled)
-    if mig == "single" and enabled:
-        if len(enabled) != len(gpus):
-            raise ExpectedFailure("all devices on the node must be configured with the same migEnabled value")
-        for g in gpus:
-            if not g["migs"]:
-                raise ExpectedFailure("device %d has no MIG devices configured" % g["index"])
-        if len({m["profile"] for g in gpus for m in g["migs"]}) > 1:
-            raise ExpectedFailure("more than one MIG device type present on node")
+    # §4.2/§4.3, in the reference's order: the GPU and MIG device maps are built first
+    # (a profile no pattern matches fails there), then the single strategy's checks:
+    # a MIG-enabled GPU without MIG devices, more than one MIG device type, and last
+    # full GPUs beside MIG devices.
     if mig == "mixed":
         for g in enabled:
             for m in g["migs"]:
                 if re.match(r"\d+c\.", m["profile"]):
                     raise ExpectedFailure("MIG profile '%s' does not match any resource patterns" % m["profile"])
+    if mig == "single" and enabled:
+        for g in enabled:
+            if not g["migs"]:
+                raise ExpectedFailure("device %d has no MIG devices configured" % g["index"])
+        if len({m["profile"] for g in enabled for m in g["migs"]}) > 1:
+            raise ExpectedFailure("more than one MIG device type present on node")
+        if len(enabled) != len(gpus):
+            raise ExpectedFailure("all devices on the node must be configured with the same migEnabled value")
 
     res = {}
     for g in gpus:
@@ -181,9 +186,12 @@ def expected_resources(gpus, minors, mig, id_strategy, sharing):
             res.setdefault("nvidia.com/gpu", []).append({
                 "uuid": g["uuid"], "index": str(g["index"]), "gpu": g["uuid"], "numa": g["numa"],
                 "mig": False, "paths": [node]})
+    # §4.1: the kubelet always sees the UUID ("ID (kubelet)"); the ID strategy only picks
+    # what the runtime is told (§5 devIDs: NVIDIA_VISIBLE_DEVICES, mounts, CDI names).
     for devs in res.values():
         for d in devs:
-            d["id"] = d["base"] = d["uuid"] if id_strategy == "uuid" else d["index"]
+            d["id"] = d["uuid"]
+            d["base"] = d["uuid"] if id_strategy == "uuid" else d["index"]
             d["replicas"] = 1
 
     if sharing:
@@ -197,7 +205,7 @@ def expected_resources(gpus, minors, mig, id_strategy, sharing):
             target = name + ".shared" if sharing["rename"] else name
             for d in devs:
                 for k in range(sharing["replicas"]):
-                    r = dict(d, id="%s::%d" % (d["base"], k), replicas=sharing["replicas"])
+                    r = dict(d, id="%s::%d" % (d["uuid"], k), replicas=sharing["replicas"])
                     out.setdefault(target, []).append(r)
         res = out
     return res
@@ -435,6 +443,7 @@ class Case:
             self._expect_start_failure(expect_error)
             return
         self._check_registration(want)
+        self._check_preferred(want)
         self._check_allocations(want)
         self._check_cdi(want)
         # Nothing else registered meanwhile (one start pass registers everything).
@@ -476,6 +485,37 @@ class Case:
                 self.eq(d.get("numa"), [w["numa"]] if w["numa"] is not None else None, "NUMA of %s" % d["id"])
             for d in devs:
                 self.owner[d["id"]] = name
+
+    def _check_preferred(self, want):
+        """§2.6: answers name advertised IDs only (never indices); a request for more
+        devices than available is an empty answer under the aligned policy (full GPUs,
+        no replica IDs) and "not enough available devices" under the greedy one."""
+        for name, devs in sorted(want.items()):
+            ids = [d["id"] for d in devs]
+            aligned = not any(d["mig"] for d in devs) and not any("::" in i for i in ids)
+            size = min(2, len(ids))
+            got = self.kubelet.call({"cmd": "preferred", "resource": name, "containers": [
+                {"available": ids, "must_include": ids[-1:], "size": size}]})
+            if self.check("containers" in got and len(got["containers"]) == 1,
+                          "preferred %s: %r" % (name, got)):
+                ans = got["containers"][0]
+                self.eq(len(ans), size, "preferred %s answer size" % name)
+                self.check(set(ans) <= set(ids), "preferred %s names IDs it never advertised: %r"
+                           % (name, sorted(set(ans) - set(ids))))
+                self.check(ids[-1] in ans, "preferred %s: must-include %s left out: %r" % (name, ids[-1], ans))
+                if not aligned:
+                    self.check(ans[:1] == ids[-1:], "preferred %s: must-include first, got %r" % (name, ans))
+            got = self.kubelet.call({"cmd": "preferred", "resource": name, "containers": [
+                {"available": ids, "must_include": [], "size": len(ids) + 1}]})
+            what = "preferred %s for %d of %d" % (name, len(ids) + 1, len(ids))
+            if aligned:
+                self.eq(got.get("containers"), [[]], what)
+            else:
+                msg = ("error getting list of preferred allocation devices: "
+                       "not enough available devices to satisfy allocation")
+                self.check("error" in got and got["error"].get("code") == "UNKNOWN"
+                           and got["error"].get("message") == msg,
+                           "%s: expected UNKNOWN %r, got %r" % (what, msg, got))
 
     def allocate(self, name, containers):
         return self.kubelet.call({"cmd": "allocate", "resource": name, "containers": containers})
