@@ -19,10 +19,11 @@ import sys
 import tempfile
 import time
 
-import yaml
 
 sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "integration"))
 import harness  # noqa: E402  (tests/integration/harness.py, reused as is)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compat_node  # noqa: E402  (profiles -> GPUs / MIG devices, mig-minors)
 
 SOURCE = harness.SOURCE
 TIMEOUT = harness.TIMEOUT
@@ -35,101 +36,21 @@ SHARED_PROFILES = ("a100", "h100", "t4")
 
 
 def profile_path(name):
-    """Shared NVIDIA mock profiles by bare name, the simulator's own ones from sim/profiles."""
-    if name in SHARED_PROFILES:
-        return harness.profile_path(name)
-    return os.path.join(SOURCE, "sim", "profiles", name + ".yaml")
+    return compat_node.profile_path(name, harness, SHARED_PROFILES, SOURCE)
+
+
+def load_node(name):
+    """GPUs of a profile in NVML index order (compat_node.load_node)."""
+    return compat_node.load_node(profile_path(name))
+
+
+read_mig_minors = compat_node.read_mig_minors
 
 
 # ------------------------------------------------------------------ node model
 
 class ExpectedFailure(Exception):
     """The reference refuses this configuration with `message` (exit 1)."""
-
-
-def _get(node, path):
-    for key in path.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
-def _dget(dev, defaults, path):
-    v = _get(dev, path)
-    return v if v is not None else _get(defaults, path)
-
-
-def _enabled(v):
-    return v is True or str(v).lower() in ("enabled", "true", "1", "yes", "on")
-
-
-def derive_mig_uuid(gpu_uuid, gi, ci):
-    """The simulator's MIG UUID for a CI without an explicit `uuid` (sim/nvml docs)."""
-    m = (1 << 64) - 1
-    h1, h2 = 0xcbf29ce484222325, 0x84222325cbf29ce4
-    for b in ("%s/%d/%d" % (gpu_uuid, gi, ci)).encode():
-        h1 = ((h1 ^ b) * 0x100000001b3) & m
-        h2 = (((h2 ^ b) * 0x100000001b3) + 1) & m
-    return "MIG-%08x-%04x-%04x-%04x-%012x" % (h1 >> 32, (h1 >> 16) & 0xffff, h1 & 0xffff,
-                                              h2 >> 48, h2 & 0xffffffffffff)
-
-
-def _slices(profile):
-    return int(re.match(r"(\d+)g\.", profile).group(1))
-
-
-def load_node(name):
-    """GPUs of a profile in NVML index order: {index, uuid, name, minor, numa, mig_enabled,
-    migs: [{j, uuid, profile, gi, ci}]}. A MIG device's profile is the GI profile when its
-    CI spans the GI (`1g.5gb+me`), else the CI profile (`1c.2g.10gb`) (§4.4)."""
-    with open(profile_path(name), encoding="utf-8") as f:
-        prof = yaml.safe_load(f)
-    defaults = prof.get("device_defaults") or {}
-    numa_of = {}
-    for rc in _get(prof, "pcie_topology.root_complexes") or []:
-        for bdf in rc.get("devices") or []:
-            numa_of[bdf.strip().lower()] = rc.get("numa_node")
-    gpus = []
-    for i, d in enumerate(prof.get("devices") or []):
-        bdf = (_get(d, "pci.bus_id") or "").strip().lower()
-        g = {
-            "index": i,
-            "uuid": d["uuid"],
-            "name": _dget(d, defaults, "name"),
-            "minor": d.get("minor_number", i),
-            "numa": numa_of.get(bdf),
-            "mig_enabled": _enabled(_dget(d, defaults, "mig.mode_current")),
-            "migs": [],
-        }
-        if g["mig_enabled"]:
-            for gi in _dget(d, defaults, "mig.gpu_instances") or []:
-                cis = gi.get("compute_instances") or [{"id": 0, "profile": gi["profile"]}]
-                for ci in cis:
-                    m = re.match(r"(\d+)c\.", ci["profile"])
-                    partial = m is not None and int(m.group(1)) < _slices(gi["profile"])
-                    g["migs"].append({
-                        "j": len(g["migs"]),
-                        "uuid": ci.get("uuid") or derive_mig_uuid(d["uuid"], gi["id"], ci["id"]),
-                        "profile": ci["profile"] if partial else gi["profile"],
-                        "gi": gi["id"],
-                        "ci": ci["id"],
-                    })
-        gpus.append(g)
-    return gpus
-
-
-def read_mig_minors(proc_root):
-    """`gpu<g>/gi<i>[/ci<c>]/access <minor>` lines of the rendered host (§4.7)."""
-    out = {}
-    path = os.path.join(proc_root, "driver", "nvidia-caps", "mig-minors")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 2:
-                    out[parts[0]] = int(parts[1])
-    return out
 
 
 # ------------------------------------------------------------------ expected resources
