@@ -23,6 +23,10 @@ struct dp_plugin {
     struct grpc_server *server;
     struct dp_stream *streams;
     unsigned n_streams;
+    /* The last list every open stream has been sent: a health change elsewhere on the
+     * node must not re-send an unchanged list (the reference sends nothing then). */
+    uint8_t *last;
+    size_t last_len;
 };
 
 static const char *resource_name(const struct dp_plugin *p) { return p->ctx.resource->name; }
@@ -229,16 +233,23 @@ static void on_status(void *userdata, const uint8_t *req, size_t len, struct grp
     reply->data = (uint8_t *)text;
 }
 
+/* Sends the current list to a new stream s, or (s NULL) to every stream when it differs
+ * from the last one sent. Invariant: every open stream has been sent p->last. */
 static void send_list(struct dp_plugin *p, struct grpc_stream *s)
 {
     uint8_t *buf;
     size_t len;
     dp_encode_device_list(&p->ctx, &buf, &len);
-    if (s) {
+    bool changed = !p->last || len != p->last_len || memcmp(buf, p->last, len) != 0;
+    if (s)
         grpc_stream_send(s, buf, len);
-    } else {
+    if (changed) {
         for (struct dp_stream *ds = p->streams; ds; ds = ds->next)
-            grpc_stream_send(ds->s, buf, len);
+            if (ds->s != s)
+                grpc_stream_send(ds->s, buf, len);
+        free(p->last);
+        p->last = TAKE_PTR(buf);
+        p->last_len = len;
     }
     free(buf);
 }
@@ -320,6 +331,7 @@ void dp_plugin_stop(struct dp_plugin *p)
         p->streams = s->next;
         free(s);
     }
+    free(p->last);
     free(p->socket_path);
     free(p);
 }

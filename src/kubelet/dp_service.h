@@ -43,9 +43,12 @@ void dp_plugin_stop(struct dp_plugin *p);
  * restarts); streams of the old kubelet are closed. */
 int dp_plugin_rebind(struct dp_plugin *p, struct error *err);
 /* A reload kept this resource (same name and socket): answer from ctx from now on and
- * send the new list on every ListAndWatch stream. Connections and streams stay. */
+ * send the new list on every ListAndWatch stream if it changed. Connections and streams
+ * stay. */
 void dp_plugin_retarget(struct dp_plugin *p, const struct dp_context *ctx);
-/* Health or devices changed: send the current list on every ListAndWatch stream. */
+/* Health or devices changed somewhere on the node: send the current list on every
+ * ListAndWatch stream if this resource's list differs from the last one sent (an
+ * unchanged list is not re-sent). */
 void dp_plugin_devices_changed(struct dp_plugin *p);
 const char *dp_plugin_socket_path(const struct dp_plugin *p);
 unsigned dp_plugin_streams(const struct dp_plugin *p);

@@ -1,3 +1,4 @@
+/* GetPreferredAllocation policy choice (see placement.h). */
 #include "placement.h"
 #include "replicas.h"
 #include "topo.h"
@@ -10,8 +11,17 @@ static bool has_replica_ids(const struct placement_request *req)
     return false;
 }
 
-/* Topology placement works on full GPUs only (the reference's "aligned" policy: no MIG
- * device and no replica in the resource). */
+/* The reference's "aligned" policy applies when no device of the resource is a MIG
+ * device and no available ID is a replica (§2.6); everything else is greedy. */
+static bool aligned_applies(const struct rs_resource *r, const struct placement_request *req)
+{
+    for (size_t i = 0; i < r->n_devices; i++)
+        if (r->devices[i].mig >= 0)
+            return false;
+    return !has_replica_ids(req);
+}
+
+/* Topology placement works on full GPUs only (no replica in the resource either). */
 static bool topology_applies(const struct rs_resource *r, const struct topo_model *topo)
 {
     if (!topo || topo->n == 0)
@@ -51,8 +61,6 @@ static int topology_preferred(const struct rs_resource *r, const struct topo_mod
     int rc;
     *out = NULL;
     *n_out = 0;
-    if (req->size <= 0)
-        return 0;
     if ((rc = map_ids(r, req->available, req->n_available, avail, err)) < 0 ||
         (rc = map_ids(r, req->must_include, req->n_must_include, must, err)) < 0)
         return rc;
@@ -73,10 +81,27 @@ int placement_preferred(const struct rs_resource *r, const struct config *cfg,
                         const struct topo_model *topo, const struct placement_request *req,
                         const char ***out, size_t *n_out, struct error *err)
 {
-    if (has_replica_ids(req))
+    *out = NULL;
+    *n_out = 0;
+    /* The reference echoes must-include IDs it does not know (greedy policy); the
+     * kubelet then hands the container a device this plugin never advertised. An
+     * unknown one is the caller's mistake: say which. */
+    for (size_t i = 0; i < req->n_must_include; i++)
+        if (!resource_find_device(r, req->must_include[i]))
+            return error_set(err, -ENOENT, "unknown must-include device: %s", req->must_include[i]);
+
+    if (!aligned_applies(r, req))
         return replicas_preferred(r, cfg->shared_alloc_policy, req->available, req->n_available,
                                   req->must_include, req->n_must_include, req->size, out, n_out,
                                   err);
+
+    /* The aligned policy's empty answers, checked before anything is sized by the
+     * peer's allocation_size (an INT32_MAX size must not become a huge allocation). */
+    if (req->size <= 0 || req->n_available < (size_t)req->size ||
+        req->n_must_include > (size_t)req->size || (size_t)req->size > r->n_devices) {
+        *out = xcalloc(1, sizeof(char *));
+        return 0;
+    }
     if (topology_applies(r, topo))
         return topology_preferred(r, topo, req, out, n_out, err);
     return replicas_first_fit(r, req->available, req->n_available, req->must_include,

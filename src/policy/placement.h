@@ -1,12 +1,17 @@
 /* GetPreferredAllocation for one container request: picks the policy that fits the
- * resource and maps kubelet IDs to it.
- *   - any requested ID with a "::" replica suffix → greedy replica policy
- *     (policy/replicas.c, distributed or packed);
- *   - full GPUs with a topology model → exact topology-aware placement (policy/topo.c);
- *   - otherwise (MIG devices) → must-include first, then device order.
- * The answer's strings point into the resource (valid while it lives); the array is
- * malloc'd. An empty answer (n_out == 0) is what the reference returns for requests it
- * cannot satisfy without an error. */
+ * resource and maps kubelet IDs to it, as the reference does (§2.6):
+ *   - a MIG resource, or any available ID with a "::" replica suffix → greedy replica
+ *     policy (policy/replicas.c, distributed or packed), which fails with "not enough
+ *     available devices to satisfy allocation" when it cannot fill the request;
+ *   - otherwise (full GPUs, the reference's aligned policy) → an empty answer when
+ *     size <= 0, fewer than size are available, more than size are required (or size
+ *     exceeds the resource), else exact topology-aware placement (policy/topo.c), or
+ *     first fit without a topology model.
+ * A must-include ID that is not a device of the resource is an error naming it (the
+ * reference echoes it back). Peer-given sizes are bounded by the resource before they
+ * size any allocation.
+ * The answer's strings point into the resource or the request (valid while both live);
+ * the array is malloc'd (NULL or empty when n_out == 0). */
 #pragma once
 
 #include "config/config.h"

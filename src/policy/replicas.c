@@ -131,17 +131,20 @@ int replicas_first_fit(const struct rs_resource *r,
                        const char *const *must, size_t n_must, int size,
                        const char ***out, size_t *n_out, struct error *err)
 {
-    const char **res = xcalloc((size > 0 ? (size_t)size : 0) + 1, sizeof(char *));
+    /* No answer can hold more devices than the resource has: bound the peer's size
+     * before it sizes anything. */
+    size_t want = size > 0 && (size_t)size <= r->n_devices ? (size_t)size : 0;
+    const char **res = xcalloc(want + 1, sizeof(char *));
     size_t n_res = 0;
-    if (size > 0 && n_available >= (size_t)size && n_must <= (size_t)size) {
+    if (want > 0 && n_available >= want && n_must <= want) {
         _cleanup_free_ bool *mark = xcalloc(r->n_devices, sizeof(bool));
         mark_candidates(r, available, n_available, must, n_must, mark);
         for (size_t i = 0; i < n_must; i++)
             res[n_res++] = must[i];
-        for (size_t i = 0; i < r->n_devices && n_res < (size_t)size; i++)
+        for (size_t i = 0; i < r->n_devices && n_res < want; i++)
             if (mark[i])
                 res[n_res++] = r->devices[i].id;
-        if (n_res < (size_t)size)
+        if (n_res < want)
             n_res = 0; /* cannot satisfy: no preference */
     }
     *out = res;

@@ -1,6 +1,7 @@
 /* GetPreferredAllocation for resources the topology optimiser does not handle:
- * replicated devices (the reference's greedy replica policy, §2.6) and a plain
- * first-fit for anything else (MIG devices). Pure functions over a struct rs_resource.
+ * replicated and MIG devices (the reference's greedy replica policy, §2.6) and a plain
+ * first fit for full GPUs without a topology model. Pure functions over a struct
+ * rs_resource.
  *
  * Results are arrays of `const char *` borrowed from the inputs: must-include IDs point
  * at the caller's strings, picked IDs at r->devices[].id. The caller frees only the
@@ -26,7 +27,8 @@ int replicas_preferred(const struct rs_resource *r, enum shared_alloc_policy pol
 
 /* First fit: must-include first, then available devices of r in device order. Like the
  * reference's aligned policy it answers an empty list (not an error) when size <= 0,
- * fewer than size are available or more than size are required. */
+ * fewer than size are available or more than size are required; also when size is
+ * more than r has devices (nothing is allocated by size then). */
 int replicas_first_fit(const struct rs_resource *r,
                        const char *const *available, size_t n_available,
                        const char *const *must, size_t n_must, int size,

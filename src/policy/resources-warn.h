@@ -6,8 +6,11 @@
 
 #include "policy/resources.h"
 
-/* Called once per warning, msg is one line without "ignoring"-style suffix. */
-typedef void (*rs_warn_fn)(void *userdata, const char *msg);
+/* Called once per finding, msg is one line without "ignoring"-style suffix. An
+ * RS_WARN_ERROR finding left something out (a device whose NVML ID is unsafe), the
+ * rest is still served. */
+enum rs_warn_level { RS_WARN_WARNING, RS_WARN_ERROR };
+typedef void (*rs_warn_fn)(void *userdata, enum rs_warn_level level, const char *msg);
 
 int resources_build_warn(const struct inventory *inv, const struct config *cfg,
                          rs_warn_fn warn, void *userdata,

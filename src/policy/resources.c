@@ -1,8 +1,9 @@
 /* inventory + config -> the resources each plugin socket advertises.
- * Order of work: MIG strategy validation, one device per full GPU / MIG device named
- * by the gpus / mig patterns, then sharing (replicas, rename, device subsets). Device
- * order everywhere is inventory order (GPU, then its MIG devices, then replica k),
- * which keeps every later tie-break deterministic. */
+ * Order of work, as the reference's: one device per full GPU, then per MIG device, named
+ * by the gpus / mig patterns; then the single strategy's layout checks; then sharing
+ * (replicas, rename, device subsets). Within a resource, devices are in inventory order
+ * (GPU, then its MIG devices, then replica k), which keeps every later tie-break
+ * deterministic. Patterns and mig-minors parsing live in resources-parse.c. */
 #include <errno.h>
 #include <stdio.h>
 
@@ -12,73 +13,12 @@
 #define DEV_PREFIX "/dev/nvidia"
 #define CAP_PREFIX "/dev/nvidia-caps/nvidia-cap"
 
-/* ---- patterns ----------------------------------------------------------------- */
-
-bool rs_pattern_match(const char *p, const char *s)
-{
-    /* Iterative glob with one backtrack point: linear enough for names of < 64 chars. */
-    const char *star = NULL, *resume = NULL;
-    while (*s) {
-        if (*p == '*') {
-            star = p++;
-            resume = s;
-        } else if (*p == *s) {
-            p++;
-            s++;
-        } else if (star) {
-            p = star + 1;
-            s = ++resume;
-        } else {
-            return false;
-        }
-    }
-    while (*p == '*')
-        p++;
-    return *p == 0;
-}
-
 static const char *match_patterns(const struct config_pattern *pats, size_t n, const char *s)
 {
     for (size_t i = 0; i < n; i++)
         if (rs_pattern_match(pats[i].pattern, s))
             return pats[i].name;
     return NULL;
-}
-
-/* ---- mig-minors ------------------------------------------------------------------ */
-
-int rs_mig_cap_minor(const char *proc_root, unsigned gpu_minor, unsigned gi, int ci,
-                     struct error *err)
-{
-    _cleanup_free_ char *path =
-        xasprintf("%s/driver/nvidia-caps/mig-minors", proc_root && *proc_root ? proc_root : "/proc");
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return error_set(err, -errno, "opening %s: %s", path, strerror(errno));
-
-    char line[256];
-    int found = -1;
-    while (found < 0 && fgets(line, sizeof(line), f)) {
-        unsigned g, i, c;
-        int minor, n = 0;
-        if (ci >= 0) {
-            if (sscanf(line, "gpu%u/gi%u/ci%u/access %d%n", &g, &i, &c, &minor, &n) == 4 && n > 0 &&
-                g == gpu_minor && i == gi && c == (unsigned)ci)
-                found = minor;
-        } else if (sscanf(line, "gpu%u/gi%u/access %d%n", &g, &i, &minor, &n) == 3 && n > 0 &&
-                   g == gpu_minor && i == gi) {
-            found = minor;
-        }
-        /* "config %d" / "monitor %d" lines are valid but not needed per device. */
-    }
-    fclose(f);
-    if (found < 0) {
-        if (ci >= 0)
-            return error_set(err, -ENOENT, "%s: no entry for gpu%u/gi%u/ci%d/access", path,
-                             gpu_minor, gi, ci);
-        return error_set(err, -ENOENT, "%s: no entry for gpu%u/gi%u/access", path, gpu_minor, gi);
-    }
-    return found;
 }
 
 /* ---- builder -------------------------------------------------------------------- */
@@ -149,6 +89,17 @@ static void device_clear(struct rs_device *d)
     memset(d, 0, sizeof(*d));
 }
 
+/* The kubelet always sees UUIDs (§4.1 "ID (kubelet)"): they survive reboots and
+ * re-enumeration, and are what the reference's plugin leaves in the kubelet's
+ * checkpoint, so switching plugins keeps every allocation known. --device-id-strategy
+ * only picks what the container runtime is told (base_id: NVIDIA_VISIBLE_DEVICES,
+ * volume-mount paths, CDI device names; §5 "devIDs"). */
+static void set_ids(const struct config *cfg, struct rs_device *d)
+{
+    d->id = xstrdup(d->uuid);
+    d->base_id = xstrdup(cfg->device_id_strategy == DEVICE_ID_INDEX ? d->index : d->uuid);
+}
+
 static void gpu_device(const struct inventory *inv, const struct config *cfg, size_t g,
                        struct rs_device *d)
 {
@@ -163,8 +114,7 @@ static void gpu_device(const struct inventory *inv, const struct config *cfg, si
         .numa_node = gpu->numa_node < 0 ? -1 : gpu->numa_node,
         .memory_bytes = gpu->memory_bytes,
     };
-    d->id = xstrdup(cfg->device_id_strategy == DEVICE_ID_INDEX ? d->index : d->uuid);
-    d->base_id = xstrdup(d->id);
+    set_ids(cfg, d);
     d->paths = xcalloc(2, sizeof(char *));
     d->paths[0] = xasprintf(DEV_PREFIX "%u", gpu->minor);
 }
@@ -200,8 +150,7 @@ static int mig_device(const struct inventory *inv, const struct config *cfg, siz
         .numa_node = gpu->numa_node < 0 ? -1 : gpu->numa_node,
         .memory_bytes = mig->memory_bytes,
     };
-    d->id = xstrdup(cfg->device_id_strategy == DEVICE_ID_INDEX ? d->index : d->uuid);
-    d->base_id = xstrdup(d->id);
+    set_ids(cfg, d);
     d->paths = xcalloc(4, sizeof(char *));
     d->paths[0] = xasprintf(DEV_PREFIX "%u", gpu->minor);
     d->paths[1] = xasprintf(CAP_PREFIX "%d", gi_minor);
@@ -221,30 +170,35 @@ static bool same_mig_type(const struct inv_mig *a, const struct inv_mig *b)
            a->ofas == b->ofas;
 }
 
-/* Returns whether MIG devices replace MIG-enabled GPUs. */
+/* The single strategy's layout checks, in the reference's order (§4.3; its device map
+ * builder asserts them after both device maps are built, so pattern and capability
+ * errors come first): a MIG-enabled GPU without MIG devices, then more than one MIG
+ * device type, then full GPUs beside MIG devices. */
 static int check_single(const struct inventory *inv, struct error *err)
 {
     size_t enabled = 0;
-    for (size_t g = 0; g < inv->n_gpus; g++)
-        enabled += inv->gpus[g].mig_enabled;
-    if (enabled == 0)
-        return 0; /* behaves like none */
-    if (enabled != inv->n_gpus)
-        return error_set(err, -EINVAL,
-                         "all devices on the node must be configured with the same migEnabled value");
+    for (size_t g = 0; g < inv->n_gpus; g++) {
+        const struct inv_gpu *gpu = &inv->gpus[g];
+        if (!gpu->mig_enabled)
+            continue;
+        enabled++;
+        if (gpu->n_migs == 0)
+            return error_set(err, -EINVAL, "device %u has no MIG devices configured", gpu->index);
+    }
     const struct inv_mig *first = NULL;
     for (size_t g = 0; g < inv->n_gpus; g++) {
         const struct inv_gpu *gpu = &inv->gpus[g];
-        if (gpu->n_migs == 0)
-            return error_set(err, -EINVAL, "device %u has no MIG devices configured", gpu->index);
-        for (size_t m = 0; m < gpu->n_migs; m++) {
+        for (size_t m = 0; gpu->mig_enabled && m < gpu->n_migs; m++) {
             if (!first)
                 first = &gpu->migs[m];
             else if (!same_mig_type(first, &gpu->migs[m]))
                 return error_set(err, -EINVAL, "more than one MIG device type present on node");
         }
     }
-    return 1;
+    if (enabled > 0 && enabled != inv->n_gpus)
+        return error_set(err, -EINVAL,
+                         "all devices on the node must be configured with the same migEnabled value");
+    return 0;
 }
 
 /* Name of a MIG device when the config has no resources.mig: the reference's defaults. */
@@ -269,41 +223,79 @@ static const struct config_pattern default_gpu_pattern = {
     .name = (char *)"nvidia.com/gpu",
 };
 
+/* Device IDs from NVML end up in comma-separated env values, mount paths and CDI
+ * names: "GPU-x,all" would widen a container to every GPU. Real UUIDs are
+ * "GPU-<hex>-..." / "MIG-<hex>-..."; the legacy "MIG-GPU-<uuid>/<gi>/<ci>" form also
+ * has '/'. Nothing else is accepted. */
+#define RS_ID_MAX 95
+
+static bool valid_device_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > RS_ID_MAX)
+        return false;
+    bool legacy_mig = startswith(id, "MIG-GPU-");
+    for (const char *p = id; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || (c == '/' && legacy_mig)))
+            return false;
+    }
+    return true;
+}
+
+static bool id_acceptable(const char *what, const char *id, rs_warn_fn warn, void *userdata)
+{
+    if (valid_device_id(id))
+        return true;
+    if (warn) {
+        char msg[320];
+        snprintf(msg, sizeof(msg),
+                 "%s: device ID '%.*s' is not made of [A-Za-z0-9-] (at most %d characters); "
+                 "device left out",
+                 what, RS_ID_MAX + 1, id, RS_ID_MAX);
+        warn(userdata, RS_WARN_ERROR, msg);
+    }
+    return false;
+}
+
+/* Full GPUs first, then MIG devices, as the reference builds its two device maps; the
+ * single strategy's layout checks come after both (check_single). */
 static int build_base(const struct inventory *inv, const struct config *cfg, rs_warn_fn warn,
                       void *userdata, struct builder *b, struct error *err)
 {
-    bool use_migs = false;
-    if (cfg->mig_strategy == MIG_STRATEGY_SINGLE) {
-        int r = check_single(inv, err);
-        if (r < 0)
-            return r;
-        use_migs = r > 0;
-    } else if (cfg->mig_strategy == MIG_STRATEGY_MIXED) {
-        use_migs = true;
-    }
-
+    bool use_migs = cfg->mig_strategy != MIG_STRATEGY_NONE;
     const struct config_pattern *gpats = cfg->n_gpu_patterns ? cfg->gpu_patterns : &default_gpu_pattern;
     size_t n_gpats = cfg->n_gpu_patterns ? cfg->n_gpu_patterns : 1;
 
     for (size_t g = 0; g < inv->n_gpus; g++) {
         const struct inv_gpu *gpu = &inv->gpus[g];
-        struct rs_device d;
-
-        if (!(use_migs && gpu->mig_enabled)) {
-            const char *name = match_patterns(gpats, n_gpats, gpu->name);
-            if (!name)
-                return error_set(err, -EINVAL, "GPU name '%s' does not match any resource patterns",
-                                 gpu->name);
-            gpu_device(inv, cfg, g, &d);
-            builder_push(b, builder_resource(b, name), &d);
+        if (use_migs && gpu->mig_enabled)
             continue;
-        }
+        const char *name = match_patterns(gpats, n_gpats, gpu->name);
+        if (!name)
+            return error_set(err, -EINVAL, "GPU name '%s' does not match any resource patterns",
+                             gpu->name);
+        char what[32];
+        snprintf(what, sizeof(what), "GPU %u", gpu->index);
+        if (!id_acceptable(what, gpu->uuid, warn, userdata))
+            continue;
+        struct rs_device d;
+        gpu_device(inv, cfg, g, &d);
+        builder_push(b, builder_resource(b, name), &d);
+    }
+    if (!use_migs)
+        return 0;
 
-        if (gpu->n_migs == 0 && warn) {
+    for (size_t g = 0; g < inv->n_gpus; g++) {
+        const struct inv_gpu *gpu = &inv->gpus[g];
+        if (!gpu->mig_enabled)
+            continue;
+        if (gpu->n_migs == 0 && warn && cfg->mig_strategy == MIG_STRATEGY_MIXED) {
             char msg[160];
             snprintf(msg, sizeof(msg), "GPU %u (%s) has MIG enabled but no MIG devices configured",
                      gpu->index, gpu->uuid);
-            warn(userdata, msg);
+            warn(userdata, RS_WARN_WARNING, msg);
         }
         for (size_t m = 0; m < gpu->n_migs; m++) {
             const char *profile = gpu->migs[m].profile;
@@ -317,13 +309,18 @@ static int build_base(const struct inventory *inv, const struct config *cfg, rs_
             if (!name)
                 return error_set(err, -EINVAL, "MIG profile '%s' does not match any resource patterns",
                                  profile);
+            char what[48];
+            snprintf(what, sizeof(what), "MIG device %u:%u", gpu->index, gpu->migs[m].mig_index);
+            if (!id_acceptable(what, gpu->migs[m].uuid, warn, userdata))
+                continue;
+            struct rs_device d;
             int r = mig_device(inv, cfg, g, m, &d, err);
             if (r < 0)
                 return r;
             builder_push(b, builder_resource(b, name), &d);
         }
     }
-    return 0;
+    return cfg->mig_strategy == MIG_STRATEGY_SINGLE ? check_single(inv, err) : 0;
 }
 
 /* ---- sharing -------------------------------------------------------------------- */
@@ -378,7 +375,7 @@ static int select_devices(const struct rs_resource *r, const struct config_repli
 static void replica_of(const struct rs_device *src, int k, int replicas, struct rs_device *d)
 {
     *d = *src;
-    d->id = xasprintf("%s::%d", src->base_id, k);
+    d->id = xasprintf("%s::%d", src->uuid, k);
     d->base_id = xstrdup(src->base_id);
     d->uuid = xstrdup(src->uuid);
     d->index = xstrdup(src->index);
@@ -520,9 +517,12 @@ const struct rs_device *resource_find_device(const struct rs_resource *r, const 
 
 /* ---- entry points ---------------------------------------------------------------- */
 
-static void log_warn(void *userdata, const char *msg)
+static void log_warn(void *userdata, enum rs_warn_level level, const char *msg)
 {
-    log_warning("%s, ignoring", msg);
+    if (level == RS_WARN_ERROR)
+        log_error("%s", msg);
+    else
+        log_warning("%s, ignoring", msg);
 }
 
 int resources_build_warn(const struct inventory *inv, const struct config *cfg, rs_warn_fn warn,

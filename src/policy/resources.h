@@ -1,7 +1,10 @@
 /* What each plugin socket advertises: resources (nvidia.com/gpu, nvidia.com/mig-1g.5gb,
  * nvidia.com/gpu.shared, ...) and their devices, built from the inventory and the
  * configuration by a pure function (policy/resources.c): MIG strategy, device-id
- * strategy, sharing (replicas) and renaming are all applied here. */
+ * strategy (runtime names only; kubelet IDs are always UUIDs), sharing (replicas) and
+ * renaming are all applied here. Device IDs from NVML are checked here before they can
+ * reach an env value or a path: a device whose UUID is not a plain identifier is left
+ * out (one error line), the others are served. */
 #pragma once
 
 #include <stdbool.h>
@@ -13,8 +16,11 @@
 #include "node/inventory.h"
 
 struct rs_device {
-    char *id;            /* kubelet device ID: uuid or index, plus "::<k>" for replicas */
-    char *base_id;       /* id without "::<k>" (what NVIDIA_VISIBLE_DEVICES names) */
+    char *id;            /* kubelet device ID: the GPU or MIG UUID, plus "::<k>" for
+                            replicas, whatever --device-id-strategy says */
+    char *base_id;       /* the physical device as the container runtime is told it
+                            (NVIDIA_VISIBLE_DEVICES, volume mounts, CDI names): the uuid,
+                            or the index under --device-id-strategy=index */
     char *uuid;          /* GPU or MIG UUID of the physical device */
     char *index;         /* "3" or "3:1" */
     int gpu;             /* index into inventory.gpus */

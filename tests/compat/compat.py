@@ -19,10 +19,11 @@ import sys
 import tempfile
 import time
 
-import yaml
 
 sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "integration"))
 import harness  # noqa: E402  (tests/integration/harness.py, reused as is)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compat_node  # noqa: E402  (profiles -> GPUs / MIG devices, mig-minors)
 
 SOURCE = harness.SOURCE
 TIMEOUT = harness.TIMEOUT
@@ -35,101 +36,21 @@ SHARED_PROFILES = ("a100", "h100", "t4")
 
 
 def profile_path(name):
-    """Shared NVIDIA mock profiles by bare name, the simulator's own ones from sim/profiles."""
-    if name in SHARED_PROFILES:
-        return harness.profile_path(name)
-    return os.path.join(SOURCE, "sim", "profiles", name + ".yaml")
+    return compat_node.profile_path(name, harness, SHARED_PROFILES, SOURCE)
+
+
+def load_node(name):
+    """GPUs of a profile in NVML index order (compat_node.load_node)."""
+    return compat_node.load_node(profile_path(name))
+
+
+read_mig_minors = compat_node.read_mig_minors
 
 
 # ------------------------------------------------------------------ node model
 
 class ExpectedFailure(Exception):
     """The reference refuses this configuration with `message` (exit 1)."""
-
-
-def _get(node, path):
-    for key in path.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
-def _dget(dev, defaults, path):
-    v = _get(dev, path)
-    return v if v is not None else _get(defaults, path)
-
-
-def _enabled(v):
-    return v is True or str(v).lower() in ("enabled", "true", "1", "yes", "on")
-
-
-def derive_mig_uuid(gpu_uuid, gi, ci):
-    """The simulator's MIG UUID for a CI without an explicit `uuid` (sim/nvml docs)."""
-    m = (1 << 64) - 1
-    h1, h2 = 0xcbf29ce484222325, 0x84222325cbf29ce4
-    for b in ("%s/%d/%d" % (gpu_uuid, gi, ci)).encode():
-        h1 = ((h1 ^ b) * 0x100000001b3) & m
-        h2 = (((h2 ^ b) * 0x100000001b3) + 1) & m
-    return "MIG-%08x-%04x-%04x-%04x-%012x" % (h1 >> 32, (h1 >> 16) & 0xffff, h1 & 0xffff,
-                                              h2 >> 48, h2 & 0xffffffffffff)
-
-
-def _slices(profile):
-    return int(re.match(r"(\d+)g\.", profile).group(1))
-
-
-def load_node(name):
-    """GPUs of a profile in NVML index order: {index, uuid, name, minor, numa, mig_enabled,
-    migs: [{j, uuid, profile, gi, ci}]}. A MIG device's profile is the GI profile when its
-    CI spans the GI (`1g.5gb+me`), else the CI profile (`1c.2g.10gb`) (§4.4)."""
-    with open(profile_path(name), encoding="utf-8") as f:
-        prof = yaml.safe_load(f)
-    defaults = prof.get("device_defaults") or {}
-    numa_of = {}
-    for rc in _get(prof, "pcie_topology.root_complexes") or []:
-        for bdf in rc.get("devices") or []:
-            numa_of[bdf.strip().lower()] = rc.get("numa_node")
-    gpus = []
-    for i, d in enumerate(prof.get("devices") or []):
-        bdf = (_get(d, "pci.bus_id") or "").strip().lower()
-        g = {
-            "index": i,
-            "uuid": d["uuid"],
-            "name": _dget(d, defaults, "name"),
-            "minor": d.get("minor_number", i),
-            "numa": numa_of.get(bdf),
-            "mig_enabled": _enabled(_dget(d, defaults, "mig.mode_current")),
-            "migs": [],
-        }
-        if g["mig_enabled"]:
-            for gi in _dget(d, defaults, "mig.gpu_instances") or []:
-                cis = gi.get("compute_instances") or [{"id": 0, "profile": gi["profile"]}]
-                for ci in cis:
-                    m = re.match(r"(\d+)c\.", ci["profile"])
-                    partial = m is not None and int(m.group(1)) < _slices(gi["profile"])
-                    g["migs"].append({
-                        "j": len(g["migs"]),
-                        "uuid": ci.get("uuid") or derive_mig_uuid(d["uuid"], gi["id"], ci["id"]),
-                        "profile": ci["profile"] if partial else gi["profile"],
-                        "gi": gi["id"],
-                        "ci": ci["id"],
-                    })
-        gpus.append(g)
-    return gpus
-
-
-def read_mig_minors(proc_root):
-    """`gpu<g>/gi<i>[/ci<c>]/access <minor>` lines of the rendered host (§4.7)."""
-    out = {}
-    path = os.path.join(proc_root, "driver", "nvidia-caps", "mig-minors")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 2:
-                    out[parts[0]] = int(parts[1])
-    return out
 
 
 # ------------------------------------------------------------------ expected resources
@@ -143,26 +64,31 @@ def mig_resource(profile):
 
 
 def expected_resources(gpus, minors, mig, id_strategy, sharing):
-    """{resource: [device]} the reference advertises; device = {id, base, index, uuid,
+    """{resource: [device]} the reference advertises; device = {id (kubelet ID: UUID, plus
+    "::k" for replicas), base (runtime name: UUID or index), index, uuid,
     gpu (physical UUID), paths, numa}. Raises ExpectedFailure with the reference's message.
     sharing = None or {"kind": "ts"|"mps", "replicas": n, "rename": bool, "names": [...]}."""
     if sharing and sharing["kind"] == "mps" and mig == "mixed":
         raise ExpectedFailure("using --mig-strategy=mixed is not supported with MPS")
     enabled = [g for g in gpus if g["mig_enabled"]]
     use_mig = mig != "none" and bool(enabled)
-    if mig == "single" and enabled:
-        if len(enabled) != len(gpus):
-            raise ExpectedFailure("all devices on the node must be configured with the same migEnabled value")
-        for g in gpus:
-            if not g["migs"]:
-                raise ExpectedFailure("device %d has no MIG devices configured" % g["index"])
-        if len({m["profile"] for g in gpus for m in g["migs"]}) > 1:
-            raise ExpectedFailure("more than one MIG device type present on node")
+    # §4.2/§4.3, in the reference's order: the GPU and MIG device maps are built first
+    # (a profile no pattern matches fails there), then the single strategy's checks:
+    # a MIG-enabled GPU without MIG devices, more than one MIG device type, and last
+    # full GPUs beside MIG devices.
     if mig == "mixed":
         for g in enabled:
             for m in g["migs"]:
                 if re.match(r"\d+c\.", m["profile"]):
                     raise ExpectedFailure("MIG profile '%s' does not match any resource patterns" % m["profile"])
+    if mig == "single" and enabled:
+        for g in enabled:
+            if not g["migs"]:
+                raise ExpectedFailure("device %d has no MIG devices configured" % g["index"])
+        if len({m["profile"] for g in enabled for m in g["migs"]}) > 1:
+            raise ExpectedFailure("more than one MIG device type present on node")
+        if len(enabled) != len(gpus):
+            raise ExpectedFailure("all devices on the node must be configured with the same migEnabled value")
 
     res = {}
     for g in gpus:
@@ -181,9 +107,12 @@ def expected_resources(gpus, minors, mig, id_strategy, sharing):
             res.setdefault("nvidia.com/gpu", []).append({
                 "uuid": g["uuid"], "index": str(g["index"]), "gpu": g["uuid"], "numa": g["numa"],
                 "mig": False, "paths": [node]})
+    # §4.1: the kubelet always sees the UUID ("ID (kubelet)"); the ID strategy only picks
+    # what the runtime is told (§5 devIDs: NVIDIA_VISIBLE_DEVICES, mounts, CDI names).
     for devs in res.values():
         for d in devs:
-            d["id"] = d["base"] = d["uuid"] if id_strategy == "uuid" else d["index"]
+            d["id"] = d["uuid"]
+            d["base"] = d["uuid"] if id_strategy == "uuid" else d["index"]
             d["replicas"] = 1
 
     if sharing:
@@ -197,7 +126,7 @@ def expected_resources(gpus, minors, mig, id_strategy, sharing):
             target = name + ".shared" if sharing["rename"] else name
             for d in devs:
                 for k in range(sharing["replicas"]):
-                    r = dict(d, id="%s::%d" % (d["base"], k), replicas=sharing["replicas"])
+                    r = dict(d, id="%s::%d" % (d["uuid"], k), replicas=sharing["replicas"])
                     out.setdefault(target, []).append(r)
         res = out
     return res
@@ -435,6 +364,7 @@ class Case:
             self._expect_start_failure(expect_error)
             return
         self._check_registration(want)
+        self._check_preferred(want)
         self._check_allocations(want)
         self._check_cdi(want)
         # Nothing else registered meanwhile (one start pass registers everything).
@@ -476,6 +406,37 @@ class Case:
                 self.eq(d.get("numa"), [w["numa"]] if w["numa"] is not None else None, "NUMA of %s" % d["id"])
             for d in devs:
                 self.owner[d["id"]] = name
+
+    def _check_preferred(self, want):
+        """§2.6: answers name advertised IDs only (never indices); a request for more
+        devices than available is an empty answer under the aligned policy (full GPUs,
+        no replica IDs) and "not enough available devices" under the greedy one."""
+        for name, devs in sorted(want.items()):
+            ids = [d["id"] for d in devs]
+            aligned = not any(d["mig"] for d in devs) and not any("::" in i for i in ids)
+            size = min(2, len(ids))
+            got = self.kubelet.call({"cmd": "preferred", "resource": name, "containers": [
+                {"available": ids, "must_include": ids[-1:], "size": size}]})
+            if self.check("containers" in got and len(got["containers"]) == 1,
+                          "preferred %s: %r" % (name, got)):
+                ans = got["containers"][0]
+                self.eq(len(ans), size, "preferred %s answer size" % name)
+                self.check(set(ans) <= set(ids), "preferred %s names IDs it never advertised: %r"
+                           % (name, sorted(set(ans) - set(ids))))
+                self.check(ids[-1] in ans, "preferred %s: must-include %s left out: %r" % (name, ids[-1], ans))
+                if not aligned:
+                    self.check(ans[:1] == ids[-1:], "preferred %s: must-include first, got %r" % (name, ans))
+            got = self.kubelet.call({"cmd": "preferred", "resource": name, "containers": [
+                {"available": ids, "must_include": [], "size": len(ids) + 1}]})
+            what = "preferred %s for %d of %d" % (name, len(ids) + 1, len(ids))
+            if aligned:
+                self.eq(got.get("containers"), [[]], what)
+            else:
+                msg = ("error getting list of preferred allocation devices: "
+                       "not enough available devices to satisfy allocation")
+                self.check("error" in got and got["error"].get("code") == "UNKNOWN"
+                           and got["error"].get("message") == msg,
+                           "%s: expected UNKNOWN %r, got %r" % (what, msg, got))
 
     def allocate(self, name, containers):
         return self.kubelet.call({"cmd": "allocate", "resource": name, "containers": containers})

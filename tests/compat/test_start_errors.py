@@ -17,6 +17,8 @@ MPS = TS.replace("timeSlicing", "mps") % 2
 
 class StartErrors(harness.PluginTestCase):
     def fails(self, profile, args, message, config=None, pattern_file=False):
+        if isinstance(profile, dict):
+            profile = self.write_profile(profile)
         self.render(profile) if profile in compat.SHARED_PROFILES else self.render_sim(profile)
         self.start_kubelet()
         if config is not None:
@@ -24,7 +26,7 @@ class StartErrors(harness.PluginTestCase):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(config)
             args = ["--config-file", path] + list(args)
-        env = self.plugin_env(profile=None, extra={"MOCK_NVML_CONFIG": compat.profile_path(profile)})
+        env = self.plugin_env(profile=None, extra={"MOCK_NVML_CONFIG": self.profile_file(profile)})
         p = self.start_plugin(args, env=env)
         rc = p.wait_exit()
         p.stderr._thread.join(5)
@@ -38,10 +40,28 @@ class StartErrors(harness.PluginTestCase):
                          "plugin sockets left behind")
         return err
 
+    def profile_file(self, profile):
+        return profile if os.path.isabs(profile) else compat.profile_path(profile)
+
+    def write_profile(self, doc):
+        import yaml
+        path = os.path.join(self.tmp, "profile.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(doc, f)
+        return path
+
+    def derived(self, name, change):
+        """A sim profile loaded, changed by change(doc), returned for fails()."""
+        import yaml
+        with open(compat.profile_path(name), encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+        change(doc)
+        return doc
+
     def render_sim(self, profile):
         # harness.render() only knows the shared profiles; same steps for sim/profiles.
         import subprocess
-        r = subprocess.run([harness.SIM_RENDER, "--profile", compat.profile_path(profile),
+        r = subprocess.run([harness.SIM_RENDER, "--profile", self.profile_file(profile),
                             "--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
                             "--dev-root", self.dev_root], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -81,9 +101,25 @@ class StartErrors(harness.PluginTestCase):
         self.fails("a100-mig-single", ["--mig-strategy", "single", "--mps-root", os.path.join(self.tmp, "mps")],
                    "sharing using MPS is not supported for MIG devices", config=MPS)
 
+    # §4.3: the single strategy's checks run in the reference's order, so on a node with
+    # several problems the same message wins as with NVIDIA's plugin (runbooks key on it).
     def test_single_on_mixed_migenabled(self):
+        # a100-mig-mixed: two full GPUs *and* several MIG types: the type check comes first
         self.fails("a100-mig-mixed", ["--mig-strategy", "single"],
+                   "more than one MIG device type present on node")
+
+    def test_single_full_gpu_beside_uniform_migs(self):
+        def one_gpu_without_mig(doc):
+            doc["devices"][7]["mig"] = {"mode_current": "disabled"}
+        self.fails(self.derived("a100-mig-single", one_gpu_without_mig), ["--mig-strategy", "single"],
                    "all devices on the node must be configured with the same migEnabled value")
+
+    def test_single_gpu_without_mig_devices_wins(self):
+        def empty_gpu3(doc):
+            doc["devices"][3]["mig"]["gpu_instances"] = []
+        err = self.fails(self.derived("a100-mig-mixed", empty_gpu3), ["--mig-strategy", "single"],
+                         "device 3 has no MIG devices configured")
+        self.assertNotIn("more than one MIG device type", err)
 
     def test_single_with_two_types(self):
         self.fails("h100-mig", ["--mig-strategy", "single"], "more than one MIG device type present on node")

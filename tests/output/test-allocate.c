@@ -187,11 +187,26 @@ static void test_strategies(void)
     }
     teardown(&f);
 
-    /* index strategy: request order, de-duplicated */
+    /* index strategy: the kubelet names UUIDs, the runtime is told indices (request
+     * order, de-duplicated); an index is not a kubelet ID (§4.1, §5) */
     setup(&f, 0, true);
-    expect(&f, L("3", "0", "3"), 3, "env NVIDIA_VISIBLE_DEVICES=3,0\n", NULL, "index");
-    expect_fail(&f, L("3", "9"), 2,
-                "invalid allocation request for \"nvidia.com/gpu\": invalid request: unknown device: 9");
+    expect(&f, L(U3, U0, U3), 3, "env NVIDIA_VISIBLE_DEVICES=3,0\n", NULL, "index");
+    f.cfg.device_list_strategy = DEVICE_LIST_VOLUME_MOUNTS | DEVICE_LIST_CDI_CRI;
+    expect(&f, L(U1), 1,
+           "env NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices\n"
+           "cdi k8s.device-plugin.nvidia.com/gpu=1\n"
+           "mount /var/run/nvidia-container-devices/1 <- /dev/null\n",
+           NULL, "index volume-mounts + cdi-cri");
+    expect_fail(&f, L(U3, "3"), 2,
+                "invalid allocation request for \"nvidia.com/gpu\": invalid request: unknown device: 3");
+    teardown(&f);
+
+    /* index strategy with replicas: "<uuid>::<k>" in, the index out */
+    setup(&f, 1, true);
+    expect(&f, L(U3 "::1", U3 "::0", U0 "::1"), 3, "env NVIDIA_VISIBLE_DEVICES=3,0\n", NULL,
+           "index replicas");
+    expect_fail(&f, L("3::0"), 1,
+                "invalid allocation request for \"nvidia.com/gpu\": invalid request: unknown device: 3::0");
     teardown(&f);
 }
 
@@ -311,7 +326,9 @@ static void test_device_specs(void)
             mig = &f.rs.resources[i];
     CHECK(mig != NULL);
     if (mig) {
-        V1beta1__ContainerAllocateResponse *resp = alloc_container(mig, &f.cfg, L("1:1"), 1, &err);
+        /* the kubelet names the MIG UUID; the runtime gets "<gpu>:<slot>" (index) */
+        V1beta1__ContainerAllocateResponse *resp =
+            alloc_container(mig, &f.cfg, L(f.inv.gpus[1].migs[1].uuid), 1, &err);
         CHECK(resp != NULL);
         if (resp) {
             char *got = render(resp, root);

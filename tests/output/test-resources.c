@@ -17,14 +17,17 @@ static const struct rs_resource *find_res(const struct resource_set *rs, const c
 }
 
 struct warns {
-    int n;
-    char last[256];
+    int n, errors;
+    char first[320], last[320];
 };
 
-static void collect(void *userdata, const char *msg)
+static void collect(void *userdata, enum rs_warn_level level, const char *msg)
 {
     struct warns *w = userdata;
     w->n++;
+    w->errors += level == RS_WARN_ERROR;
+    if (w->n == 1)
+        snprintf(w->first, sizeof(w->first), "%s", msg);
     snprintf(w->last, sizeof(w->last), "%s", msg);
 }
 
@@ -95,8 +98,9 @@ static void test_full_gpus(void)
                         char idx[24], path[48];
                         snprintf(idx, sizeof(idx), "%zu", i);
                         snprintf(path, sizeof(path), "/dev/nvidia%zu", i);
-                        CHECK_STR(d->id, ids ? idx : inv.gpus[i].uuid);
-                        CHECK_STR(d->base_id, d->id);
+                        /* the kubelet sees UUIDs under both strategies (§4.1) */
+                        CHECK_STR(d->id, inv.gpus[i].uuid);
+                        CHECK_STR(d->base_id, ids ? idx : inv.gpus[i].uuid);
                         CHECK_STR(d->uuid, inv.gpus[i].uuid);
                         CHECK_STR(d->index, idx);
                         CHECK_STR(d->paths[0], path);
@@ -107,6 +111,7 @@ static void test_full_gpus(void)
                         CHECK(resource_find_device(r, d->id) == d);
                     }
                     CHECK(resource_find_device(r, "GPU-nope") == NULL);
+                    CHECK(resource_find_device(r, "0") == NULL); /* no index IDs */
                 }
                 resources_clear(&rs);
                 config_free(&cfg);
@@ -136,8 +141,10 @@ static void test_mig_single(void)
         CHECK(r && r->n_devices == 56);
         if (r && r->n_devices == 56) {
             const struct rs_device *d = &r->devices[3 * 7 + 2]; /* GPU 3, MIG 2 (GI 3) */
-            CHECK_STR(d->id, ids ? "3:2" : inv.gpus[3].migs[2].uuid);
+            CHECK_STR(d->id, inv.gpus[3].migs[2].uuid);
+            CHECK_STR(d->base_id, ids ? "3:2" : inv.gpus[3].migs[2].uuid);
             CHECK_STR(d->index, "3:2");
+            CHECK(resource_find_device(r, "3:2") == NULL);
             CHECK_STR(d->paths[0], "/dev/nvidia3");
             CHECK_STR(d->paths[1], "/dev/nvidia-caps/nvidia-cap1303");
             CHECK_STR(d->paths[2], "/dev/nvidia-caps/nvidia-cap8030");
@@ -181,6 +188,28 @@ static void test_mig_single(void)
     fx_inventory(&inv, FX_A100, 1);
     fx_enable_mig(&inv, 0, two, 2);
     expect_error(&inv, &cfg, "more than one MIG device type present on node");
+    fx_inventory_free(&inv);
+
+    /* several problems at once: the reference's order decides which one is reported
+     * (§4.3: no MIG devices, then more than one type, then mixed migEnabled) */
+    fx_inventory(&inv, FX_A100, 3);
+    fx_enable_mig(&inv, 0, two, 2);
+    expect_error(&inv, &cfg, "more than one MIG device type present on node");
+    fx_enable_mig(&inv, 1, NULL, 0);
+    expect_error(&inv, &cfg, "device 1 has no MIG devices configured");
+    fx_inventory_free(&inv);
+    /* a profile no pattern matches comes before all of them */
+    fx_inventory(&inv, FX_A100, 2);
+    fx_enable_mig(&inv, 0, two, 2);
+    cfg.mig_patterns = xcalloc(1, sizeof(*cfg.mig_patterns));
+    cfg.mig_patterns[0] = (struct config_pattern){ xstrdup("1g.*"), xstrdup("nvidia.com/gpu") };
+    cfg.n_mig_patterns = 1;
+    expect_error(&inv, &cfg, "MIG profile '2g.10gb' does not match any resource patterns");
+    free(cfg.mig_patterns[0].pattern);
+    free(cfg.mig_patterns[0].name);
+    free(cfg.mig_patterns);
+    cfg.mig_patterns = NULL;
+    cfg.n_mig_patterns = 0;
     fx_inventory_free(&inv);
 
     /* missing mig-minors entry: GPU minor 99 */
@@ -347,13 +376,14 @@ static void test_sharing(void)
                     const struct rs_device *d = &r->devices[i];
                     char want[128];
                     const char *base = ids ? (const char *[]){ "0", "1", "2", "3" }[i / 4] : inv.gpus[i / 4].uuid;
-                    snprintf(want, sizeof(want), "%s::%zu", base, i % 4);
+                    snprintf(want, sizeof(want), "%s::%zu", inv.gpus[i / 4].uuid, i % 4);
                     CHECK_STR(d->id, want);
                     CHECK_STR(d->base_id, base);
                     CHECK(d->replica == (int)(i % 4) && d->replicas == 4 && d->gpu == (int)(i / 4));
                     CHECK(resource_find_device(r, want) == d);
                 }
-                CHECK(resource_find_device(r, ids ? "0" : inv.gpus[0].uuid) == NULL);
+                CHECK(resource_find_device(r, inv.gpus[0].uuid) == NULL);
+                CHECK(resource_find_device(r, "0::0") == NULL);
             }
             resources_clear(&rs);
             config_free(&cfg);
@@ -438,7 +468,9 @@ static void test_sharing(void)
     const struct rs_resource *m = find_res(&rs, "nvidia.com/mig-1g.5gb");
     CHECK(m && m->n_devices == 6);
     if (m && m->n_devices == 6) {
-        CHECK_STR(m->devices[4].id, "0:1::1");
+        char want[128];
+        snprintf(want, sizeof(want), "%s::1", inv.gpus[0].migs[1].uuid);
+        CHECK_STR(m->devices[4].id, want);
         CHECK_STR(m->devices[4].base_id, "0:1");
         CHECK(m->devices[4].paths[2] != NULL);
     }
@@ -469,6 +501,49 @@ static void test_find_many(void)
     config_free(&cfg);
 }
 
+/* NVML device IDs reach env values, mount paths and CDI names: an ID outside
+ * [A-Za-z0-9-] ("GPU-x,all" would widen a container to every GPU) is left out with one
+ * error naming it; the other devices are served. */
+static void test_unsafe_ids(void)
+{
+    static const char *const profiles[] = { "1g.5gb", "1g.5gb" };
+    for (int ids = 0; ids < 2; ids++) {
+        struct inventory inv;
+        struct config cfg;
+        struct resource_set rs = { 0 };
+        struct error err = { 0 };
+        struct warns w = { 0 };
+        fx_inventory(&inv, FX_A100, 4);
+        snprintf(inv.gpus[1].uuid, sizeof(inv.gpus[1].uuid), "GPU-x,all");
+        inv.gpus[2].uuid[0] = 0; /* NVML answered nothing */
+        fx_enable_mig(&inv, 3, profiles, 2);
+        snprintf(inv.gpus[3].migs[0].uuid, sizeof(inv.gpus[3].migs[0].uuid), "MIG-a b");
+        /* the legacy MIG UUID form has '/' and is accepted */
+        snprintf(inv.gpus[3].migs[1].uuid, sizeof(inv.gpus[3].migs[1].uuid),
+                 "MIG-GPU-a1000000-0000-0000-0000-000000000003/2/0");
+        fx_config(&cfg, proc_root);
+        cfg.mig_strategy = MIG_STRATEGY_MIXED;
+        cfg.device_id_strategy = ids ? DEVICE_ID_INDEX : DEVICE_ID_UUID;
+        CHECK(resources_build_warn(&inv, &cfg, collect, &w, &rs, &err) == 0);
+        CHECK(w.n == 3 && w.errors == 3);
+        CHECK(strstr(w.last, "MIG device 3:0") && strstr(w.last, "'MIG-a b'"));
+        const struct rs_resource *g = find_res(&rs, "nvidia.com/gpu");
+        CHECK(g && g->n_devices == 1);
+        if (g && g->n_devices == 1)
+            CHECK_STR(g->devices[0].id, inv.gpus[0].uuid);
+        const struct rs_resource *m = find_res(&rs, "nvidia.com/mig-1g.5gb");
+        CHECK(m && m->n_devices == 1);
+        if (m && m->n_devices == 1)
+            CHECK_STR(m->devices[0].id, inv.gpus[3].migs[1].uuid);
+        resources_clear(&rs);
+        config_free(&cfg);
+
+        CHECK(strstr(w.first, "GPU 1") && strstr(w.first, "'GPU-x,all'") &&
+              strstr(w.first, "left out"));
+        fx_inventory_free(&inv);
+    }
+}
+
 int main(void)
 {
     proc_root = fx_proc_root();
@@ -479,6 +554,7 @@ int main(void)
     test_gpu_patterns();
     test_sharing();
     test_find_many();
+    test_unsafe_ids();
     fx_rmtree(proc_root);
     free(proc_root);
     if (test_failures)
