@@ -131,9 +131,11 @@ int replicas_first_fit(const struct rs_resource *r,
                        const char *const *must, size_t n_must, int size,
                        const char ***out, size_t *n_out, struct error *err)
 {
-    const char **res = xcalloc((size > 0 ? (size_t)size : 0) + 1, sizeof(char *));
+    /* sized by what can be answered, never by the peer's size alone */
+    bool fits = size > 0 && n_available >= (size_t)size && n_must <= (size_t)size;
+    const char **res = xcalloc((fits ? (size_t)size : 0) + 1, sizeof(char *));
     size_t n_res = 0;
-    if (size > 0 && n_available >= (size_t)size && n_must <= (size_t)size) {
+    if (fits) {
         _cleanup_free_ bool *mark = xcalloc(r->n_devices, sizeof(bool));
         mark_candidates(r, available, n_available, must, n_must, mark);
         for (size_t i = 0; i < n_must; i++)
