@@ -104,8 +104,9 @@ static void load(const unsigned char *data, size_t size, struct words *args, cha
     struct error err = { 0 };
     int r = config_load(&c, argc, argv, envp, &cmd, &err);
     check(r, &err);
-    if (r == 0) {
+    if (r >= 0) /* also --help / --version: the caller frees the command */
         config_command_free(&cmd);
+    if (r == 0) {
         free(config_to_json_string(&c));
         health(&c, envp);
     }

@@ -26,6 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_OPS 16
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define MAX_REPLY (1u << 20)
 
 enum op {
@@ -322,9 +323,13 @@ static void check_preferred(const struct call *c, const uint8_t *m, size_t len)
         for (size_t i = 0; i < resp->n_container_responses; i++) {
             const V1beta1__ContainerPreferredAllocationRequest *q = req->container_requests[i];
             const V1beta1__ContainerPreferredAllocationResponse *a = resp->container_responses[i];
-            /* empty (the reference's "no preference"), or exactly the size asked for,
-             * every ID from the request */
-            CHECK(a->n_deviceids == 0 || (int64_t)a->n_deviceids == q->allocation_size);
+            /* empty (the reference's "no preference"), or the size asked for, every ID
+             * from the request; the reference's replica policy answers the must-include
+             * IDs first and then what is still needed, so more must-include IDs than the
+             * size (the kubelet never sends that) come back whole */
+            int64_t want = MAX((int64_t)q->allocation_size, (int64_t)q->n_must_include_deviceids);
+            CHECK(a->n_deviceids == 0 || (int64_t)a->n_deviceids == want ||
+                  (int64_t)a->n_deviceids == q->allocation_size);
             for (size_t k = 0; k < a->n_deviceids; k++)
                 CHECK(listed(q->available_deviceids, q->n_available_deviceids, a->deviceids[k]) ||
                       listed(q->must_include_deviceids, q->n_must_include_deviceids,
