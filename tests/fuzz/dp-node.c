@@ -26,11 +26,11 @@ static const struct {
     { "a100", FX_A100, 8, PLAIN, true, "version: v1\n" },
     { "a100-index-every-output", FX_A100, 8, PLAIN, true,
       "flags:\n"
-      "  passDeviceSpecs: true\n"
       "  gdsEnabled: true\n"
       "  mofedEnabled: true\n"
       "  gdrcopyEnabled: true\n"
       "  plugin:\n"
+      "    passDeviceSpecs: true\n"
       "    deviceIDStrategy: index\n"
       "    deviceListStrategy: [envvar, volume-mounts, cdi-annotations, cdi-cri]\n"
       "    cdiAnnotationPrefix: cdi.example.com/\n"
@@ -39,8 +39,8 @@ static const struct {
     { "mig-mixed", FX_A100, 8, MIG_MIXED, true,
       "flags:\n"
       "  migStrategy: mixed\n"
-      "  passDeviceSpecs: true\n"
       "  plugin:\n"
+      "    passDeviceSpecs: true\n"
       "    deviceListStrategy: [cdi-cri, envvar]\n"
       "resources:\n"
       "  mig:\n"
@@ -51,12 +51,13 @@ static const struct {
     { "mig-single-index", FX_A100, 8, MIG_ALL, true,
       "flags:\n"
       "  migStrategy: single\n"
-      "  passDeviceSpecs: true\n"
       "  plugin:\n"
+      "    passDeviceSpecs: true\n"
       "    deviceIDStrategy: index\n" },
     { "time-slicing", FX_A100, 8, PLAIN, true,
       "flags:\n"
       "  plugin:\n"
+      "    passDeviceSpecs: true\n"
       "    sharedDevicesAllocationPolicy: packed\n"
       "sharing:\n"
       "  timeSlicing:\n"
@@ -66,8 +67,8 @@ static const struct {
       "      replicas: 4\n" },
     { "time-slicing-rename-subset", FX_A100, 8, PLAIN, true,
       "flags:\n"
-      "  passDeviceSpecs: true\n"
       "  plugin:\n"
+      "    passDeviceSpecs: true\n"
       "    deviceIDStrategy: index\n"
       "sharing:\n"
       "  timeSlicing:\n"
@@ -94,6 +95,7 @@ static const struct {
       "flags:\n"
       "  migStrategy: mixed\n"
       "  plugin:\n"
+      "    passDeviceSpecs: true\n"
       "    deviceListStrategy: cdi-annotations\n"
       "sharing:\n"
       "  timeSlicing:\n"
