@@ -347,10 +347,35 @@ static int set_option(struct config *c, enum config_opt opt, const char *value,
     return error_set(err, -EINVAL, "option cannot be set");
 }
 
+/* Strict UTF-8 (no overlong forms, surrogates or code points above U+10FFFF). */
+static bool utf8_valid(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned char c = *s++;
+        int more = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+                 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+        if (more < 0)
+            return false;
+        unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+        unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+        for (int i = 0; i < more; i++, s++) {
+            if (*s < (i == 0 ? lo : 0x80) || *s > (i == 0 ? hi : 0xbf))
+                return false;
+        }
+    }
+    return true;
+}
+
 int config_option_set(struct config *c, enum config_opt opt, const char *value,
                       const char *origin, struct error *err)
 {
-    int r = set_option(c, opt, value, err);
+    /* Flags and the environment are bytes; everything downstream (the JSON print at
+     * start-up, CDI specs, the kubelet's protobuf strings) needs text. The file's
+     * values are text already (libyaml checks). The value is not echoed: it is not
+     * printable. */
+    int r = utf8_valid(value) ? set_option(c, opt, value, err)
+                              : error_set(err, -EINVAL, "value is not valid UTF-8");
     if (r < 0)
         return error_prefix(err, "%s", origin);
     return 0;

@@ -359,3 +359,4 @@ void dp_plugin_devices_changed(struct dp_plugin *p)
 
 const char *dp_plugin_socket_path(const struct dp_plugin *p) { return p->socket_path; }
 unsigned dp_plugin_streams(const struct dp_plugin *p) { return p->n_streams; }
+struct grpc_server *dp_plugin_server(const struct dp_plugin *p) { return p->server; }

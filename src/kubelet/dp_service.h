@@ -12,6 +12,7 @@
 struct loop;
 struct topo_model;
 struct dp_plugin;
+struct grpc_server;
 
 struct dp_callbacks {
     /* Health of a device right now; *reason (reason may be NULL) says why not. */
@@ -52,6 +53,9 @@ void dp_plugin_retarget(struct dp_plugin *p, const struct dp_context *ctx);
 void dp_plugin_devices_changed(struct dp_plugin *p);
 const char *dp_plugin_socket_path(const struct dp_plugin *p);
 unsigned dp_plugin_streams(const struct dp_plugin *p);
+/* Test hook (tests/fuzz/fuzz-dp.c): the gRPC server behind the socket, so a socketpair
+ * can be adopted into it with grpc_server_adopt() and fed in memory. */
+struct grpc_server *dp_plugin_server(const struct dp_plugin *p);
 
 /* One container of a GetPreferredAllocation request, as the service answers it (exported
  * so the fuzz target drives the same code). *ids points into the resource; free the

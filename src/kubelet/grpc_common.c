@@ -128,7 +128,10 @@ uint8_t *grpc_frame_message(const uint8_t *msg, size_t len, size_t *out_len)
     return b;
 }
 
-/* The spec: bytes outside 0x20..0x7E, and '%' itself, are sent as %XX. */
+/* The spec: bytes outside 0x20..0x7E, and '%' itself, are sent as %XX. A space at either
+ * end is too: HTTP/2 (RFC 9113 8.2.1) makes a field value that starts or ends with
+ * whitespace malformed, and peers drop the header (a peer's device ID "x " ended the
+ * Allocate error message). */
 char *grpc_percent_encode(const char *s)
 {
     if (!s)
@@ -140,7 +143,8 @@ char *grpc_percent_encode(const char *s)
     char *out = xmalloc(cap + 1), *p = out;
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c >= 0x20 && *c <= 0x7e && *c != '%') {
+        bool edge_space = *c == ' ' && (c == (const unsigned char *)s || !c[1]);
+        if (*c >= 0x20 && *c <= 0x7e && *c != '%' && !edge_space) {
             *p++ = (char)*c;
         } else {
             *p++ = '%';
