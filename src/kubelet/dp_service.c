@@ -343,12 +343,13 @@ int dp_plugin_rebind(struct dp_plugin *p, struct error *err)
     return serve(p, err);
 }
 
-void dp_plugin_retarget(struct dp_plugin *p, const struct dp_context *ctx)
+void dp_plugin_retarget(struct dp_plugin *p, const struct dp_context *ctx, bool send)
 {
     /* Same resource name and socket: the server, its connections, streams and the
      * kubelet's registration stay; only what the answers are computed from changes. */
     p->ctx = *ctx;
-    dp_plugin_devices_changed(p);
+    if (send)
+        dp_plugin_devices_changed(p);
 }
 
 void dp_plugin_devices_changed(struct dp_plugin *p)

@@ -43,10 +43,11 @@ void dp_plugin_stop(struct dp_plugin *p);
 /* Rebind the socket (the kubelet deletes every socket in its directory when it
  * restarts); streams of the old kubelet are closed. */
 int dp_plugin_rebind(struct dp_plugin *p, struct error *err);
-/* A reload kept this resource (same name and socket): answer from ctx from now on and
- * send the new list on every ListAndWatch stream if it changed. Connections and streams
- * stay. */
-void dp_plugin_retarget(struct dp_plugin *p, const struct dp_context *ctx);
+/* A reload kept this resource (same name and socket): answer from ctx from now on and,
+ * with `send`, send the new list on every ListAndWatch stream if it changed (without:
+ * the caller registers again and the kubelet's new stream gets it). Connections and
+ * streams stay. */
+void dp_plugin_retarget(struct dp_plugin *p, const struct dp_context *ctx, bool send);
 /* Health or devices changed somewhere on the node: send the current list on every
  * ListAndWatch stream if this resource's list differs from the last one sent (an
  * unchanged list is not re-sent). */

@@ -325,7 +325,9 @@ static void state_adopt_plugins(struct manager *m, struct node_state *s, struct 
         p->reg = TAKE_PTR(o->reg);
         p->kept = true;
         struct dp_context ctx = plugin_context(p);
-        dp_plugin_retarget(p->dp, &ctx);
+        /* IDs changed: the list goes to the stream the new registration opens, so the
+         * kubelet never sees the new IDs on a stream it is about to drop. */
+        dp_plugin_retarget(p->dp, &ctx, !(ids_changed && p->reg));
         if (ids_changed && p->reg) {
             log_info("Devices of '%s' changed, registering it again", res->name);
             reg_restart(p->reg);
