@@ -1,4 +1,5 @@
-/* `gpu-device-plugin list`: discover like serve mode would, print what would be
+/* `gpu-device-plugin list`: build the node state exactly as serve mode does
+ * (daemon/node-state.c: same discovery, IMEX selection, resources), print what is
  * advertised, without any kubelet. Health comes from the running plugin when one serves
  * the resource's socket (its live health and the reason), else from a one-shot probe of
  * each physical device through NVML. */
@@ -6,12 +7,10 @@
 
 #include "commands.h"
 #include "core/log.h"
-#include "kubelet/manager.h"
+#include "daemon/node-state.h"
 #include "kubelet/status_client.h"
-#include "node/discover.h"
 #include "nvml/nvml.h"
 #include "output/list.h"
-#include "policy/resources.h"
 
 /* id -> {"health", "reason"} from running plugins; NULL entries: probe. */
 struct list_health {
@@ -44,7 +43,7 @@ static bool list_health(void *userdata, const struct rs_device *d, const char **
 /* Ask the plugins serving these resources (if any) for their live health. */
 static json_t *query_running(const struct config *cfg, const struct resource_set *rs)
 {
-    _cleanup_free_ char *dir = manager_socket_dir(cfg);
+    _cleanup_free_ char *dir = node_state_socket_dir(cfg);
     json_t *live = json_object();
     for (size_t i = 0; i < rs->n_resources; i++) {
         _cleanup_free_ char *sock = xasprintf("%s/%s", dir, rs->resources[i].socket_name);
@@ -67,7 +66,7 @@ static json_t *query_running(const struct config *cfg, const struct resource_set
     return live;
 }
 
-int cmd_list(const struct config *cfg, const struct config_command *cmd)
+int cmd_list(struct config *cfg, const struct config_command *cmd)
 {
     bool json = false;
     for (size_t i = 0; i < cmd->n_args; i++) {
@@ -91,35 +90,22 @@ int cmd_list(const struct config *cfg, const struct config_command *cmd)
     }
 
     struct error err = { 0 };
-    struct inventory inv = { 0 };
-    struct resource_set rs = { 0 };
+    /* borrowed: main frees it (the build narrows its IMEX channels like serve's) */
+    struct node_state node = { .cfg = cfg };
+    struct node_state_options opt = { 0 };
     int rc = 1;
-    if (nvml_open(cfg->driver_root_ctr_path, &err) < 0) {
-        log_error("failed to initialize NVML: %s", err.msg);
-        return 1;
-    }
-    struct discover_options opt = {
-        .sysfs_root = cfg->sysfs_root,
-        .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
-        .with_links = false,
-    };
-    if (discover_node(&opt, &inv, &err) < 0) {
-        log_error("discovering GPUs: %s", err.msg);
-        goto out;
-    }
-    if (resources_build(&inv, cfg, &rs, &err) < 0) {
+    if (node_state_build(&node, &opt, &err) < 0) {
         log_error("%s", err.msg);
         goto out;
     }
-    struct list_health lh = { .live = query_running(cfg, &rs) };
+    struct list_health lh = { .live = query_running(node.cfg, &node.rs) };
     if (json)
-        rc = list_print_json(stdout, &inv, &rs, list_health, &lh) < 0;
+        rc = list_print_json(stdout, &node.inv, &node.rs, list_health, &lh) < 0;
     else
-        rc = list_print_table(stdout, &inv, &rs, list_health, &lh) < 0;
+        rc = list_print_table(stdout, &node.inv, &node.rs, list_health, &lh) < 0;
     json_decref(lh.live);
 out:
-    resources_clear(&rs);
-    inventory_clear(&inv);
-    nvml_close();
+    node.cfg = NULL;
+    node_state_clear(&node);
     return rc;
 }

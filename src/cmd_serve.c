@@ -6,12 +6,12 @@
 #include "commands.h"
 #include "core/log.h"
 #include "core/loop.h"
-#include "kubelet/manager.h"
+#include "daemon/daemon.h"
 #include "version.h"
 
 struct serve {
     struct loop *loop;
-    struct manager *manager;
+    struct daemon *daemon;
     int argc;
     char **argv;
 };
@@ -29,7 +29,7 @@ static void reload(struct serve *s)
         return;
     }
     int level = config_log_level(cfg);
-    if (manager_reload(s->manager, cfg, &err) < 0) {
+    if (daemon_reload(s->daemon, cfg, &err) < 0) {
         log_error("Restart after SIGHUP failed, keeping the running state: %s", err.msg);
         config_free(cfg);
         free(cfg);
@@ -90,16 +90,16 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
         goto fail_cfg;
     }
     loop_add_io(s.loop, sfd, EPOLLIN, on_signal, &s);
-    s.manager = manager_new(s.loop);
-    if (manager_start(s.manager, cfg, &err) < 0) {
+    s.daemon = daemon_new(s.loop);
+    if (daemon_start(s.daemon, cfg, &err) < 0) {
         log_error("%s", err.msg);
-        manager_free(s.manager);
+        daemon_free(s.daemon);
         loop_del_io(s.loop, sfd);
         loop_free(s.loop);
         goto fail_cfg;
     }
     rc = loop_run(s.loop) < 0 ? 1 : 0;
-    manager_free(s.manager);
+    daemon_free(s.daemon);
     loop_del_io(s.loop, sfd);
     loop_free(s.loop);
     log_info("Stopped.");

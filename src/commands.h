@@ -3,5 +3,5 @@
 
 #include "config/config-load.h"
 
-int cmd_list(const struct config *cfg, const struct config_command *cmd);
+int cmd_list(struct config *cfg, const struct config_command *cmd);
 int cmd_serve(struct config *cfg, int argc, char **argv);

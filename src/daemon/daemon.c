@@ -1,32 +1,28 @@
-#include <libgen.h>
+/* The daemon behind `serve`: the served state (a node state from node-state.c, the
+ * health monitor and one plugin per resource), swapped whole on reload with every
+ * resource that comes out the same handed over (hitless), and the per-resource plugin
+ * lifecycle: serve, register, retry, rebind after a kubelet restart. Loop-thread only. */
 #include <stdio.h>
-#include <sys/stat.h>
 
 #include "core/log.h"
 #include "core/loop.h"
-#include "dp_service.h"
-#include "kubelet_watch.h"
-#include "manager.h"
-#include "node/discover.h"
+#include "daemon/daemon.h"
+#include "daemon/node-state.h"
+#include "kubelet/dp_service.h"
+#include "kubelet/kubelet_watch.h"
+#include "kubelet/registration.h"
 #include "node/events.h"
 #include "nvml/nvml.h"
-#include "output/cdi.h"
-#include "policy/health.h"
-#include "policy/resources.h"
-#include "policy/topo.h"
-#include "registration.h"
 
-#define DEFAULT_PLUGIN_DIR "/var/lib/kubelet/device-plugins"
-
-struct manager;
-struct node_state;
+struct daemon;
+struct serving;
 
 struct plugin {
     const struct rs_resource *res;
     struct dp_plugin *dp;        /* NULL until it serves (MPS daemon, bind failure) */
     struct reg *reg;
-    struct manager *manager;
-    struct node_state *state;
+    struct daemon *daemon;
+    struct serving *state;
     struct loop_timer *start_retry;
     unsigned start_backoff_ms;
     bool kept;                   /* handed over by a reload: already serving */
@@ -35,140 +31,52 @@ struct plugin {
 #define START_BACKOFF_MIN_MS 100u
 #define START_BACKOFF_MAX_MS 10000u
 
-/* Everything derived from one config: built whole, swapped whole. */
-struct node_state {
-    struct config *cfg;
-    const struct inventory *previous; /* while building: the running state's inventory */
-    bool nvml_open;
-    struct inventory inv;
-    struct resource_set rs;
-    struct topo_model topo;
-    struct health_config *health_cfg;
-    struct health_monitor *health;
+/* A node state being served: built whole, swapped whole. */
+struct serving {
+    struct node_state node;
+    struct health_monitor *health;   /* one per process: handed from state to state */
     struct plugin *plugins;   /* one per resource with devices */
     size_t n_plugins;
     char *socket_dir;
 };
 
-struct manager {
+struct daemon {
     struct loop *loop;
-    struct node_state *state;
+    struct serving *state;
     struct kwatch *watch;
     char *watched_socket;
 };
 
-static void state_free(struct node_state *s)
+static void state_free(struct serving *s)
 {
     if (!s)
         return;
     for (size_t i = 0; i < s->n_plugins; i++) {
         struct plugin *p = &s->plugins[i];
         if (p->start_retry)
-            loop_timer_cancel(p->manager->loop, p->start_retry);
+            loop_timer_cancel(p->daemon->loop, p->start_retry);
         reg_free(p->reg);
         dp_plugin_stop(p->dp);
     }
     free(s->plugins);
     free(s->socket_dir);
     health_monitor_stop(s->health);
-    health_config_free(s->health_cfg);
-    topo_model_clear(&s->topo);
-    resources_clear(&s->rs);
-    inventory_clear(&s->inv);
-    if (s->nvml_open)
-        nvml_close();
-    if (s->cfg) {
-        config_free(s->cfg);
-        free(s->cfg);
-    }
+    node_state_clear(&s->node);
     free(s);
-}
-
-/* IMEX channels (reference §5.6): a configured channel is used only if its device node
- * exists as a character device, looked up under the container's view of the driver
- * root (when it has a dev/) and then at the plain path. Missing: an error when
- * imex.required, else a warning and the channel is dropped. */
-static int select_imex_channels(struct config *cfg, struct error *err)
-{
-    size_t kept = 0;
-    for (size_t i = 0; i < cfg->n_imex_channel_ids; i++) {
-        int id = cfg->imex_channel_ids[i];
-        _cleanup_free_ char *plain = xasprintf("/dev/nvidia-caps-imex-channels/channel%d", id);
-        _cleanup_free_ char *devdir = xasprintf("%s/dev", cfg->driver_root_ctr_path ? cfg->driver_root_ctr_path : "");
-        _cleanup_free_ char *under = xasprintf("%s%s", cfg->driver_root_ctr_path ? cfg->driver_root_ctr_path : "", plain);
-        struct stat st;
-        bool found = false;
-        if (stat(devdir, &st) == 0 && S_ISDIR(st.st_mode) && stat(under, &st) == 0)
-            found = S_ISCHR(st.st_mode);
-        if (!found && stat(plain, &st) == 0)
-            found = S_ISCHR(st.st_mode);
-        if (found) {
-            cfg->imex_channel_ids[kept++] = id;
-            continue;
-        }
-        if (cfg->imex_required)
-            return error_set(err, -ENOENT, "IMEX channel %d: %s is not a character device "
-                             "(imex.required is set)", id, plain);
-        log_warning("IMEX channel %d: %s not found, ignoring the channel", id, plain);
-    }
-    cfg->n_imex_channel_ids = kept;
-    return 0;
-}
-
-/* Discover and decide; nothing is served yet. */
-static int state_build(struct node_state *s, struct error *err)
-{
-    const struct config *cfg = s->cfg;
-    int r = health_config_load(&s->health_cfg, cfg->health_json, cfg->health_line,
-                               cfg->config_file, environ, err);
-    if (r < 0)
-        return r;
-    if ((r = select_imex_channels(s->cfg, err)) < 0)
-        return r;
-
-    r = nvml_open(cfg->driver_root_ctr_path, err);
-    if (r < 0) {
-        if (cfg->fail_on_init_error)
-            return error_prefix(err, "failed to initialize NVML");
-        log_warning("Failed to initialize NVML: %s; --fail-on-init-error=false, continuing "
-                    "without resources", err->msg);
-        memset(err, 0, sizeof(*err));
-        return 0;
-    }
-    s->nvml_open = true;
-    log_info("Loaded NVML from %s", nvml_library_path());
-
-    struct discover_options opt = {
-        .sysfs_root = cfg->sysfs_root,
-        .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
-        .with_links = true,
-        .previous = s->previous,
-    };
-    if ((r = discover_node(&opt, &s->inv, err)) < 0)
-        return error_prefix(err, "discovering GPUs");
-    if ((r = resources_build(&s->inv, cfg, &s->rs, err)) < 0)
-        return r;
-    if ((r = topo_model_build(&s->inv, &s->topo)) < 0)
-        return error_set(err, r, "building the topology model: %s", strerror(-r));
-    if (cfg->device_list_strategy & (DEVICE_LIST_CDI_ANNOTATIONS | DEVICE_LIST_CDI_CRI)) {
-        if ((r = cdi_write_specs(&s->rs, cfg, err)) < 0)
-            return error_prefix(err, "writing CDI specs");
-    }
-    return 0;
 }
 
 static bool device_healthy(void *userdata, const struct rs_device *d, const char **reason)
 {
-    struct node_state *s = userdata;
+    struct serving *s = userdata;
     if (!s->health)
         return true;
     return health_monitor_healthy(s->health, d->gpu, d->mig, reason);
 }
 
-/* userdata is the manager: the monitor outlives every node_state. */
+/* userdata is the daemon: the monitor outlives every served state. */
 static void on_health_changed(void *userdata)
 {
-    struct node_state *s = ((struct manager *)userdata)->state;
+    struct serving *s = ((struct daemon *)userdata)->state;
     if (!s)
         return;
     for (size_t i = 0; i < s->n_plugins; i++)
@@ -193,12 +101,12 @@ static bool mps_daemon_ready(const struct config *cfg, const struct rs_resource 
 
 static struct dp_context plugin_context(const struct plugin *p)
 {
-    const struct node_state *s = p->state;
+    const struct serving *s = p->state;
     return (struct dp_context){
         .resource = p->res,
-        .config = s->cfg,
-        .inventory = &s->inv,
-        .topo = &s->topo,
+        .config = s->node.cfg,
+        .inventory = &s->node.inv,
+        .topo = &s->node.topo,
         .callbacks = { .device_healthy = device_healthy },
         .userdata = p->state,
     };
@@ -208,7 +116,7 @@ static int plugin_serve(struct plugin *p, struct error *err)
 {
     struct dp_context ctx = plugin_context(p);
     log_info("Starting GRPC server for '%s'", p->res->name);
-    int r = dp_plugin_start(p->manager->loop, p->state->socket_dir, &ctx, &p->dp, err);
+    int r = dp_plugin_start(p->daemon->loop, p->state->socket_dir, &ctx, &p->dp, err);
     if (r < 0)
         return r;
     log_info("Starting to serve '%s' on %s", p->res->name, dp_plugin_socket_path(p->dp));
@@ -217,12 +125,12 @@ static int plugin_serve(struct plugin *p, struct error *err)
 
 static void plugin_register(struct plugin *p)
 {
-    const struct config *cfg = p->state->cfg;
+    const struct config *cfg = p->state->node.cfg;
     if (!cfg->kubelet_socket || !*cfg->kubelet_socket) {
         log_info("No kubelet socket configured, not registering '%s'", p->res->name);
         return;
     }
-    p->reg = reg_new(p->manager->loop, cfg->kubelet_socket, p->res->socket_name, p->res->name);
+    p->reg = reg_new(p->daemon->loop, cfg->kubelet_socket, p->res->socket_name, p->res->name);
     reg_restart(p->reg);
 }
 
@@ -238,7 +146,7 @@ static void plugin_try_start(struct plugin *p)
     bool first = p->start_backoff_ms == 0;
 
     if (p->res->sharing == SHARING_MPS &&
-        !mps_daemon_ready(p->state->cfg, p->res, missing, sizeof(missing))) {
+        !mps_daemon_ready(p->state->node.cfg, p->res, missing, sizeof(missing))) {
         if (first)
             log_warning("error waiting for MPS daemon for '%s': %s does not exist; retrying",
                         p->res->name, missing);
@@ -256,7 +164,7 @@ static void plugin_try_start(struct plugin *p)
                                 : p->start_backoff_ms * 2 > START_BACKOFF_MAX_MS
                                       ? START_BACKOFF_MAX_MS
                                       : p->start_backoff_ms * 2;
-    p->start_retry = loop_timer_add(p->manager->loop, p->start_backoff_ms, on_start_retry, p);
+    p->start_retry = loop_timer_add(p->daemon->loop, p->start_backoff_ms, on_start_retry, p);
 }
 
 static void on_start_retry(struct loop *l, struct loop_timer *t, void *userdata)
@@ -264,14 +172,6 @@ static void on_start_retry(struct loop *l, struct loop_timer *t, void *userdata)
     struct plugin *p = userdata;
     p->start_retry = NULL;
     plugin_try_start(p);
-}
-
-char *manager_socket_dir(const struct config *cfg)
-{
-    bool registering = cfg->kubelet_socket && *cfg->kubelet_socket;
-    _cleanup_free_ char *copy = xstrdup(registering ? cfg->kubelet_socket
-                                                    : DEFAULT_PLUGIN_DIR "/kubelet.sock");
-    return xstrdup(dirname(copy));
 }
 
 static bool same_ids(const struct rs_resource *a, const struct rs_resource *b)
@@ -287,11 +187,11 @@ static bool same_ids(const struct rs_resource *a, const struct rs_resource *b)
 /* The running plugin a reload can keep for `res`: it serves the same resource on the
  * same socket and registered with the same kubelet. Keeping it keeps its connections,
  * ListAndWatch streams and registration: the kubelet sees nothing but a new list. */
-static struct plugin *keepable_plugin(struct node_state *old, const struct node_state *s,
+static struct plugin *keepable_plugin(struct serving *old, const struct serving *s,
                                       const struct rs_resource *res)
 {
     if (!old || !streq(old->socket_dir, s->socket_dir) ||
-        !streq_ptr(old->cfg->kubelet_socket, s->cfg->kubelet_socket))
+        !streq_ptr(old->node.cfg->kubelet_socket, s->node.cfg->kubelet_socket))
         return NULL;
     for (size_t i = 0; i < old->n_plugins; i++) {
         struct plugin *o = &old->plugins[i];
@@ -305,17 +205,17 @@ static struct plugin *keepable_plugin(struct node_state *old, const struct node_
  * handed over (re-registered only if its device IDs changed); any other starts. The
  * old state must be freed (releasing the sockets it does not hand over) before
  * state_start_plugins binds the new ones. */
-static void state_adopt_plugins(struct manager *m, struct node_state *s, struct node_state *old)
+static void state_adopt_plugins(struct daemon *m, struct serving *s, struct serving *old)
 {
-    s->socket_dir = manager_socket_dir(s->cfg);
-    s->plugins = xcalloc(s->rs.n_resources ? s->rs.n_resources : 1, sizeof(*s->plugins));
-    for (size_t i = 0; i < s->rs.n_resources; i++) {
-        const struct rs_resource *res = &s->rs.resources[i];
+    s->socket_dir = node_state_socket_dir(s->node.cfg);
+    s->plugins = xcalloc(s->node.rs.n_resources ? s->node.rs.n_resources : 1, sizeof(*s->plugins));
+    for (size_t i = 0; i < s->node.rs.n_resources; i++) {
+        const struct rs_resource *res = &s->node.rs.resources[i];
         if (res->n_devices == 0)
             continue;
         struct plugin *p = &s->plugins[s->n_plugins++];
         p->res = res;
-        p->manager = m;
+        p->daemon = m;
         p->state = s;
         struct plugin *o = keepable_plugin(old, s, res);
         if (!o)
@@ -338,7 +238,7 @@ static void state_adopt_plugins(struct manager *m, struct node_state *s, struct 
     }
 }
 
-static void state_start_plugins(struct manager *m, struct node_state *s)
+static void state_start_plugins(struct daemon *m, struct serving *s)
 {
     for (size_t i = 0; i < s->n_plugins; i++)
         if (!s->plugins[i].kept)
@@ -356,25 +256,25 @@ static void state_start_plugins(struct manager *m, struct node_state *s)
 /* One monitor for the process (its thread and fds live until exit): started with the
  * first state that has GPUs, moved to and retargeted by every later one, so device
  * health survives reloads. */
-static void state_start_health(struct manager *m, struct node_state *s, struct node_state *old)
+static void state_start_health(struct daemon *m, struct serving *s, struct serving *old)
 {
     struct error err = { 0 };
     int r = 0;
     if (old)
         s->health = TAKE_PTR(old->health);
     if (s->health)
-        r = health_monitor_retarget(s->health, &s->inv, s->health_cfg, &err);
-    else if (s->nvml_open && s->inv.n_gpus > 0)
-        r = health_monitor_start(m->loop, &s->inv, s->health_cfg, on_health_changed, m,
+        r = health_monitor_retarget(s->health, &s->node.inv, s->node.health_cfg, &err);
+    else if (s->node.nvml_open && s->node.inv.n_gpus > 0)
+        r = health_monitor_start(m->loop, &s->node.inv, s->node.health_cfg, on_health_changed, m,
                                  &s->health, &err);
     if (r < 0)
         log_warning("Health checks unavailable: %s; continuing with health checks disabled",
                     err.msg);
 }
 
-static void on_kubelet_restart(void *userdata) { manager_kubelet_restarted(userdata); }
+static void on_kubelet_restart(void *userdata) { daemon_kubelet_restarted(userdata); }
 
-static int ensure_watch(struct manager *m, const struct config *cfg, struct error *err)
+static int ensure_watch(struct daemon *m, const struct config *cfg, struct error *err)
 {
     if (!cfg->kubelet_socket || !*cfg->kubelet_socket)
         return 0;
@@ -391,31 +291,36 @@ static int ensure_watch(struct manager *m, const struct config *cfg, struct erro
     return 0;
 }
 
-struct manager *manager_new(struct loop *l)
+struct daemon *daemon_new(struct loop *l)
 {
-    struct manager *m = xcalloc(1, sizeof(*m));
+    struct daemon *m = xcalloc(1, sizeof(*m));
     m->loop = l;
     return m;
 }
 
 /* Build a complete new state from cfg and swap it in. On failure nothing changes and
  * cfg is still the caller's. */
-static int swap_state(struct manager *m, struct config *cfg, struct error *err)
+static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
 {
     int r = ensure_watch(m, cfg, err);
     if (r < 0)
         return r;
-    struct node_state *s = xcalloc(1, sizeof(*s));
-    s->cfg = cfg;
-    s->previous = m->state ? &m->state->inv : NULL;
-    r = state_build(s, err);
-    s->previous = NULL;
+    struct serving *s = xcalloc(1, sizeof(*s));
+    s->node.cfg = cfg;
+    struct node_state_options opt = {
+        .previous = m->state ? &m->state->node.inv : NULL,
+        .tolerate_nvml_failure = !cfg->fail_on_init_error,
+        .write_cdi = true,
+    };
+    r = node_state_build(&s->node, &opt, err);
     if (r < 0) {
-        s->cfg = NULL;
+        s->node.cfg = NULL;
         state_free(s);
         return r;
     }
-    struct node_state *old = TAKE_PTR(m->state);
+    if (s->node.nvml_open)
+        log_info("Loaded NVML from %s", nvml_library_path());
+    struct serving *old = TAKE_PTR(m->state);
     /* Health first: the plugins handed over stream their lists from it at once. */
     state_start_health(m, s, old);
     state_adopt_plugins(m, s, old);
@@ -428,19 +333,19 @@ static int swap_state(struct manager *m, struct config *cfg, struct error *err)
     return 0;
 }
 
-int manager_start(struct manager *m, struct config *cfg, struct error *err)
+int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
 {
     return swap_state(m, cfg, err);
 }
 
-int manager_reload(struct manager *m, struct config *cfg, struct error *err)
+int daemon_reload(struct daemon *m, struct config *cfg, struct error *err)
 {
     return swap_state(m, cfg, err);
 }
 
-void manager_kubelet_restarted(struct manager *m)
+void daemon_kubelet_restarted(struct daemon *m)
 {
-    struct node_state *s = m->state;
+    struct serving *s = m->state;
     if (!s)
         return;
     for (size_t i = 0; i < s->n_plugins; i++) {
@@ -456,7 +361,7 @@ void manager_kubelet_restarted(struct manager *m)
     }
 }
 
-unsigned manager_registrations(const struct manager *m)
+unsigned daemon_registrations(const struct daemon *m)
 {
     unsigned n = 0;
     if (m->state)
@@ -465,7 +370,7 @@ unsigned manager_registrations(const struct manager *m)
     return n;
 }
 
-void manager_free(struct manager *m)
+void daemon_free(struct daemon *m)
 {
     if (!m)
         return;

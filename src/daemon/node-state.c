@@ -1,0 +1,110 @@
+/* Building the node state (node-state.h): health config, IMEX channel selection, NVML,
+ * discovery, resources, topology and, for serve, the CDI specs. One function for serve
+ * and list, so the two cannot disagree about a node. */
+#include <libgen.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "core/log.h"
+#include "daemon/node-state.h"
+#include "node/discover.h"
+#include "nvml/nvml.h"
+#include "output/cdi.h"
+
+#define DEFAULT_PLUGIN_DIR "/var/lib/kubelet/device-plugins"
+
+/* IMEX channels (reference §5.6): a configured channel is used only if its device node
+ * exists as a character device, looked up under the container's view of the driver
+ * root (when it has a dev/) and then at the plain path. Missing: an error when
+ * imex.required, else a warning and the channel is dropped. */
+static int select_imex_channels(struct config *cfg, struct error *err)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < cfg->n_imex_channel_ids; i++) {
+        int id = cfg->imex_channel_ids[i];
+        _cleanup_free_ char *plain = xasprintf("/dev/nvidia-caps-imex-channels/channel%d", id);
+        _cleanup_free_ char *devdir = xasprintf("%s/dev", cfg->driver_root_ctr_path ? cfg->driver_root_ctr_path : "");
+        _cleanup_free_ char *under = xasprintf("%s%s", cfg->driver_root_ctr_path ? cfg->driver_root_ctr_path : "", plain);
+        struct stat st;
+        bool found = false;
+        if (stat(devdir, &st) == 0 && S_ISDIR(st.st_mode) && stat(under, &st) == 0)
+            found = S_ISCHR(st.st_mode);
+        if (!found && stat(plain, &st) == 0)
+            found = S_ISCHR(st.st_mode);
+        if (found) {
+            cfg->imex_channel_ids[kept++] = id;
+            continue;
+        }
+        if (cfg->imex_required)
+            return error_set(err, -ENOENT, "IMEX channel %d: %s is not a character device "
+                             "(imex.required is set)", id, plain);
+        log_warning("IMEX channel %d: %s not found, ignoring the channel", id, plain);
+    }
+    cfg->n_imex_channel_ids = kept;
+    return 0;
+}
+
+int node_state_build(struct node_state *s, const struct node_state_options *opt,
+                     struct error *err)
+{
+    const struct config *cfg = s->cfg;
+    int r = health_config_load(&s->health_cfg, cfg->health_json, cfg->health_line,
+                               cfg->config_file, environ, err);
+    if (r < 0)
+        return r;
+    if ((r = select_imex_channels(s->cfg, err)) < 0)
+        return r;
+
+    r = nvml_open(cfg->driver_root_ctr_path, err);
+    if (r < 0) {
+        if (!opt->tolerate_nvml_failure)
+            return error_prefix(err, "failed to initialize NVML");
+        log_warning("Failed to initialize NVML: %s; --fail-on-init-error=false, continuing "
+                    "without resources", err->msg);
+        memset(err, 0, sizeof(*err));
+        return 0;
+    }
+    s->nvml_open = true;
+
+    struct discover_options dopt = {
+        .sysfs_root = cfg->sysfs_root,
+        .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
+        .with_links = true,
+        .previous = opt->previous,
+    };
+    if ((r = discover_node(&dopt, &s->inv, err)) < 0)
+        return error_prefix(err, "discovering GPUs");
+    if ((r = resources_build(&s->inv, cfg, &s->rs, err)) < 0)
+        return r;
+    if ((r = topo_model_build(&s->inv, &s->topo)) < 0)
+        return error_set(err, r, "building the topology model: %s", strerror(-r));
+    if (opt->write_cdi &&
+        (cfg->device_list_strategy & (DEVICE_LIST_CDI_ANNOTATIONS | DEVICE_LIST_CDI_CRI))) {
+        if ((r = cdi_write_specs(&s->rs, cfg, err)) < 0)
+            return error_prefix(err, "writing CDI specs");
+    }
+    return 0;
+}
+
+void node_state_clear(struct node_state *s)
+{
+    health_config_free(s->health_cfg);
+    topo_model_clear(&s->topo);
+    resources_clear(&s->rs);
+    inventory_clear(&s->inv);
+    if (s->nvml_open)
+        nvml_close();
+    if (s->cfg) {
+        config_free(s->cfg);
+        free(s->cfg);
+    }
+    memset(s, 0, sizeof(*s));
+}
+
+char *node_state_socket_dir(const struct config *cfg)
+{
+    bool registering = cfg->kubelet_socket && *cfg->kubelet_socket;
+    _cleanup_free_ char *copy = xstrdup(registering ? cfg->kubelet_socket
+                                                    : DEFAULT_PLUGIN_DIR "/kubelet.sock");
+    return xstrdup(dirname(copy));
+}

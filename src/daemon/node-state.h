@@ -1,0 +1,46 @@
+/* The node state: everything derived from one configuration, built whole before anything
+ * is served: the NVML session, the inventory, the resources each socket advertises, the
+ * topology model and the health configuration. `serve` (daemon.c) and `list` (cmd_list.c)
+ * both build it here, so for the same node and config they see exactly the same
+ * resources and device IDs. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "node/inventory.h"
+#include "policy/health.h"
+#include "policy/resources.h"
+#include "policy/topo.h"
+
+struct node_state {
+    struct config *cfg;                 /* owned; IMEX channels narrowed by the build */
+    bool nvml_open;
+    struct inventory inv;
+    struct resource_set rs;
+    struct topo_model topo;
+    struct health_config *health_cfg;
+};
+
+struct node_state_options {
+    /* The inventory being replaced (a reload): a GPU of it that is lost now stays in. */
+    const struct inventory *previous;
+    /* --fail-on-init-error=false: an NVML that cannot be opened leaves an empty node
+     * (logged, ending in "continuing without resources") instead of failing the build. */
+    bool tolerate_nvml_failure;
+    /* Write the CDI specs when a CDI device-list strategy is on (serve, not list). */
+    bool write_cdi;
+};
+
+/* Fill s (zeroed, with s->cfg set) from s->cfg. Returns 0 or -errno with err naming what
+ * failed; s must be cleared with node_state_clear() either way. */
+int node_state_build(struct node_state *s, const struct node_state_options *opt,
+                     struct error *err);
+/* Free everything s holds, its config included, and close its NVML reference. */
+void node_state_clear(struct node_state *s);
+
+/* The directory of the plugin sockets: beside the kubelet's socket, or, with
+ * registration off (empty --kubelet-socket), where the reference always puts them.
+ * Returns malloc'd. */
+char *node_state_socket_dir(const struct config *cfg);
