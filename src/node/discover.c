@@ -1,3 +1,7 @@
+/* Discovery (see discover.h): NVML and sysfs into a plain inventory, per GPU (facts,
+ * NUMA node, MIG devices), per pair (PCIe level, NVLinks), with GPUs lost during a
+ * reload carried over from the previous inventory. MIG naming is in node/mig.c. */
+
 #include <stdio.h>
 
 #include "core/log.h"
