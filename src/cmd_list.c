@@ -100,6 +100,7 @@ int cmd_list(const struct config *cfg, const struct config_command *cmd)
     }
     struct discover_options opt = {
         .sysfs_root = cfg->sysfs_root,
+        .proc_root = cfg->proc_root,
         .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
         .with_links = false,
     };

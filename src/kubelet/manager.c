@@ -140,6 +140,7 @@ static int state_build(struct node_state *s, struct error *err)
 
     struct discover_options opt = {
         .sysfs_root = cfg->sysfs_root,
+        .proc_root = cfg->proc_root,
         .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
         .with_links = true,
         .previous = s->previous,

@@ -33,7 +33,7 @@ int alloc_validate(const struct rs_resource *r, const char *const *ids, size_t n
 {
     bool annotated = false;
     for (size_t i = 0; i < n_ids; i++) {
-        if (!resource_find_device(r, ids[i]))
+        if (!resources_find_device(r, ids[i]))
             return error_set(err, -ENOENT,
                              "invalid allocation request for \"%s\": invalid request: unknown device: %s",
                              r->name, ids[i]);
@@ -203,7 +203,7 @@ V1beta1__ContainerAllocateResponse *alloc_container(const struct rs_resource *r,
     _cleanup_free_ const char **dev_ids = xcalloc(n_ids + 1, sizeof(char *));
     size_t n_dev = 0;
     for (size_t i = 0; i < n_ids; i++) {
-        const char *base = resource_find_device(r, ids[i])->base_id;
+        const char *base = resources_find_device(r, ids[i])->base_id;
         bool seen = false;
         for (size_t k = 0; k < n_dev && !seen; k++)
             seen = streq(dev_ids[k], base);
@@ -315,7 +315,7 @@ V1beta1__ContainerAllocateResponse *alloc_container(const struct rs_resource *r,
             if (control_node_exists(cfg, control_nodes[i]))
                 spec_add(resp, cfg, control_nodes[i]);
         for (size_t i = 0; i < n_ids; i++) {
-            const struct rs_device *d = resource_find_device(r, ids[i]);
+            const struct rs_device *d = resources_find_device(r, ids[i]);
             for (char **p = d->paths; p && *p; p++)
                 spec_add(resp, cfg, *p);
         }
