@@ -1,3 +1,6 @@
+/* NVML return codes in the simulator (see sim-errors.h): their English text for
+ * nvmlErrorString and the name/number parser used by profiles and the control FIFO. */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>

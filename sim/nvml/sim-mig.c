@@ -1,3 +1,6 @@
+/* The simulator's MIG profile tables (A100-40GB, H100-80GB; see sim-mig.h) and
+ * lookups of GPU- and compute-instance profiles by index, id and name. */
+
 #include <stdio.h>
 #include <string.h>
 

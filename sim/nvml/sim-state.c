@@ -1,3 +1,7 @@
+/* Process-wide state of the simulated library (see sim-state.h): nvmlInit/Shutdown
+ * reference counting, loading the node profile once, and handle validation that turns
+ * a stale or lost handle into the NVML error a real driver returns. */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

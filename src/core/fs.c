@@ -1,3 +1,5 @@
+/* Filesystem helpers declared in core/fs.h (mkdir -p with a mode). */
+
 #include <sys/stat.h>
 
 #include "fs.h"

@@ -1,3 +1,6 @@
+/* The logger declared in core/log.h: level/format/fd settings and log_emit(), which
+ * escapes the message and writes each klog-text or JSON line with one write(2). */
+
 #include <stdio.h>
 #include <sys/time.h>
 #include <time.h>

@@ -1,3 +1,6 @@
+/* Allocation that aborts on OOM (x* wrappers, grow_array) and the error object's
+ * setters error_set()/error_prefix(), all declared in core/macro.h and core/error.h. */
+
 #include <stdio.h>
 
 #include "error.h"

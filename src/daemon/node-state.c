@@ -68,6 +68,7 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
 
     struct discover_options dopt = {
         .sysfs_root = cfg->sysfs_root,
+        .proc_root = cfg->proc_root,
         .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
         .with_links = true,
         .previous = opt->previous,

@@ -1,3 +1,6 @@
+/* Registration of one plugin endpoint with the kubelet (see registration.h): the
+ * Register call on the loop, its answer, and the capped-backoff retry timer. */
+
 #include <stdio.h>
 
 #include "api.pb-c.h"

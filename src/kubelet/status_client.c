@@ -1,3 +1,6 @@
+/* The client side of DP_STATUS_METHOD (see status_client.h): one unary call to a
+ * running plugin's socket on a private loop, answered as a JSON object. */
+
 #include <stdio.h>
 #include <sys/stat.h>
 

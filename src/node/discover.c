@@ -1,7 +1,12 @@
+/* Discovery (see discover.h): NVML and sysfs into a plain inventory, per GPU (facts,
+ * NUMA node, MIG devices), per pair (PCIe level, NVLinks), with GPUs lost during a
+ * reload carried over from the previous inventory. MIG naming is in node/mig.c. */
+
 #include <stdio.h>
 
 #include "core/log.h"
 #include "discover.h"
+#include "node/mig.h"
 #include "nvml/nvml.h"
 
 void inventory_clear(struct inventory *inv)
@@ -39,27 +44,8 @@ int discover_numa_node(const char *sysfs_root, const char *bus_id, bool *bad)
     return v < 0 ? -1 : (int)v;
 }
 
-void discover_mig_profile_name(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory,
-                               uint64_t gpu_memory, const char *suffix, char *out, size_t len)
-{
-    /* Memory is shown as the MIG share of the GPU rounded up to an eighth, scaled to
-     * the GPU's size in whole GiB: 4864 MiB of a 40 GiB A100 reads "5gb". */
-    uint64_t gb = 0;
-    if (gpu_memory > 0) {
-        /* Integer arithmetic: exact where floating point could push a whole number of
-         * eighths over the next one. */
-        uint64_t eighths = (mig_memory * 8 + gpu_memory - 1) / gpu_memory;
-        uint64_t total_gib = (gpu_memory + (1ULL << 30) - 1) >> 30;
-        gb = (eighths * total_gib + 4) / 8;
-    }
-    if (ci_slices == gi_slices)
-        snprintf(out, len, "%ug.%llugb%s", gi_slices, (unsigned long long)gb, suffix);
-    else
-        snprintf(out, len, "%uc.%ug.%llugb%s", ci_slices, gi_slices, (unsigned long long)gb,
-                 suffix);
-}
-
-static int discover_migs(nvml_device dev, struct inv_gpu *g, struct error *err)
+static int discover_migs(const struct discover_options *opt, nvml_device dev, struct inv_gpu *g,
+                         struct error *err)
 {
     unsigned max = 0;
     int r = nvml_device_max_mig_count(dev, &max, err);
@@ -76,7 +62,6 @@ static int discover_migs(nvml_device dev, struct inv_gpu *g, struct error *err)
         struct inv_mig *m = &g->migs[g->n_migs];
         memset(m, 0, sizeof(*m));
         m->mig_index = j;
-        m->gi_cap_minor = m->ci_cap_minor = -1;
         struct nvml_mig_info info;
         if ((r = nvml_device_uuid(mig, m->uuid, sizeof(m->uuid), err)) < 0 ||
             (r = nvml_mig_info(dev, mig, &info, err)) < 0)
@@ -94,8 +79,9 @@ static int discover_migs(nvml_device dev, struct inv_gpu *g, struct error *err)
         m->encoders = info.encoders;
         m->jpegs = info.jpegs;
         m->ofas = info.ofas;
-        discover_mig_profile_name(info.gi_slices, info.ci_slices, info.memory_bytes,
-                                  g->memory_bytes, info.suffix, m->profile, sizeof(m->profile));
+        mig_profile_name(info.gi_slices, info.ci_slices, info.memory_bytes, g->memory_bytes,
+                         info.variant, m->profile, sizeof(m->profile));
+        mig_resolve_caps(opt->proc_root, g->minor, m);
         g->n_migs++;
     }
     return 0;
@@ -139,7 +125,7 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
         return error_prefix(err, "GPU %s", g->uuid);
     }
     if (opt->with_mig && g->mig_enabled)
-        return discover_migs(dev, g, err);
+        return discover_migs(opt, dev, g, err);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 
 struct discover_options {
     const char *sysfs_root;   /* NUMA from <root>/bus/pci/devices/<bdf>/numa_node */
+    const char *proc_root;    /* MIG cap minors from <root>/driver/nvidia-caps/mig-minors */
     bool with_mig;            /* enumerate MIG devices of MIG-enabled GPUs */
     bool with_links;          /* query PCIe/NVLink topology for every GPU pair */
     /* The inventory being replaced (a reload), or NULL. A GPU of it that NVML now reports
@@ -27,7 +28,3 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
 /* Read the NUMA node of a PCI device from sysfs: >= 0, or -1 when unknown. A file with
  * garbage yields -1 and *bad = true so the caller can warn. */
 int discover_numa_node(const char *sysfs_root, const char *bus_id, bool *bad);
-
-/* go-nvlib's MIG profile name: "<G>g.<GB>gb" or "<C>c.<G>g.<GB>gb" plus suffix. */
-void discover_mig_profile_name(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory,
-                               uint64_t gpu_memory, const char *suffix, char *out, size_t len);

@@ -11,6 +11,7 @@
 #define INV_NAME_MAX 96
 #define INV_BUSID_MAX 32
 #define INV_PROFILE_MAX 48
+#define INV_CAP_ERROR_MAX 512   /* struct error msg: the message kept whole */
 
 struct inv_mig {
     unsigned mig_index;               /* slot for nvmlDeviceGetMigDeviceHandleByIndex */
@@ -22,6 +23,11 @@ struct inv_mig {
     unsigned multiprocessors, gi_slices, ci_slices;
     unsigned copy_engines, decoders, encoders, jpegs, ofas;
     int gi_cap_minor, ci_cap_minor;   /* /dev/nvidia-caps/nvidia-cap<N>; -1 unknown */
+    /* Why a cap minor is -1 (node/mig.c: mig-minors unreadable or without the entry),
+     * "" if both are known. Kept, not fatal to discovery: resources refuse the device
+     * at the point where the reference does. */
+    int cap_error_code;
+    char cap_error[INV_CAP_ERROR_MAX];
 };
 
 struct inv_gpu {

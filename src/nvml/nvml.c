@@ -318,26 +318,26 @@ int nvml_device_is_mig(nvml_device dev, bool *is_mig, struct error *err)
     return r;
 }
 
-/* go-nvlib's naming of GPU-instance profile variants, keyed by profile index. */
-static const char *gi_profile_suffix(unsigned profile_index)
+/* The variant of a GPU-instance profile, from the profile index that encodes it. */
+static enum nvml_gi_variant gi_profile_variant(unsigned profile_index)
 {
     switch (profile_index) {
     case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1:
     case NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1:
-        return "+me";
+        return NVML_GI_VARIANT_ME;
     case NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME:
     case NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
-        return "+me.all";
+        return NVML_GI_VARIANT_ME_ALL;
     case NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX:
     case NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX:
     case NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX:
     case NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX:
-        return "+gfx";
+        return NVML_GI_VARIANT_GFX;
     case NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:
     case NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
-        return "-me";
+        return NVML_GI_VARIANT_NO_ME;
     default:
-        return "";
+        return NVML_GI_VARIANT_PLAIN;
     }
 }
 
@@ -377,7 +377,7 @@ int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *inf
     info->gi_slices = attr.gpuInstanceSliceCount;
     info->ci_slices = attr.computeInstanceSliceCount;
 
-    /* The profile index (which carries the +me/-me/+gfx variant) is only found by
+    /* The profile index (which carries the variant) is only found by
      * matching the instance's profile id against every profile the GPU offers. */
     bool found = false;
     for (unsigned p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT && !found; p++) {
@@ -388,7 +388,7 @@ int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *inf
             continue;
         if (pi.id == gi_info.profileId) {
             info->gi_slices = pi.sliceCount;
-            snprintf(info->suffix, sizeof(info->suffix), "%s", gi_profile_suffix(p));
+            info->variant = gi_profile_variant(p);
             found = true;
         }
     }

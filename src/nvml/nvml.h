@@ -58,14 +58,23 @@ int nvml_device_mig_by_index(nvml_device dev, unsigned index, nvml_device *mig, 
 int nvml_device_mig_parent(nvml_device mig, nvml_device *parent, struct error *err);
 int nvml_device_is_mig(nvml_device dev, bool *is_mig, struct error *err);
 
+/* Which variant of its slice count a GPU-instance profile is (NVML encodes it in the
+ * profile index: REV1 = media extensions, ALL_ME, GFX, NO_ME); node/mig.c names it. */
+enum nvml_gi_variant {
+    NVML_GI_VARIANT_PLAIN,
+    NVML_GI_VARIANT_ME,
+    NVML_GI_VARIANT_ME_ALL,
+    NVML_GI_VARIANT_GFX,
+    NVML_GI_VARIANT_NO_ME,
+};
+
 struct nvml_mig_info {
     unsigned gi_id, ci_id;
     unsigned gi_profile_id, ci_profile_id;
     unsigned gi_slices, ci_slices;   /* from the profile infos */
     uint64_t memory_bytes;           /* attributes memorySizeMB * 2^20 */
     unsigned multiprocessors, copy_engines, decoders, encoders, jpegs, ofas;
-    /* go-nvlib profile suffix: "", "+me", "+me.all", "+gfx", "-me" */
-    char suffix[8];
+    enum nvml_gi_variant variant;    /* of the GPU-instance profile */
 };
 /* Everything the profile name and the device record need about one MIG device. */
 int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *info,

@@ -7,7 +7,7 @@
 #include "output/allocate.h"
 
 /* Optional control nodes, in the reference's order. */
-static const char *const control_nodes[] = {
+static const char *const control_nodes[ALLOC_CONTROL_NODES_MAX] = {
     "/dev/nvidiactl",
     "/dev/nvidia-uvm",
     "/dev/nvidia-uvm-tools",
@@ -33,7 +33,7 @@ int alloc_validate(const struct rs_resource *r, const char *const *ids, size_t n
 {
     bool annotated = false;
     for (size_t i = 0; i < n_ids; i++) {
-        if (!resource_find_device(r, ids[i]))
+        if (!resources_find_device(r, ids[i]))
             return error_set(err, -ENOENT,
                              "invalid allocation request for \"%s\": invalid request: unknown device: %s",
                              r->name, ids[i]);
@@ -176,11 +176,16 @@ void alloc_mps_clear(struct alloc_mps *m)
 /* Control nodes are looked for under the dev root first (where the host's nodes are
  * when the plugin sees the host tree there), then at the plain path, which is all the
  * reference checks (the runtime injected them into its container). */
-static bool control_node_exists(const struct config *cfg, const char *path)
+size_t alloc_control_nodes(const struct config *cfg, const char *out[ALLOC_CONTROL_NODES_MAX])
 {
-    struct stat st;
-    _cleanup_free_ char *under = alloc_join_root(cfg->dev_root, path);
-    return stat(under, &st) == 0 || stat(path, &st) == 0;
+    size_t n = 0;
+    for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++) {
+        struct stat st;
+        _cleanup_free_ char *under = alloc_join_root(cfg->dev_root, control_nodes[i]);
+        if (stat(under, &st) == 0 || stat(control_nodes[i], &st) == 0)
+            out[n++] = control_nodes[i];
+    }
+    return n;
 }
 
 void alloc_response_free(V1beta1__ContainerAllocateResponse *resp)
@@ -203,7 +208,7 @@ V1beta1__ContainerAllocateResponse *alloc_container(const struct rs_resource *r,
     _cleanup_free_ const char **dev_ids = xcalloc(n_ids + 1, sizeof(char *));
     size_t n_dev = 0;
     for (size_t i = 0; i < n_ids; i++) {
-        const char *base = resource_find_device(r, ids[i])->base_id;
+        const char *base = resources_find_device(r, ids[i])->base_id;
         bool seen = false;
         for (size_t k = 0; k < n_dev && !seen; k++)
             seen = streq(dev_ids[k], base);
@@ -311,11 +316,12 @@ V1beta1__ContainerAllocateResponse *alloc_container(const struct rs_resource *r,
 
     /* 7. device specs: every requested ID (replicas repeat their GPU's nodes) */
     if (cfg->pass_device_specs) {
-        for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++)
-            if (control_node_exists(cfg, control_nodes[i]))
-                spec_add(resp, cfg, control_nodes[i]);
+        const char *ctl[ALLOC_CONTROL_NODES_MAX];
+        size_t n_ctl = alloc_control_nodes(cfg, ctl);
+        for (size_t i = 0; i < n_ctl; i++)
+            spec_add(resp, cfg, ctl[i]);
         for (size_t i = 0; i < n_ids; i++) {
-            const struct rs_device *d = resource_find_device(r, ids[i]);
+            const struct rs_device *d = resources_find_device(r, ids[i]);
             for (char **p = d->paths; p && *p; p++)
                 spec_add(resp, cfg, *p);
         }

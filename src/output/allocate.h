@@ -20,6 +20,13 @@
 #define ALLOC_VOLUME_MOUNTS_ROOT "/var/run/nvidia-container-devices"
 #define ALLOC_IMEX_CHANNEL_DIR "/dev/nvidia-caps-imex-channels"
 
+/* The optional control nodes (/dev/nvidiactl, nvidia-uvm, nvidia-uvm-tools,
+ * nvidia-modeset, in the reference's order) that exist under cfg->dev_root or on the
+ * host: both the pass-device-specs answer and the CDI spec list these. Fills out,
+ * returns how many. */
+#define ALLOC_CONTROL_NODES_MAX 4
+size_t alloc_control_nodes(const struct config *cfg, const char *out[ALLOC_CONTROL_NODES_MAX]);
+
 /* The reference's ValidateRequest: unknown device first, then the shared > 1 rule.
  * err->msg is the reference's full message ("invalid allocation request for ..."). */
 int alloc_validate(const struct rs_resource *r, const char *const *ids, size_t n_ids,

@@ -12,20 +12,6 @@
 
 #define CDI_KIND_PREFIX ALLOC_CDI_VENDOR "/"
 
-static const char *const control_nodes[] = {
-    "/dev/nvidiactl",
-    "/dev/nvidia-uvm",
-    "/dev/nvidia-uvm-tools",
-    "/dev/nvidia-modeset",
-};
-
-static bool node_exists(const struct config *cfg, const char *path)
-{
-    struct stat st;
-    _cleanup_free_ char *under = alloc_join_root(cfg->dev_root, path);
-    return stat(under, &st) == 0 || stat(path, &st) == 0;
-}
-
 /* {"path": p, "hostPath": <dev_root>/p} (hostPath only when it differs). */
 static json_t *device_node(const struct config *cfg, const char *path)
 {
@@ -99,9 +85,10 @@ json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg)
     /* Common edits: the control nodes every GPU user needs, as nvcdi puts there. */
     json_t *common = json_object();
     json_t *ctl = json_array();
-    for (size_t i = 0; i < ELEMENTSOF(control_nodes); i++)
-        if (node_exists(cfg, control_nodes[i]))
-            json_array_append_new(ctl, device_node(cfg, control_nodes[i]));
+    const char *present[ALLOC_CONTROL_NODES_MAX];
+    size_t n_present = alloc_control_nodes(cfg, present);
+    for (size_t i = 0; i < n_present; i++)
+        json_array_append_new(ctl, device_node(cfg, present[i]));
     json_object_set_new(common, "deviceNodes", ctl);
     /* Keeps a legacy-mode nvidia runtime from injecting GPUs on top of CDI. */
     json_t *env = json_array();

@@ -1,3 +1,6 @@
+/* `gpu-device-plugin list` output (see list.h): one row or JSON object per advertised
+ * device, with its resource, memory, NUMA node and live health. */
+
 #include <jansson.h>
 
 #include "list.h"

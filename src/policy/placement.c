@@ -36,7 +36,7 @@ static int map_ids(const struct rs_resource *r, const char *const *ids, size_t n
                    struct error *err)
 {
     for (size_t i = 0; i < n; i++) {
-        const struct rs_device *d = resource_find_device(r, ids[i]);
+        const struct rs_device *d = resources_find_device(r, ids[i]);
         if (!d)
             return error_set(err, -ENOENT, "no device with id: %s", ids[i]);
         gpus[i] = d->gpu;
@@ -90,7 +90,7 @@ int placement_preferred(const struct rs_resource *r, const struct config *cfg,
      * kubelet then hands the container a device this plugin never advertised. An
      * unknown one is the caller's mistake: say which. */
     for (size_t i = 0; i < req->n_must_include; i++)
-        if (!resource_find_device(r, req->must_include[i]))
+        if (!resources_find_device(r, req->must_include[i]))
             return error_set(err, -ENOENT, "unknown must-include device: %s", req->must_include[i]);
 
     if (!aligned_applies(r, req))

@@ -26,7 +26,7 @@ static size_t mark_candidates(const struct rs_resource *r, const char *const *av
 {
     size_t n = 0;
     for (size_t i = 0; i < n_available; i++) {
-        const struct rs_device *d = resource_find_device(r, available[i]);
+        const struct rs_device *d = resources_find_device(r, available[i]);
         if (!d)
             continue;
         size_t p = (size_t)(d - r->devices);

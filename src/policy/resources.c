@@ -3,7 +3,8 @@
  * by the gpus / mig patterns; then the single strategy's layout checks; then sharing
  * (replicas, rename, device subsets). Within a resource, devices are in inventory order
  * (GPU, then its MIG devices, then replica k), which keeps every later tie-break
- * deterministic. Patterns and mig-minors parsing live in resources-parse.c. */
+ * deterministic. Name patterns live in resources-pattern.c; MIG names and cap minors
+ * come from the inventory (node/mig.c). */
 #include <errno.h>
 #include <stdio.h>
 
@@ -16,7 +17,7 @@
 static const char *match_patterns(const struct config_pattern *pats, size_t n, const char *s)
 {
     for (size_t i = 0; i < n; i++)
-        if (rs_pattern_match(pats[i].pattern, s))
+        if (resources_pattern_match(pats[i].pattern, s))
             return pats[i].name;
     return NULL;
 }
@@ -125,19 +126,16 @@ static int mig_device(const struct inventory *inv, const struct config *cfg, siz
     const struct inv_gpu *gpu = &inv->gpus[g];
     const struct inv_mig *mig = &gpu->migs[m];
 
-    /* Discovery may already have resolved the caps; otherwise read mig-minors here. */
+    /* Discovery resolved the caps (node/mig.c) or kept why it could not. */
     int gi_minor = mig->gi_cap_minor, ci_minor = mig->ci_cap_minor;
-    if (gi_minor < 0) {
-        gi_minor = rs_mig_cap_minor(cfg->proc_root, gpu->minor, mig->gi_id, -1, err);
+    if (gi_minor < 0 || ci_minor < 0) {
+        const char *why = mig->cap_error[0] ? mig->cap_error : "capability minor unknown";
+        int code = mig->cap_error_code < 0 ? mig->cap_error_code : -ENOENT;
         if (gi_minor < 0)
-            return error_prefix(err, "MIG device %s (GPU %u GI %u)", mig->uuid, gpu->index,
-                                mig->gi_id);
-    }
-    if (ci_minor < 0) {
-        ci_minor = rs_mig_cap_minor(cfg->proc_root, gpu->minor, mig->gi_id, (int)mig->ci_id, err);
-        if (ci_minor < 0)
-            return error_prefix(err, "MIG device %s (GPU %u GI %u CI %u)", mig->uuid, gpu->index,
-                                mig->gi_id, mig->ci_id);
+            return error_set(err, code, "MIG device %s (GPU %u GI %u): %s", mig->uuid,
+                             gpu->index, mig->gi_id, why);
+        return error_set(err, code, "MIG device %s (GPU %u GI %u CI %u): %s", mig->uuid,
+                         gpu->index, mig->gi_id, mig->ci_id, why);
     }
 
     *d = (struct rs_device){
@@ -227,12 +225,12 @@ static const struct config_pattern default_gpu_pattern = {
  * names: "GPU-x,all" would widen a container to every GPU. Real UUIDs are
  * "GPU-<hex>-..." / "MIG-<hex>-..."; the legacy "MIG-GPU-<uuid>/<gi>/<ci>" form also
  * has '/'. Nothing else is accepted. */
-#define RS_ID_MAX 95
+#define RESOURCES_ID_MAX 95
 
 static bool valid_device_id(const char *id)
 {
     size_t n = strlen(id);
-    if (n == 0 || n > RS_ID_MAX)
+    if (n == 0 || n > RESOURCES_ID_MAX)
         return false;
     bool legacy_mig = startswith(id, "MIG-GPU-");
     for (const char *p = id; *p; p++) {
@@ -244,7 +242,7 @@ static bool valid_device_id(const char *id)
     return true;
 }
 
-static bool id_acceptable(const char *what, const char *id, rs_warn_fn warn, void *userdata)
+static bool id_acceptable(const char *what, const char *id, resources_warn_fn warn, void *userdata)
 {
     if (valid_device_id(id))
         return true;
@@ -253,15 +251,15 @@ static bool id_acceptable(const char *what, const char *id, rs_warn_fn warn, voi
         snprintf(msg, sizeof(msg),
                  "%s: device ID '%.*s' is not made of [A-Za-z0-9-] (at most %d characters); "
                  "device left out",
-                 what, RS_ID_MAX + 1, id, RS_ID_MAX);
-        warn(userdata, RS_WARN_ERROR, msg);
+                 what, RESOURCES_ID_MAX + 1, id, RESOURCES_ID_MAX);
+        warn(userdata, RESOURCES_WARN_ERROR, msg);
     }
     return false;
 }
 
 /* Full GPUs first, then MIG devices, as the reference builds its two device maps; the
  * single strategy's layout checks come after both (check_single). */
-static int build_base(const struct inventory *inv, const struct config *cfg, rs_warn_fn warn,
+static int build_base(const struct inventory *inv, const struct config *cfg, resources_warn_fn warn,
                       void *userdata, struct builder *b, struct error *err)
 {
     bool use_migs = cfg->mig_strategy != MIG_STRATEGY_NONE;
@@ -295,7 +293,7 @@ static int build_base(const struct inventory *inv, const struct config *cfg, rs_
             char msg[160];
             snprintf(msg, sizeof(msg), "GPU %u (%s) has MIG enabled but no MIG devices configured",
                      gpu->index, gpu->uuid);
-            warn(userdata, RS_WARN_WARNING, msg);
+            warn(userdata, RESOURCES_WARN_WARNING, msg);
         }
         for (size_t m = 0; m < gpu->n_migs; m++) {
             const char *profile = gpu->migs[m].profile;
@@ -491,7 +489,7 @@ static void index_remove(struct rs_resource *r)
     r->by_id = NULL;
 }
 
-const struct rs_device *resource_find_device(const struct rs_resource *r, const char *id)
+const struct rs_device *resources_find_device(const struct rs_resource *r, const char *id)
 {
     if (!r || !id)
         return NULL;
@@ -517,15 +515,15 @@ const struct rs_device *resource_find_device(const struct rs_resource *r, const 
 
 /* ---- entry points ---------------------------------------------------------------- */
 
-static void log_warn(void *userdata, enum rs_warn_level level, const char *msg)
+static void log_warn(void *userdata, enum resources_warn_level level, const char *msg)
 {
-    if (level == RS_WARN_ERROR)
+    if (level == RESOURCES_WARN_ERROR)
         log_error("%s", msg);
     else
         log_warning("%s, ignoring", msg);
 }
 
-int resources_build_warn(const struct inventory *inv, const struct config *cfg, rs_warn_fn warn,
+int resources_build_warn(const struct inventory *inv, const struct config *cfg, resources_warn_fn warn,
                          void *userdata, struct resource_set *out, struct error *err)
 {
     struct resource_set set = { 0 };

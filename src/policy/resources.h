@@ -39,7 +39,7 @@ struct rs_resource {
     bool fail_requests_greater_than_one;
     struct rs_device *devices;
     size_t n_devices;
-    size_t *by_id;       /* device positions sorted by id, for resource_find_device;
+    size_t *by_id;       /* device positions sorted by id, for resources_find_device;
                             NULL (hand-built resources) means a linear search */
 };
 
@@ -55,4 +55,4 @@ int resources_build(const struct inventory *inv, const struct config *cfg,
 void resources_clear(struct resource_set *rs);
 
 /* Find a device of a resource by kubelet ID; NULL if unknown. */
-const struct rs_device *resource_find_device(const struct rs_resource *r, const char *id);
+const struct rs_device *resources_find_device(const struct rs_resource *r, const char *id);

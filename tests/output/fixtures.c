@@ -55,7 +55,9 @@ void fx_enable_mig(struct inventory *inv, unsigned g, const char *const *profile
         x->ci_id = 0;
         snprintf(x->profile, sizeof(x->profile), "%s", profiles[m]);
         x->memory_bytes = (uint64_t)(atoi(strchr(profiles[m], '.') + 1)) << 30;
-        x->gi_cap_minor = x->ci_cap_minor = -1;
+        /* what discovery reads from fx_proc_root()'s mig-minors for this GPU minor */
+        x->gi_cap_minor = 1000 + (int)gpu->minor * 100 + (int)x->gi_id;
+        x->ci_cap_minor = 5000 + (int)gpu->minor * 1000 + (int)x->gi_id * 10 + (int)x->ci_id;
     }
 }
 

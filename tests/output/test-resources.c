@@ -4,6 +4,7 @@
 
 #include "core/macro.h"
 #include "fixtures.h"
+#include "node/mig.h"
 #include "policy/resources-warn.h"
 
 static char *proc_root;
@@ -21,11 +22,11 @@ struct warns {
     char first[320], last[320];
 };
 
-static void collect(void *userdata, enum rs_warn_level level, const char *msg)
+static void collect(void *userdata, enum resources_warn_level level, const char *msg)
 {
     struct warns *w = userdata;
     w->n++;
-    w->errors += level == RS_WARN_ERROR;
+    w->errors += level == RESOURCES_WARN_ERROR;
     if (w->n == 1)
         snprintf(w->first, sizeof(w->first), "%s", msg);
     snprintf(w->last, sizeof(w->last), "%s", msg);
@@ -45,6 +46,35 @@ static void expect_error(const struct inventory *inv, const struct config *cfg, 
     CHECK(rs.n_resources == 0);
 }
 
+/* A proc root whose mig-minors has gpu99/gi1's access entry (minor 5) and no CI entry. */
+static char *gi_only_proc_root(void)
+{
+    char *root = fx_proc_root();
+    _cleanup_free_ char *f = xasprintf("%s/driver/nvidia-caps/mig-minors", root);
+    FILE *fp = fopen(f, "we");
+    if (!fp)
+        abort();
+    fprintf(fp, "config 1\nmonitor 2\ngpu99/gi1/access 5\n");
+    fclose(fp);
+    return root;
+}
+
+/* The cap minors fx_enable_mig() puts in the inventory are the ones discovery reads
+ * from fx_proc_root()'s mig-minors. */
+static void test_fixture_caps(void)
+{
+    static const char *const one[] = { "1g.5gb", "1g.5gb", "1g.5gb" };
+    struct inventory inv;
+    fx_inventory(&inv, FX_A100, 4);
+    fx_enable_mig(&inv, 3, one, 3);
+    struct inv_mig m = inv.gpus[3].migs[2];
+    mig_resolve_caps(proc_root, inv.gpus[3].minor, &m);
+    CHECK(m.gi_cap_minor == inv.gpus[3].migs[2].gi_cap_minor);
+    CHECK(m.ci_cap_minor == inv.gpus[3].migs[2].ci_cap_minor);
+    CHECK_STR(m.cap_error, "");
+    fx_inventory_free(&inv);
+}
+
 static void test_patterns(void)
 {
     static const struct {
@@ -61,7 +91,7 @@ static void test_patterns(void)
         { "", "x", false },                          { "**", "", true },
     };
     for (size_t i = 0; i < ELEMENTSOF(t); i++)
-        if (rs_pattern_match(t[i].p, t[i].s) != t[i].match) {
+        if (resources_pattern_match(t[i].p, t[i].s) != t[i].match) {
             fprintf(stderr, "pattern '%s' vs '%s': expected %d\n", t[i].p, t[i].s, t[i].match);
             test_failures++;
         }
@@ -108,10 +138,10 @@ static void test_full_gpus(void)
                         CHECK(d->mig == -1 && d->replica == -1 && d->replicas == 1);
                         CHECK(d->numa_node == inv.gpus[i].numa_node);
                         CHECK(d->memory_bytes == inv.gpus[i].memory_bytes);
-                        CHECK(resource_find_device(r, d->id) == d);
+                        CHECK(resources_find_device(r, d->id) == d);
                     }
-                    CHECK(resource_find_device(r, "GPU-nope") == NULL);
-                    CHECK(resource_find_device(r, "0") == NULL); /* no index IDs */
+                    CHECK(resources_find_device(r, "GPU-nope") == NULL);
+                    CHECK(resources_find_device(r, "0") == NULL); /* no index IDs */
                 }
                 resources_clear(&rs);
                 config_free(&cfg);
@@ -144,7 +174,7 @@ static void test_mig_single(void)
             CHECK_STR(d->id, inv.gpus[3].migs[2].uuid);
             CHECK_STR(d->base_id, ids ? "3:2" : inv.gpus[3].migs[2].uuid);
             CHECK_STR(d->index, "3:2");
-            CHECK(resource_find_device(r, "3:2") == NULL);
+            CHECK(resources_find_device(r, "3:2") == NULL);
             CHECK_STR(d->paths[0], "/dev/nvidia3");
             CHECK_STR(d->paths[1], "/dev/nvidia-caps/nvidia-cap1303");
             CHECK_STR(d->paths[2], "/dev/nvidia-caps/nvidia-cap8030");
@@ -154,7 +184,7 @@ static void test_mig_single(void)
         }
         resources_clear(&rs);
 
-        /* Discovery-filled cap minors win over mig-minors. */
+        /* The cap minors are the inventory's. */
         inv.gpus[0].migs[0].gi_cap_minor = 77;
         inv.gpus[0].migs[0].ci_cap_minor = 78;
         CHECK(resources_build(&inv, &cfg, &rs, &err) == 0);
@@ -212,13 +242,18 @@ static void test_mig_single(void)
     cfg.n_mig_patterns = 0;
     fx_inventory_free(&inv);
 
-    /* missing mig-minors entry: GPU minor 99 */
+    /* missing mig-minors entry: GPU minor 99 (discovery resolves the caps, node/mig.c,
+     * and keeps why it could not; resources refuse the device) */
     fx_inventory(&inv, FX_A100, 1);
     fx_enable_mig(&inv, 0, a100_7x1g, 1);
     inv.gpus[0].minor = 99;
+    mig_resolve_caps(proc_root, 99, &inv.gpus[0].migs[0]);
     expect_error(&inv, &cfg, "no entry for gpu99/gi1/access");
-    inv.gpus[0].migs[0].gi_cap_minor = 5;
+    _cleanup_free_ char *gi_only = gi_only_proc_root();
+    mig_resolve_caps(gi_only, 99, &inv.gpus[0].migs[0]);
+    CHECK(inv.gpus[0].migs[0].gi_cap_minor == 5);
     expect_error(&inv, &cfg, "no entry for gpu99/gi1/ci0/access");
+    fx_rmtree(gi_only);
     fx_inventory_free(&inv);
 
     /* single with no MIG-enabled GPU behaves like none */
@@ -380,10 +415,10 @@ static void test_sharing(void)
                     CHECK_STR(d->id, want);
                     CHECK_STR(d->base_id, base);
                     CHECK(d->replica == (int)(i % 4) && d->replicas == 4 && d->gpu == (int)(i / 4));
-                    CHECK(resource_find_device(r, want) == d);
+                    CHECK(resources_find_device(r, want) == d);
                 }
-                CHECK(resource_find_device(r, inv.gpus[0].uuid) == NULL);
-                CHECK(resource_find_device(r, "0::0") == NULL);
+                CHECK(resources_find_device(r, inv.gpus[0].uuid) == NULL);
+                CHECK(resources_find_device(r, "0::0") == NULL);
             }
             resources_clear(&rs);
             config_free(&cfg);
@@ -494,7 +529,7 @@ static void test_find_many(void)
     const struct rs_resource *r = &rs.resources[0];
     size_t ok = 0;
     for (size_t i = 0; i < r->n_devices; i++)
-        ok += resource_find_device(r, r->devices[i].id) == &r->devices[i];
+        ok += resources_find_device(r, r->devices[i].id) == &r->devices[i];
     CHECK(ok == 10000);
     resources_clear(&rs);
     fx_inventory_free(&inv);
@@ -547,6 +582,7 @@ static void test_unsafe_ids(void)
 int main(void)
 {
     proc_root = fx_proc_root();
+    test_fixture_caps();
     test_patterns();
     test_full_gpus();
     test_mig_single();

@@ -6,6 +6,7 @@
 
 #include "core/fs.h"
 #include "node/discover.h"
+#include "node/mig.h"
 #include "nvml/nvml.h"
 #include "tests/common/check.h"
 
@@ -18,25 +19,26 @@ static void test_profile_names(void)
     struct {
         unsigned g, c;
         uint64_t mem, total;
-        const char *suffix, *want;
+        enum nvml_gi_variant variant;
+        const char *want;
     } cases[] = {
-        { 1, 1, 4864 * mib, a100, "", "1g.5gb" },
-        { 1, 1, 4864 * mib, a100, "+me", "1g.5gb+me" },
-        { 1, 1, 9856 * mib, a100, "", "1g.10gb" },
-        { 2, 2, 9856 * mib, a100, "", "2g.10gb" },
-        { 3, 3, 19968 * mib, a100, "", "3g.20gb" },
-        { 4, 4, 19968 * mib, a100, "", "4g.20gb" },
-        { 7, 7, 40192 * mib, a100, "", "7g.40gb" },
-        { 2, 1, 9856 * mib, a100, "", "1c.2g.10gb" },
-        { 1, 1, 9856 * mib, h100, "", "1g.10gb" },
-        { 1, 1, 9856 * mib, h100, "-me", "1g.10gb-me" },
-        { 7, 7, 80896 * mib, h100, "", "7g.80gb" },
-        { 3, 3, 40192 * mib, h100, "", "3g.40gb" },
-        { 1, 1, 1 * mib, 0, "", "1g.0gb" }, /* unknown GPU memory never divides by 0 */
+        { 1, 1, 4864 * mib, a100, NVML_GI_VARIANT_PLAIN, "1g.5gb" },
+        { 1, 1, 4864 * mib, a100, NVML_GI_VARIANT_ME, "1g.5gb+me" },
+        { 1, 1, 9856 * mib, a100, NVML_GI_VARIANT_PLAIN, "1g.10gb" },
+        { 2, 2, 9856 * mib, a100, NVML_GI_VARIANT_PLAIN, "2g.10gb" },
+        { 3, 3, 19968 * mib, a100, NVML_GI_VARIANT_PLAIN, "3g.20gb" },
+        { 4, 4, 19968 * mib, a100, NVML_GI_VARIANT_PLAIN, "4g.20gb" },
+        { 7, 7, 40192 * mib, a100, NVML_GI_VARIANT_PLAIN, "7g.40gb" },
+        { 2, 1, 9856 * mib, a100, NVML_GI_VARIANT_PLAIN, "1c.2g.10gb" },
+        { 1, 1, 9856 * mib, h100, NVML_GI_VARIANT_PLAIN, "1g.10gb" },
+        { 1, 1, 9856 * mib, h100, NVML_GI_VARIANT_NO_ME, "1g.10gb-me" },
+        { 7, 7, 80896 * mib, h100, NVML_GI_VARIANT_PLAIN, "7g.80gb" },
+        { 3, 3, 40192 * mib, h100, NVML_GI_VARIANT_PLAIN, "3g.40gb" },
+        { 1, 1, 1 * mib, 0, NVML_GI_VARIANT_PLAIN, "1g.0gb" }, /* unknown GPU memory never divides by 0 */
     };
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        discover_mig_profile_name(cases[i].g, cases[i].c, cases[i].mem, cases[i].total,
-                                  cases[i].suffix, buf, sizeof(buf));
+        mig_profile_name(cases[i].g, cases[i].c, cases[i].mem, cases[i].total, cases[i].variant,
+                         buf, sizeof(buf));
         CHECK_STR(buf, cases[i].want);
     }
 }
