@@ -3,7 +3,7 @@
 #include "api.pb-c.h"
 #include "core/log.h"
 #include "core/loop.h"
-#include "grpc.h"
+#include "grpc/grpc.h"
 #include "registration.h"
 
 /* The kubelet creates its socket (bind: our inotify fires) a moment before it listens;

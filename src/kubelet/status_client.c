@@ -3,7 +3,7 @@
 
 #include "core/loop.h"
 #include "dp_service.h"
-#include "grpc.h"
+#include "grpc/grpc.h"
 #include "status_client.h"
 
 struct query {

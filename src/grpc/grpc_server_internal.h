@@ -3,7 +3,7 @@
  * request deadlines). Not for the rest of the plugin: use grpc.h. Loop thread only. */
 #pragma once
 
-#include "kubelet/grpc-internal.h"
+#include "grpc/grpc_internal.h"
 
 struct loop;
 struct loop_timer;

@@ -16,7 +16,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
-#include "kubelet/grpc-server-internal.h"
+#include "grpc/grpc_server_internal.h"
 
 #define READ_BUF_SIZE (64u * 1024u)
 #define GRPC_MAX_PATH 1024u
