@@ -1,3 +1,6 @@
+/* Registration with the kubelet (v1beta1.Registration/Register) for one plugin
+ * endpoint: one asynchronous gRPC client call at a time on the loop, retried with the
+ * backoff below until the kubelet accepts. The contract is in registration.h. */
 #include <stdio.h>
 
 #include "api.pb-c.h"

@@ -1,3 +1,6 @@
+/* The client side of the plugin's status RPC (DP_STATUS_METHOD, served by
+ * dp_service.c): `list` asks a running plugin for the live health of its devices over
+ * its socket, on a private loop, and gets the JSON answer back. */
 #include <stdio.h>
 #include <sys/stat.h>
 
