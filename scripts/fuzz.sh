@@ -19,7 +19,7 @@ ref="$root/../shared/reference"
 # files ("file@TEXT": only the lines before the first line containing TEXT; for health.c
 # that is its configuration half, up to the recovery state machine)
 targets="dp|tests/fuzz/fuzz-dp-libfuzzer|tests/fuzz/fuzz-dp|tests/fuzz/corpus/dp|src/kubelet/dp_service.c src/output/allocate.c src/policy/placement.c src/policy/topo.c src/policy/replicas.c
-grpc-server|tests/fuzz/fuzz-grpc-server-libfuzzer|tests/fuzz/fuzz-grpc-server|tests/fuzz/corpus/grpc-server|src/kubelet/grpc_server.c src/kubelet/grpc_common.c
+grpc-server|tests/fuzz/fuzz-grpc-server-libfuzzer|tests/fuzz/fuzz-grpc-server|tests/fuzz/corpus/grpc-server|src/grpc/grpc_server.c src/grpc/grpc_server_stream.c src/grpc/grpc_common.c
 config|tests/config/fuzz-config-libfuzzer|tests/config/fuzz-config|tests/config/corpus|src/config/config-file.c src/config/config-check.c src/config/config.c src/config/config-print.c src/config/config-args.c src/policy/health.c src/policy/health.c@sat_add(
 sim-profile|tests/sim/fuzz-profile|tests/sim/fuzz-profile-replay|tests/sim/corpus sim/profiles tests/sim/profiles|sim/nvml/sim-profile.c"
 

@@ -7,7 +7,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "dp_service.h"
-#include "grpc.h"
+#include "grpc/grpc.h"
 #include "output/allocate.h"
 #include "policy/placement.h"
 

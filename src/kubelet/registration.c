@@ -1,12 +1,12 @@
-/* Registration of one plugin endpoint with the kubelet (see registration.h): the
- * Register call on the loop, its answer, and the capped-backoff retry timer. */
-
+/* Registration with the kubelet (v1beta1.Registration/Register) for one plugin
+ * endpoint: one asynchronous gRPC client call at a time on the loop, retried with the
+ * backoff below until the kubelet accepts. The contract is in registration.h. */
 #include <stdio.h>
 
 #include "api.pb-c.h"
 #include "core/log.h"
 #include "core/loop.h"
-#include "grpc.h"
+#include "grpc/grpc.h"
 #include "registration.h"
 
 /* The kubelet creates its socket (bind: our inotify fires) a moment before it listens;

@@ -1,12 +1,12 @@
-/* The client side of DP_STATUS_METHOD (see status_client.h): one unary call to a
- * running plugin's socket on a private loop, answered as a JSON object. */
-
+/* The client side of the plugin's status RPC (DP_STATUS_METHOD, served by
+ * dp_service.c): `list` asks a running plugin for the live health of its devices over
+ * its socket, on a private loop, and gets the JSON answer back. */
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "core/loop.h"
 #include "dp_service.h"
-#include "grpc.h"
+#include "grpc/grpc.h"
 #include "status_client.h"
 
 struct query {

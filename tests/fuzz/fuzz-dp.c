@@ -20,7 +20,7 @@
 #include "core/loop.h"
 #include "core/macro.h"
 #include "dp-node.h"
-#include "kubelet/grpc-internal.h"
+#include "grpc/grpc_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

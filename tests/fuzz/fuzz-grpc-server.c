@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
-#include "kubelet/grpc-internal.h"
+#include "grpc/grpc_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

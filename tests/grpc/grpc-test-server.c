@@ -24,7 +24,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
-#include "kubelet/grpc-internal.h"
+#include "grpc/grpc_internal.h"
 
 struct tstream {
     struct tstream *next;

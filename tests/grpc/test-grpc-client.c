@@ -10,7 +10,7 @@
 
 #include "core/loop.h"
 #include "core/macro.h"
-#include "kubelet/grpc-internal.h"
+#include "grpc/grpc_internal.h"
 
 #define FAIL_MSG "bad request: ünïcode % 100%\n"
 

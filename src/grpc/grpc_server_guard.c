@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
-#include "kubelet/grpc-server-internal.h"
+#include "grpc/grpc_server_internal.h"
 
 #define ACCEPT_BATCH 64              /* accepts per wakeup: other fds get their turn */
 #define ACCEPT_BACKOFF_MIN_MS 10u

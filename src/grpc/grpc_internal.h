@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kubelet/grpc.h"
+#include "grpc/grpc.h"
 
 #define GRPC_DEFAULT_MAX_MESSAGE (4u * 1024u * 1024u)
 #define GRPC_PREFIX_LEN 5

@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 
 #include "core/macro.h"
-#include "kubelet/grpc-internal.h"
+#include "grpc/grpc_internal.h"
 
 #define FRAMER_MIN_CAP (16u * 1024u)
 

@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
-#include "kubelet/grpc-internal.h"
+#include "grpc/grpc_internal.h"
 
 struct grpc_call {
     struct loop *loop;

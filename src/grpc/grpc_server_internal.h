@@ -1,9 +1,23 @@
-/* The gRPC server's objects, shared by the protocol half (grpc_server.c) and the
- * defences half (grpc_server_guard.c: accept path, connection cap, buffer budgets,
- * request deadlines). Not for the rest of the plugin: use grpc.h. Loop thread only. */
+/* The gRPC server's objects and the calls between its three files:
+ *   grpc_server.c        the listening socket and the connections (socket I/O, timers,
+ *                        lifetime);
+ *   grpc_server_stream.c one call on a stream (request checks, dispatch, reply, send
+ *                        queue) and the nghttp2 session callbacks;
+ *   grpc_server_guard.c  the defences (accept path, connection cap, buffer budgets,
+ *                        request deadlines).
+ * Not for the rest of the plugin: use grpc.h. Loop thread only.
+ *
+ * Re-entrancy rule: user handlers run inside nghttp2 callbacks, and user code calls
+ * grpc_stream_send/finish from anywhere. None of those paths ever writes to the socket
+ * or frees a connection; they only queue and arm a 0 ms flush timer
+ * (grpc_conn_schedule_flush). Sockets are written and connections freed only from loop
+ * callbacks (fd events, timers) and grpc_server_free, so no caller ever sees an object
+ * vanish under it. */
 #pragma once
 
-#include "kubelet/grpc-internal.h"
+#include <nghttp2/nghttp2.h>
+
+#include "grpc/grpc_internal.h"
 
 struct loop;
 struct loop_timer;
@@ -107,6 +121,17 @@ void grpc_conn_free(struct grpc_conn *c);
 /* GOAWAY (best effort) and free. */
 void grpc_conn_close(struct grpc_conn *c);
 struct grpc_conn *grpc_conn_new(struct grpc_server *srv, int fd);
+/* Have the connection's queued output written from a 0 ms timer (the re-entrancy rule
+ * above); no-op on a dead connection or when one is armed already. */
+void grpc_conn_schedule_flush(struct grpc_conn *c);
+
+/* grpc_server_stream.c */
+/* The callbacks every server session of the process uses; aborts on OOM. */
+nghttp2_session_callbacks *grpc_server_callbacks_new(void);
+/* Unlink and free a stream, telling the method's stream_closed first if stream_open
+ * accepted it. Called when nghttp2 closes the stream and for each stream left when a
+ * connection is freed (nghttp2_session_del() reports no closes). */
+void grpc_stream_destroy(struct grpc_stream *s);
 /* Give up on a stream's buffered bytes: an unanswered request gets `status` and
  * `message` (then RST after it, as for any early answer), an answered one is reset
  * with CANCEL. Its buffers are freed and its window bytes handed back. */
