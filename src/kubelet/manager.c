@@ -8,7 +8,7 @@
 #include "kubelet_watch.h"
 #include "manager.h"
 #include "node/discover.h"
-#include "node/events.h"
+#include "health/monitor.h"
 #include "nvml/nvml.h"
 #include "output/cdi.h"
 #include "policy/health.h"

@@ -1,7 +1,7 @@
 /* Health policy: which Xids matter, what they cost a device, and when it may come
  * back. Pure decisions, no NVML, no threads, time passed in (milliseconds on any
  * monotonic clock), so every rule is unit-testable. The event thread, probes and
- * timers that drive these functions live in node/events.c.
+ * timers that drive these functions live in health/monitor.c.
  *
  * Classes, in increasing severity (a device keeps the worst class it has seen until
  * it recovers):

@@ -1,4 +1,4 @@
-/* The health monitor against a scripted NVML: the nvml_* functions events.c uses are
+/* The health monitor against a scripted NVML: the nvml_* functions health/monitor.c uses are
  * defined here, so the static library's nvml.o is never linked in. Runs the real loop
  * and the real wait thread. Waits are bounded by generous timeouts; nothing asserts
  * on timing. */
@@ -9,7 +9,7 @@
 #include "core/log.h"
 #include "tests/common/check.h"
 #include "core/loop.h"
-#include "node/events.h"
+#include "health/monitor.h"
 #include "nvml/nvml.h"
 
 int test_failures;
