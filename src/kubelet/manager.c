@@ -43,7 +43,7 @@ struct node_state {
     struct inventory inv;
     struct resource_set rs;
     struct topo_model topo;
-    struct health_config *health_cfg;
+    const struct health_config *health_cfg; /* in cfg */
     struct health_monitor *health;
     struct plugin *plugins;   /* one per resource with devices */
     size_t n_plugins;
@@ -71,7 +71,6 @@ static void state_free(struct node_state *s)
     free(s->plugins);
     free(s->socket_dir);
     health_monitor_stop(s->health);
-    health_config_free(s->health_cfg);
     topo_model_clear(&s->topo);
     resources_clear(&s->rs);
     inventory_clear(&s->inv);
@@ -119,10 +118,8 @@ static int select_imex_channels(struct config *cfg, struct error *err)
 static int state_build(struct node_state *s, struct error *err)
 {
     const struct config *cfg = s->cfg;
-    int r = health_config_load(&s->health_cfg, cfg->health_json, cfg->health_line,
-                               cfg->config_file, environ, err);
-    if (r < 0)
-        return r;
+    int r;
+    s->health_cfg = &cfg->health; /* parsed and checked by config_load() */
     if ((r = select_imex_channels(s->cfg, err)) < 0)
         return r;
 
