@@ -725,6 +725,39 @@ static void test_doc_example(void)
     free(doc);
 }
 
+/* `config print` and `serve` both go through config_load(): a health section serve
+ * refuses must make config_load() (hence `config print`) fail too, with the same words. */
+static void test_health_checked_at_load(void)
+{
+    static const struct {
+        const char *yaml, *want;
+    } cases[] = {
+        { "health:\n  quietPeriod: 0\n", "config.yaml:1: health.quietPeriod: must be greater than zero" },
+        { "health:\n  quitePeriod: 5s\n", "config.yaml:1: health.quitePeriod: unknown key" },
+        { "health:\n  xids:\n    sometimes: [1]\n", "health.xids.sometimes: unknown key" },
+        { "health:\n  waitErrorThreshold: 0\n", "health.waitErrorThreshold: must be at least 1" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        struct config c;
+        struct error err = { 0 };
+        int r = load(&c, cases[i].yaml, NULL, NULL, NULL, &err);
+        CHECK(r < 0 && strstr(err.msg, cases[i].want), "case %zu: r=%d %s", i, r, err.msg);
+        config_free(&c);
+    }
+    /* the env names the variable; a flag beats env and file alike */
+    const char *env[] = { "GDP_HEALTH_QUIET_PERIOD=0s", NULL };
+    struct config c;
+    struct error err = { 0 };
+    int r = load(&c, "health:\n  quietPeriod: 5s\n", NULL, env, NULL, &err);
+    CHECK(r < 0 && strstr(err.msg, "env GDP_HEALTH_QUIET_PERIOD: must be greater than zero"),
+          "env: %s", err.msg);
+    config_free(&c);
+    const char *args[] = { "--health-quiet-period=7s", NULL };
+    r = load(&c, "health:\n  quietPeriod: 0\n", args, env, NULL, &err);
+    CHECK(r == 0 && c.health.quiet_ms == 7000, "flag: %s", err.msg);
+    config_free(&c);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/gdp-config-test.XXXXXX";
@@ -732,6 +765,7 @@ int main(void)
         perror("scratch dir");
         return 1;
     }
+    test_health_checked_at_load();
     test_errors();
     test_defaults();
     test_precedence();
