@@ -110,7 +110,7 @@ int config_check_device_ref(const char *ref, struct error *err)
                      ref);
 }
 
-static int mps_error(const struct config_file_marks *m, const char *file, struct error *err,
+static int mps_error(const struct config_marks *m, const char *file, struct error *err,
                      const char *msg)
 {
     if (m && m->mps_line > 0)
@@ -119,7 +119,7 @@ static int mps_error(const struct config_file_marks *m, const char *file, struct
     return error_set(err, -EINVAL, "sharing.mps: %s", msg);
 }
 
-int config_validate(struct config *c, const struct config_file_marks *marks,
+int config_validate(struct config *c, const struct config_marks *marks,
                     struct error *err)
 {
     const char *file = c->config_file ? c->config_file : "";

@@ -26,7 +26,7 @@ struct fctx {
     yaml_document_t *doc;
     struct config *c;
     const bool *set;
-    struct config_file_marks *marks;
+    struct config_marks *marks;
     size_t visits;
     struct error *err;
 };
@@ -634,7 +634,7 @@ static int section_sharing(struct fctx *x, const yaml_node_t *n, const yaml_node
     return 0;
 }
 
-/* ---- health: kept raw, as JSON, for policy/health ---------------------------------- */
+/* ---- health: typed into JSON here, read by config-health.c ------------------------- */
 
 static json_t *to_json(struct fctx *x, const yaml_node_t *n, const char *path, int depth)
 {
@@ -698,11 +698,9 @@ static int section_health(struct fctx *x, const yaml_node_t *n, const yaml_node_
     json_t *j = to_json(x, n, path, 0);
     if (!j)
         return x->err ? x->err->code : -EINVAL;
-    if (x->c->health_json)
-        json_decref(x->c->health_json);
-    x->c->health_json = j;
-    x->c->health_line = line_of(key);
-    return 0;
+    int r = config_health_file(x->c, j, x->name, line_of(key), x->set, x->marks, x->err);
+    json_decref(j);
+    return r;
 }
 
 static int section_version(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
@@ -729,7 +727,7 @@ static const struct field top_fields[] = {
 };
 
 int config_file_parse(struct config *c, const char *name, const unsigned char *data,
-                      size_t size, const bool *set, struct config_file_marks *marks,
+                      size_t size, const bool *set, struct config_marks *marks,
                       struct error *err)
 {
     yaml_parser_t parser;
@@ -760,7 +758,7 @@ int config_file_parse(struct config *c, const char *name, const unsigned char *d
 }
 
 int config_file_load(struct config *c, const char *path, const bool *set,
-                     struct config_file_marks *marks, struct error *err)
+                     struct config_marks *marks, struct error *err)
 {
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;

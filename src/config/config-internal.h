@@ -1,4 +1,8 @@
-/* Shared between the files of the config module only. */
+/* Shared between the files of the config module only. The files and their one-way
+ * order: config-options.c (the option table, setters, defaults) <- config-args.c
+ * (flags, environment), config-file.c + config-file-sections.c (YAML/JSON) and
+ * config-health.c (health settings) <- config-load.c (config_load: sources in
+ * precedence order, then config-check.c) ; config-print.c prints. */
 #pragma once
 
 #include <stdbool.h>
@@ -33,10 +37,40 @@ enum config_opt {
     OPT_CDI_SPEC_DIR,
     OPT_LOG_VERBOSITY,
     OPT_LOG_FORMAT,
+    OPT_HEALTH_QUIET_PERIOD,
+    OPT_HEALTH_MAX_QUIET_PERIOD,
+    OPT_HEALTH_FLAP_WINDOW,
+    OPT_HEALTH_UNATTRIBUTED_PROBE_DELAY,
+    OPT_HEALTH_WAIT_TIMEOUT,
+    OPT_HEALTH_WAIT_ERROR_THRESHOLD,
+    OPT_HEALTH_XIDS_DEFAULT,
+    OPT_HEALTH_XIDS_IGNORE,    /* the four lists in this order: a conflict names the later */
+    OPT_HEALTH_XIDS_RECOVER,
+    OPT_HEALTH_XIDS_LOST,
+    OPT_HEALTH_XIDS_NEVER,
+    OPT_DP_DISABLE_HEALTHCHECKS,
+    OPT_DP_ENABLE_HEALTHCHECKS,
     OPT_HELP,
     OPT_VERSION,
     _OPT_MAX,
 };
+
+enum config_opt_kind { KIND_STRING, KIND_BOOL, KIND_SLICE, KIND_ACTION };
+
+/* One row of the option table (config-options.c): the only place each default is
+ * written. */
+struct config_option_def {
+    const char *names[3];  /* without dashes; first is canonical; none: env only */
+    const char *envs[3];
+    enum config_opt_kind kind;
+    const char *group;
+    const char *defval;    /* applied by config_init_defaults(); NULL: none */
+    const char *usage;
+    const char *defnote;   /* shown by --help instead of defval, when set */
+};
+extern const struct config_option_def config_options[_OPT_MAX];
+/* --help groups, in order; NULL-terminated. */
+extern const char *const config_option_groups[];
 
 /* Set option `opt` from its string form (flag / env / file value converted to
  * text; slices comma-separated). origin ("--mig-strategy", "env MIG_STRATEGY",
@@ -44,18 +78,24 @@ enum config_opt {
 int config_option_set(struct config *c, enum config_opt opt, const char *value,
                       const char *origin, struct error *err);
 
-/* Where cross-field checks point when they fail (1-based; 0 = not from the file). */
-struct config_file_marks {
+/* Where cross-field checks point when they fail (lines 1-based; 0 = not from the
+ * file). origin[]: how a flag or env var set the option ("--health-quiet-period",
+ * "env GDP_HEALTH_QUIET_PERIOD"), owned; NULL when the file or the default did. */
+struct config_marks {
     int mps_line, mps_col;
+    const char *health_file;
+    int health_line;
+    bool health_in_file[_OPT_MAX];
+    char *origin[_OPT_MAX];
 };
 
 /* Parse the config file into c; fields whose option is already set[] by flag or
  * env are type-checked but not applied. */
 int config_file_load(struct config *c, const char *path, const bool *set,
-                     struct config_file_marks *marks, struct error *err);
+                     struct config_marks *marks, struct error *err);
 /* Same, from memory (the fuzz target); `name` is used in messages. */
 int config_file_parse(struct config *c, const char *name, const unsigned char *data,
-                      size_t size, const bool *set, struct config_file_marks *marks,
+                      size_t size, const bool *set, struct config_marks *marks,
                       struct error *err);
 
 /* Go strconv.ParseBool. Returns 0/1, or -EINVAL. */
@@ -68,8 +108,30 @@ char *config_resource_name(const char *name, struct error *err);
  * "MIG-GPU-<uuid>/<gi>/<ci>"): 0 or -EINVAL with err set. */
 int config_check_device_ref(const char *ref, struct error *err);
 /* The cross-field rules that need only the configuration (MPS, IMEX). */
-int config_validate(struct config *c, const struct config_file_marks *marks,
+int config_validate(struct config *c, const struct config_marks *marks,
                     struct error *err);
 /* Kubernetes DNS-1123 subdomain: <= 253 chars, dot-separated labels of [a-z0-9-]
  * that start and end with [a-z0-9]. */
 bool config_is_dns_subdomain(const char *s, size_t len);
+
+/* Split a comma-separated value; items are trimmed, empty items dropped. The array
+ * is NULL-terminated; free with config_strv_free(). */
+char **config_split_list(const char *value, size_t *n_out);
+void config_strv_free(char **v);
+
+/* Flags and environment (config-args.c): fills the options they name and records
+ * them in set[] and marks->origin[]. Returns 0, CONFIG_LOAD_HELP/VERSION or -errno. */
+struct config_command;
+int config_args_apply(struct config *c, int argc, char **argv, char **envp,
+                      struct config_command *cmd, bool *set, struct config_marks *marks,
+                      struct error *err);
+
+/* Health settings (config-health.c). */
+int config_health_option_set(struct config *c, enum config_opt opt, const char *value,
+                             struct error *err);
+/* The file's `health:` section (a json_t *), line `line` of `file`. */
+int config_health_file(struct config *c, void *health_json, const char *file, int line,
+                       const bool *set, struct config_marks *marks, struct error *err);
+int config_health_check(struct config *c, const struct config_marks *m, struct error *err);
+/* The effective section as a json_t * (new reference), in the file's keys. */
+void *config_health_json(const struct health_config *hc);

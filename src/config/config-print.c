@@ -3,6 +3,7 @@
  * our own settings under "extensions". */
 #include <jansson.h>
 
+#include "config/config-internal.h"
 #include "config/config-load.h"
 
 static json_t *strv_json(char *const *v)
@@ -93,16 +94,16 @@ static json_t *config_json(const struct config *c)
     json_t *imex = json_pack("{s:o, s:b}", "channelIDs", ids, "required", c->imex_required);
 
     json_t *ext = json_pack(
-        "{s:s?, s:s, s:o, s:o, s:s, s:s, s:s, s:i, s:s}", "configFile", c->config_file,
+        "{s:s?, s:s, s:o, s:o, s:s, s:s, s:s, s:i, s:s, s:b}", "configFile", c->config_file,
         "kubeletSocket", c->kubelet_socket, "cdiFeatureFlags", strv_json(c->cdi_feature_flags),
         "cdiDisableHooks", strv_json(c->cdi_disable_hooks), "sysfsRoot", c->sysfs_root,
         "procRoot", c->proc_root, "cdiSpecDir", c->cdi_spec_dir, "logVerbosity",
-        c->log_verbosity, "logFormat", c->log_json ? "json" : "text");
+        c->log_verbosity, "logFormat", c->log_json ? "json" : "text", "healthChecksDisabled",
+        c->health.disabled);
 
     json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "version", "v1", "flags", flags,
                              "resources", resources, "sharing", sharing, "imex", imex);
-    if (c->health_json)
-        json_object_set(root, "health", c->health_json);
+    json_object_set_new(root, "health", config_health_json(&c->health));
     json_object_set_new(root, "extensions", ext);
     return root;
 }
@@ -124,4 +125,42 @@ int config_print_json(const struct config *c, FILE *f)
     if (fprintf(f, "%s\n", s) < 0 || fflush(f) != 0)
         return -EIO;
     return 0;
+}
+
+void config_print_help(FILE *f, const char *argv0)
+{
+        fprintf(f,
+            "Usage: %s [flags] [list|config] [args]\n\n"
+            "Kubernetes device plugin for NVIDIA GPUs (drop-in for NVIDIA's "
+            "k8s-device-plugin).\nPrecedence per setting: flag > environment > "
+            "--config-file > default.\n",
+            argv0 ? argv0 : "gpu-device-plugin");
+    for (size_t g = 0; config_option_groups[g]; g++) {
+        fprintf(f, "\n%s:\n", config_option_groups[g]);
+        for (int i = 0; i < _OPT_MAX; i++) {
+            const struct config_option_def *o = &config_options[i];
+            if (o->group != config_option_groups[g])
+                continue;
+            char names[160] = "";
+            size_t off = 0;
+            for (size_t k = 0; k < ELEMENTSOF(o->names) && o->names[k]; k++) {
+                bool shrt = strlen(o->names[k]) == 1;
+                int n = snprintf(names + off, sizeof(names) - off, "%s%s%s", k ? ", " : "",
+                                 shrt ? "-" : "--", o->names[k]);
+                if (n < 0 || (size_t)n >= sizeof(names) - off)
+                    break;
+                off += (size_t)n;
+            }
+            if (!o->names[0])
+                snprintf(names, sizeof(names), "(environment only)");
+            fprintf(f, "  %s%s\n        %s", names,
+                    o->names[0] && (o->kind == KIND_STRING || o->kind == KIND_SLICE) ? " value" : "",
+                    o->usage);
+            if (o->defnote || o->defval)
+                fprintf(f, " (default: \"%s\")", o->defnote ? o->defnote : o->defval);
+            for (size_t k = 0; k < ELEMENTSOF(o->envs) && o->envs[k]; k++)
+                fprintf(f, "%s$%s", k ? ", " : " [", o->envs[k]);
+            fprintf(f, "%s\n", o->envs[0] ? "]" : "");
+        }
+    }
 }

@@ -1,47 +1,8 @@
-/* Defaults, teardown and name tables of struct config. Loading lives in
- * config-args.c (flags, env), config-file.c (YAML/JSON), config-check.c (rules). */
-#include <jansson.h>
-
+/* Teardown and name tables of struct config. Defaults are the option table's
+ * (config-options.c); loading is config-load.c. */
+#include "config/config-internal.h"
 #include "config/config-load.h"
 #include "core/log.h"
-
-void config_init_defaults(struct config *c)
-{
-    *c = (struct config){
-        .mig_strategy = MIG_STRATEGY_NONE,
-        .fail_on_init_error = true,
-        .driver_root = xstrdup("/"),
-        .dev_root = xstrdup(""),
-        .pass_device_specs = false,
-        .device_list_strategy = DEVICE_LIST_ENVVAR,
-        .device_id_strategy = DEVICE_ID_UUID,
-        .cdi_annotation_prefix = xstrdup("cdi.k8s.io/"),
-        .nvidia_cdi_hook_path = xstrdup("/usr/bin/nvidia-ctk"),
-        .driver_root_ctr_path = xstrdup("/driver-root"),
-        .mps_root = xstrdup(""),
-        .shared_alloc_policy = SHARED_ALLOC_DISTRIBUTED,
-        .device_discovery_strategy = xstrdup("auto"),
-        .kubelet_socket = xstrdup("/var/lib/kubelet/device-plugins/kubelet.sock"),
-        .cdi_feature_flags = xcalloc(1, sizeof(char *)),
-        .cdi_disable_hooks = xcalloc(1, sizeof(char *)),
-        .sysfs_root = xstrdup("/sys"),
-        .proc_root = xstrdup("/proc"),
-        .cdi_spec_dir = xstrdup("/var/run/cdi"),
-        .log_verbosity = 0,
-        .log_json = false,
-        .time_slicing = { .fail_requests_greater_than_one = -1 },
-        .mps = { .fail_requests_greater_than_one = -1 },
-    };
-}
-
-static void strv_free(char **v)
-{
-    if (!v)
-        return;
-    for (char **p = v; *p; p++)
-        free(*p);
-    free(v);
-}
 
 static void patterns_free(struct config_pattern *p, size_t n)
 {
@@ -79,8 +40,8 @@ void config_free(struct config *c)
     free(c->device_discovery_strategy);
     free(c->imex_channel_ids);
     free(c->kubelet_socket);
-    strv_free(c->cdi_feature_flags);
-    strv_free(c->cdi_disable_hooks);
+    config_strv_free(c->cdi_feature_flags);
+    config_strv_free(c->cdi_disable_hooks);
     free(c->sysfs_root);
     free(c->proc_root);
     free(c->cdi_spec_dir);
@@ -88,8 +49,7 @@ void config_free(struct config *c)
     patterns_free(c->mig_patterns, c->n_mig_patterns);
     sharing_free(&c->time_slicing);
     sharing_free(&c->mps);
-    if (c->health_json)
-        json_decref(c->health_json);
+    free(c->health.rules);
     /* leave a struct that is safe to free again */
     *c = (struct config){ 0 };
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "config/config-health.h"
 #include "core/error.h"
 
 enum mig_strategy { MIG_STRATEGY_NONE, MIG_STRATEGY_SINGLE, MIG_STRATEGY_MIXED };
@@ -89,10 +90,8 @@ struct config {
     struct config_sharing time_slicing;
     struct config_sharing mps;
 
-    /* `health:` section, kept raw (a jansson json_t *, owned) for policy/health to
-     * parse and validate; NULL when absent. health_line: its line in the file. */
-    void *health_json;
-    int health_line;
+    /* health checks: flags, GDP_HEALTH_* / DP_*_HEALTHCHECKS and `health:` */
+    struct health_config health;
 };
 
 void config_init_defaults(struct config *c);

@@ -11,7 +11,7 @@
 #include "kubelet/dp_service.h"
 #include "kubelet/kubelet_watch.h"
 #include "kubelet/registration.h"
-#include "node/events.h"
+#include "health/monitor.h"
 #include "nvml/nvml.h"
 
 struct daemon;

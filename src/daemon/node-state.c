@@ -48,10 +48,8 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
                      struct error *err)
 {
     const struct config *cfg = s->cfg;
-    int r = health_config_load(&s->health_cfg, cfg->health_json, cfg->health_line,
-                               cfg->config_file, environ, err);
-    if (r < 0)
-        return r;
+    int r;
+    s->health_cfg = &cfg->health; /* parsed and checked by config_load() */
     if ((r = select_imex_channels(s->cfg, err)) < 0)
         return r;
 
@@ -89,7 +87,6 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
 
 void node_state_clear(struct node_state *s)
 {
-    health_config_free(s->health_cfg);
     topo_model_clear(&s->topo);
     resources_clear(&s->rs);
     inventory_clear(&s->inv);

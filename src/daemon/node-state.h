@@ -20,7 +20,7 @@ struct node_state {
     struct inventory inv;
     struct resource_set rs;
     struct topo_model topo;
-    struct health_config *health_cfg;
+    const struct health_config *health_cfg; /* in cfg */
 };
 
 struct node_state_options {

@@ -1,13 +1,13 @@
 /* Health policy: Xid classes and names, the per-device recovery state machine and
- * event-wait error tracking. Loading the config (env, file, the reference's
- * DP_*_HEALTHCHECKS) is health-config.c. Pure: no NVML, no threads, no clock. */
+ * event-wait error tracking, over the settings config_load() checked
+ * (config/config-health.c). Pure: no NVML, no threads, no clock, no environment, no
+ * logging. */
 #include "policy/health.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <strings.h>
 
-#include "policy/health-internal.h"
 
 /* Our reading of NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors), see
  * docs/health.md for the reasoning per row. Xids without a row get default_class. */
@@ -54,32 +54,8 @@ const char *health_xid_name(uint64_t xid)
     return "";
 }
 
-const char *health_class_name(enum health_class cls)
-{
-    switch (cls) {
-    case HEALTH_IGNORE:
-        return "ignore";
-    case HEALTH_RECOVER:
-        return "recover";
-    case HEALTH_LOST:
-        return "lost";
-    case HEALTH_NEVER:
-        return "never";
-    }
-    return "?";
-}
-
-int health_class_from_name(const char *s, enum health_class *out)
-{
-    for (enum health_class c = HEALTH_IGNORE; c <= HEALTH_NEVER; c++)
-        if (strcasecmp(s, health_class_name(c)) == 0) {
-            *out = c;
-            return 0;
-        }
-    return -EINVAL;
-}
-
-enum health_class health_builtin_class(const struct health_config *hc, uint64_t xid)
+/* The built-in table's class, or hc->default_class for Xids without a row. */
+static enum health_class builtin_class(const struct health_config *hc, uint64_t xid)
 {
     for (size_t i = 0; i < ELEMENTSOF(xid_table); i++)
         if (xid_table[i].xid == xid)
@@ -87,21 +63,37 @@ enum health_class health_builtin_class(const struct health_config *hc, uint64_t 
     return hc->default_class;
 }
 
-bool health_builtin_xid(size_t i, uint64_t *xid)
+static bool dp_listed(const struct health_config *hc, enum health_rule_kind kind, uint64_t xid)
 {
-    if (i >= ELEMENTSOF(xid_table))
-        return false;
-    *xid = xid_table[i].xid;
-    return true;
+    for (size_t i = 0; i < hc->n_rules; i++)
+        if (hc->rules[i].kind == kind && hc->rules[i].xid == xid)
+            return true;
+    return false;
 }
 
 enum health_class health_classify(const struct health_config *hc, uint64_t xid)
 {
+    enum health_class c = HEALTH_IGNORE;
+    bool ruled = false;
     /* rules are few (tens); the last matching one wins, so scan backwards */
-    for (size_t i = hc->n_rules; i > 0; i--)
-        if (hc->rules[i - 1].xid == xid)
-            return hc->rules[i - 1].cls;
-    return health_builtin_class(hc, xid);
+    for (size_t i = hc->n_rules; i > 0 && !ruled; i--)
+        if (hc->rules[i - 1].kind == HEALTH_RULE_SET && hc->rules[i - 1].xid == xid) {
+            c = hc->rules[i - 1].cls;
+            ruled = true;
+        }
+    if (!ruled)
+        c = builtin_class(hc, xid);
+    /* The reference's variables come last and only decide ignore vs act: a disabled
+     * Xid is ignored; an enabled one (or any, under enable-all) that would be ignored
+     * acts with its built-in class, or RECOVER if that is ignore too. */
+    if (dp_listed(hc, HEALTH_RULE_DP_DISABLE, xid))
+        c = HEALTH_IGNORE;
+    if (c == HEALTH_IGNORE && (hc->enable_all || dp_listed(hc, HEALTH_RULE_DP_ENABLE, xid))) {
+        c = builtin_class(hc, xid);
+        if (c == HEALTH_IGNORE)
+            c = HEALTH_RECOVER;
+    }
+    return c;
 }
 
 /* ---- recovery state machine */

@@ -1,7 +1,7 @@
 /* Health policy: which Xids matter, what they cost a device, and when it may come
  * back. Pure decisions, no NVML, no threads, time passed in (milliseconds on any
  * monotonic clock), so every rule is unit-testable. The event thread, probes and
- * timers that drive these functions live in node/events.c.
+ * timers that drive these functions live in health/monitor.c.
  *
  * Classes, in increasing severity (a device keeps the worst class it has seen until
  * it recovers):
@@ -11,6 +11,8 @@
  *            finds it again
  *   NEVER    needs a GPU reset, a reboot or service: Unhealthy until the plugin
  *            restarts
+ * The settings (struct health_config, config/config-health.h) are parsed and
+ * checked by config_load(); this module only reads them.
  * docs/health.md describes the defaults and where they come from. */
 #pragma once
 
@@ -18,74 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config-health.h"
 #include "core/error.h"
-
-enum health_class {
-    HEALTH_IGNORE = 0,
-    HEALTH_RECOVER,
-    HEALTH_LOST,
-    HEALTH_NEVER,
-};
-
-struct health_xid_rule {
-    uint64_t xid;
-    enum health_class cls;
-};
-
-/* Owned by the caller of health_config_load(); read-only afterwards, so the event
- * thread and the loop may both read it. */
-struct health_config {
-    bool disabled;                   /* DP_DISABLE_HEALTHCHECKS=all without an enable-all */
-    struct health_xid_rule *rules;   /* explicit per-Xid classes, last one wins */
-    size_t n_rules;
-    enum health_class default_class; /* Xids without a rule */
-    uint64_t quiet_ms;               /* first quiet period before a probe */
-    uint64_t max_quiet_ms;           /* cap of the doubling */
-    uint64_t flap_window_ms;         /* failing again this soon after a recovery doubles */
-    uint64_t unattributed_probe_ms;  /* probe delay after an event no device can be named for */
-    uint64_t wait_timeout_ms;        /* nvml_event_wait timeout while waits work */
-    unsigned wait_error_threshold;   /* consecutive failed waits before all go Unhealthy */
-    uint64_t wait_backoff_ms;        /* first retry delay after a failed wait */
-    uint64_t wait_backoff_max_ms;
-};
-
-#define HEALTH_DEFAULT_QUIET_MS (60ULL * 1000)
-#define HEALTH_DEFAULT_MAX_QUIET_MS (60ULL * 60 * 1000)
-#define HEALTH_DEFAULT_FLAP_WINDOW_MS (10ULL * 60 * 1000)
-/* Marking every device for an event nobody can be blamed for costs the node its whole
- * capacity; the innocent answer a probe at once, so they are probed this soon (capped at
- * the quiet period). */
-#define HEALTH_DEFAULT_UNATTRIBUTED_PROBE_MS (2ULL * 1000)
-/* NVML waits cannot be interrupted; a long wait means no idle wakeups, and stop
- * detaches the thread instead of waiting it out. */
-#define HEALTH_DEFAULT_WAIT_TIMEOUT_MS (60ULL * 60 * 1000)
-#define HEALTH_DEFAULT_WAIT_ERROR_THRESHOLD 5U
-
-/* Parse env (DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS, GDP_HEALTH_*) and the
- * config file's `health:` section (a jansson object, may be NULL); `file` and
- * `health_line` locate messages ("config.yaml:12: health.xids.recover: ...").
- * Precedence per key: environment > file > defaults; the DP_* variables are applied
- * last, with the reference plugin's semantics. */
-int health_config_load(struct health_config **out, void *health_json, int health_line,
-                       const char *file, char **envp, struct error *err);
-void health_config_free(struct health_config *hc);
 
 /* The class an Xid gets under hc. */
 enum health_class health_classify(const struct health_config *hc, uint64_t xid);
 /* "double-bit ECC error"; "" for Xids we have no words for. Static lifetime. */
 const char *health_xid_name(uint64_t xid);
-const char *health_class_name(enum health_class cls);   /* "ignore", "recover", ... */
-
-/* ---- the reference's DP_*_HEALTHCHECKS item lists, exposed for tests */
-struct health_xid_set {
-    bool all;          /* an item "all" or "xids" (case-insensitive) */
-    uint64_t *xids;
-    size_t n;
-};
-/* Comma list; blanks skipped; malformed items skipped and counted in *malformed. */
-void health_xid_set_parse(struct health_xid_set *s, const char *value, unsigned *malformed);
-void health_xid_set_clear(struct health_xid_set *s);
-bool health_xid_set_has(const struct health_xid_set *s, uint64_t xid);
 
 /* ---- per-device recovery state machine */
 struct health_unit {

@@ -1,8 +1,8 @@
 /* Fuzz target: a config file, plus optional command-line flags and environment, through
  * everything the plugin does with them at start and on SIGHUP: the YAML parser, the
  * field walkers, validation, the JSON print, the `health:` section and the health
- * environment (policy/health.c, as manager.c loads them), and config_load() with its
- * flag > env > file precedence.
+ * environment (config/config-health.c, checked at every load), the health policy over
+ * the result, and config_load() with its flag > env > file precedence.
  *
  * Input: leading lines "#!arg <flag>" and "#!env NAME=value" (YAML comments, so the
  * parser skips them) set argv and envp; the whole input is the file. Every failure must
@@ -66,21 +66,16 @@ static void check(int r, const struct error *err)
         abort(); /* every failure must carry a message */
 }
 
-/* The health policy of a parsed config, as the manager loads it. */
-static void health(const struct config *c, char **envp)
+/* The health settings of a config that loaded: what the checks promise, then the
+ * policy over every Xid they name. */
+static void health(const struct config *c)
 {
-    struct health_config *hc = NULL;
-    struct error err = { 0 };
-    int r = health_config_load(&hc, c->health_json, c->health_line, "fuzz.yaml", envp, &err);
-    check(r, &err);
-    if (r == 0) {
-        if (!hc || hc->wait_error_threshold == 0 || hc->quiet_ms == 0 ||
-            hc->max_quiet_ms < hc->quiet_ms || hc->wait_timeout_ms < 10)
-            abort(); /* validation let through what it promises to refuse */
-        for (size_t i = 0; i < hc->n_rules; i++)
-            (void)health_classify(hc, hc->rules[i].xid);
-    }
-    health_config_free(hc);
+    const struct health_config *hc = &c->health;
+    if (hc->wait_error_threshold == 0 || hc->quiet_ms == 0 || hc->max_quiet_ms < hc->quiet_ms ||
+        hc->wait_timeout_ms < 10 || hc->unattributed_probe_ms == 0)
+        abort(); /* validation let through what it promises to refuse */
+    for (size_t i = 0; i < hc->n_rules; i++)
+        (void)health_classify(hc, hc->rules[i].xid);
 }
 
 /* The file as the plugin reads it: through a path (a memfd), with flags and env. */
@@ -108,7 +103,7 @@ static void load(const unsigned char *data, size_t size, struct words *args, cha
         config_command_free(&cmd);
     if (r == 0) {
         free(config_to_json_string(&c, true));
-        health(&c, envp);
+        health(&c);
     }
     config_free(&c);
 }
@@ -126,18 +121,18 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     header(data, size, &args, &env);
 
     struct config c;
-    struct config_file_marks marks = { 0 };
+    struct config_marks marks = { 0 };
     bool set[_OPT_MAX] = { 0 };
     struct error err = { 0 };
     config_init_defaults(&c);
     int r = config_file_parse(&c, "fuzz.yaml", data, size, set, &marks, &err);
-    if (r == 0) {
+    if (r == 0 && (r = config_health_check(&c, &marks, &err)) == 0) {
         r = config_validate(&c, &marks, &err);
         free(config_to_json_string(&c, true));
     }
     check(r, &err);
     if (r == 0)
-        health(&c, env.v);
+        health(&c);
     config_free(&c);
 
     if (args.n || env.n)

@@ -282,7 +282,7 @@ static void test_defaults(void)
     CHECK(streq(c.sysfs_root, "/sys") && streq(c.proc_root, "/proc"), "sys/proc");
     CHECK(streq(c.cdi_spec_dir, "/var/run/cdi"), "cdi dir");
     CHECK(c.log_verbosity == 0 && !c.log_json && config_log_level(&c) == LOG_INFO, "log");
-    CHECK(!c.config_file && !c.time_slicing.present && !c.mps.present && !c.health_json, "file");
+    CHECK(!c.config_file && !c.time_slicing.present && !c.mps.present && !c.health.n_rules, "file");
     config_free(&c);
 }
 
@@ -503,9 +503,9 @@ static void test_file_sections(void)
         "health:\n"
         "  xids:\n"
         "    ignore: [13, 31]\n"
-        "  recover: true\n"
-        "  ratio: 0.5\n"
-        "  label: 'on'\n";
+        "  quietPeriod: 30\n"
+        "  flapWindow: 2m\n"
+        "  waitErrorThreshold: '7'\n";
     struct config c;
     struct error err = { 0 };
     int r = load(&c, yaml, NULL, NULL, NULL, &err);
@@ -550,16 +550,11 @@ static void test_file_sections(void)
           "mps devices");
     CHECK(c.n_imex_channel_ids == 1 && c.imex_required, "imex");
 
-    json_t *h = c.health_json;
-    CHECK(h && json_is_object(h) && c.health_line == 47, "health line %d", c.health_line);
-    if (h) {
-        json_t *ign = json_object_get(json_object_get(h, "xids"), "ignore");
-        CHECK(json_array_size(ign) == 2 && json_integer_value(json_array_get(ign, 1)) == 31,
-              "health xids");
-        CHECK(json_is_true(json_object_get(h, "recover")), "health bool");
-        CHECK(json_real_value(json_object_get(h, "ratio")) == 0.5, "health real");
-        CHECK(json_is_string(json_object_get(h, "label")), "quoted stays string");
-    }
+    /* the health section is typed (integers as seconds, quoted numbers as strings) */
+    const struct health_config *h = &c.health;
+    CHECK(h->n_rules == 2 && h->rules[1].xid == 31 && h->rules[1].cls == HEALTH_IGNORE,
+          "health xids");
+    CHECK(h->quiet_ms == 30000 && h->wait_error_threshold == 7, "health values");
 
     /* config print */
     char *s = config_to_json_string(&c, true);
@@ -723,11 +718,44 @@ static void test_doc_example(void)
         int r = load(&c, start + 8, NULL, NULL, NULL, &err);
         CHECK(r == 0 && streq(c.driver_root, "/run/nvidia/driver") &&
                   c.device_list_strategy == (DEVICE_LIST_ENVVAR | DEVICE_LIST_CDI_ANNOTATIONS) &&
-                  c.time_slicing.n_resources == 1 && c.health_json,
+                  c.time_slicing.n_resources == 1 && c.health.n_rules == 2,
               "doc example: %s", err.msg);
         config_free(&c);
     }
     free(doc);
+}
+
+/* `config print` and `serve` both go through config_load(): a health section serve
+ * refuses must make config_load() (hence `config print`) fail too, with the same words. */
+static void test_health_checked_at_load(void)
+{
+    static const struct {
+        const char *yaml, *want;
+    } cases[] = {
+        { "health:\n  quietPeriod: 0\n", "config.yaml:1: health.quietPeriod: must be greater than zero" },
+        { "health:\n  quitePeriod: 5s\n", "config.yaml:1: health.quitePeriod: unknown key" },
+        { "health:\n  xids:\n    sometimes: [1]\n", "health.xids.sometimes: unknown key" },
+        { "health:\n  waitErrorThreshold: 0\n", "health.waitErrorThreshold: must be at least 1" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        struct config c;
+        struct error err = { 0 };
+        int r = load(&c, cases[i].yaml, NULL, NULL, NULL, &err);
+        CHECK(r < 0 && strstr(err.msg, cases[i].want), "case %zu: r=%d %s", i, r, err.msg);
+        config_free(&c);
+    }
+    /* the env names the variable; a flag beats env and file alike */
+    const char *env[] = { "GDP_HEALTH_QUIET_PERIOD=0s", NULL };
+    struct config c;
+    struct error err = { 0 };
+    int r = load(&c, "health:\n  quietPeriod: 5s\n", NULL, env, NULL, &err);
+    CHECK(r < 0 && strstr(err.msg, "env GDP_HEALTH_QUIET_PERIOD: must be greater than zero"),
+          "env: %s", err.msg);
+    config_free(&c);
+    const char *args[] = { "--health-quiet-period=7s", NULL };
+    r = load(&c, "health:\n  quietPeriod: 0\n", args, env, NULL, &err);
+    CHECK(r == 0 && c.health.quiet_ms == 7000, "flag: %s", err.msg);
+    config_free(&c);
 }
 
 int main(void)
@@ -737,6 +765,7 @@ int main(void)
         perror("scratch dir");
         return 1;
     }
+    test_health_checked_at_load();
     test_errors();
     test_defaults();
     test_precedence();

@@ -191,7 +191,7 @@ static void build(struct dp_node *n, size_t i)
 {
     struct error err = { 0 };
     bool set[_OPT_MAX] = { 0 };
-    struct config_file_marks marks = { 0 };
+    struct config_marks marks = { 0 };
     _cleanup_free_ char *proc = xasprintf("%s/proc", root);
     _cleanup_free_ char *socks = xasprintf("%s/sock-%zu", root, i);
 

@@ -1,4 +1,4 @@
-/* The health monitor against a scripted NVML: the nvml_* functions events.c uses are
+/* The health monitor against a scripted NVML: the nvml_* functions health/monitor.c uses are
  * defined here, so the static library's nvml.o is never linked in. Runs the real loop
  * and the real wait thread. Waits are bounded by generous timeouts; nothing asserts
  * on timing. */
@@ -9,7 +9,8 @@
 #include "core/log.h"
 #include "tests/common/check.h"
 #include "core/loop.h"
-#include "node/events.h"
+#include "health/monitor.h"
+#include "tests/health/health-load.h"
 #include "nvml/nvml.h"
 
 int test_failures;
@@ -269,9 +270,9 @@ static const char *reason(int gpu, int mig)
 
 static struct health_config *load(char **env)
 {
-    struct health_config *hc = NULL;
     struct error err = { 0 };
-    if (health_config_load(&hc, NULL, 0, NULL, env, &err) < 0) {
+    struct health_config *hc = test_health_load(NULL, env, &err);
+    if (!hc) {
         fprintf(stderr, "config: %s\n", err.msg);
         exit(1);
     }
@@ -361,8 +362,8 @@ static void retarget_checks(const struct inventory *old_inv)
 
     /* back to the first inventory for the rest of the test */
     CHECK(health_monitor_retarget(mon, old_inv, hc, &err) == 0);
-    health_config_free(hc);
-    health_config_free(off);
+    test_health_free(hc);
+    test_health_free(off);
 }
 
 static bool all_but_gpu0_healthy(void)
@@ -428,7 +429,7 @@ static void default_config_checks(const struct inventory *inv)
     scripted_release_stopped_thread();
     loop_free(loop);
     set_str(probe_fail_uuid, "");
-    health_config_free(hc);
+    test_health_free(hc);
 }
 
 int main(void)
@@ -440,7 +441,7 @@ int main(void)
     log_set_level(getenv("GDP_TEST_VERBOSE") ? LOG_DEBUG : LOG_ERROR);
     char *env[] = { "GDP_HEALTH_QUIET_PERIOD=50ms", "GDP_HEALTH_MAX_QUIET_PERIOD=400ms",
                     "GDP_HEALTH_WAIT_TIMEOUT=50ms", "GDP_HEALTH_WAIT_ERROR_THRESHOLD=3", NULL };
-    if (health_config_load(&hc, NULL, 0, NULL, env, &err) < 0) {
+    if (!(hc = test_health_load(NULL, env, &err))) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
     }
@@ -467,7 +468,7 @@ int main(void)
         return 1;
     }
     /* the config may go away: the monitor has its own copy */
-    health_config_free(hc);
+    test_health_free(hc);
 
     CHECK(registered == 2);
     CHECK(healthy(0, -1) && healthy(1, -1) && healthy(1, 0) && healthy(1, 1));
@@ -553,7 +554,7 @@ int main(void)
 
     /* disabled: no thread, no NVML, all Healthy */
     char *env_off[] = { "DP_DISABLE_HEALTHCHECKS=all", NULL };
-    CHECK(health_config_load(&hc, NULL, 0, NULL, env_off, &err) == 0);
+    CHECK((hc = test_health_load(NULL, env_off, &err)) != NULL);
     registered = 0;
     CHECK(loop_new(&loop) == 0);
     CHECK(health_monitor_start(loop, &inv, hc, on_changed, NULL, &mon, &err) == 0);
@@ -561,7 +562,7 @@ int main(void)
     CHECK(healthy(3, -1));
     health_monitor_stop(mon);
     scripted_release_stopped_thread();
-    health_config_free(hc);
+    test_health_free(hc);
     loop_free(loop);
 
     if (test_failures) {

@@ -1,5 +1,5 @@
 /* Unit tests of the pure health policy: env semantics of the reference, Xid classes,
- * config errors, the recovery state machine and wait-error tracking. */
+ * config errors (through config_load()), the recovery state machine and wait-error tracking. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "tests/common/check.h"
 #include "policy/health.h"
+#include "tests/health/health-load.h"
 
 int test_failures;
 
@@ -14,19 +15,9 @@ int test_failures;
 
 static struct health_config *load(const char *yamlish_json, char **envp)
 {
-    struct health_config *hc = NULL;
     struct error err = { 0 };
-    json_t *j = NULL;
-    if (yamlish_json) {
-        j = json_loads(yamlish_json, 0, NULL);
-        if (!j) {
-            fprintf(stderr, "bad test JSON: %s\n", yamlish_json);
-            abort();
-        }
-    }
-    int r = health_config_load(&hc, j, 7, "config.yaml", envp, &err);
-    json_decref(j);
-    if (r < 0) {
+    struct health_config *hc = test_health_load(yamlish_json, envp, &err);
+    if (!hc) {
         fprintf(stderr, "unexpected load error: %s\n", err.msg);
         test_failures++;
         return NULL;
@@ -38,13 +29,11 @@ static struct health_config *load(const char *yamlish_json, char **envp)
 static const char *load_err(const char *json, char **envp)
 {
     static struct error err;
-    struct health_config *hc = NULL;
-    json_t *j = json ? json_loads(json, 0, NULL) : NULL;
     err = (struct error){ 0 };
-    int r = health_config_load(&hc, j, 7, "config.yaml", envp, &err);
-    json_decref(j);
+    struct health_config *hc = test_health_load(json, envp, &err);
+    int r = hc ? 0 : err.code;
     if (r >= 0) {
-        health_config_free(hc);
+        test_health_free(hc);
         fprintf(stderr, "load of %s unexpectedly succeeded\n", json ? json : "(env)");
         test_failures++;
         return "";
@@ -74,7 +63,7 @@ static void test_defaults(void)
     CHECK(hc->wait_error_threshold == HEALTH_DEFAULT_WAIT_ERROR_THRESHOLD);
     CHECK(hc->unattributed_probe_ms == HEALTH_DEFAULT_UNATTRIBUTED_PROBE_MS);
     CHECK(streq(health_xid_name(48), "double-bit ECC error"));
-    health_config_free(hc);
+    test_health_free(hc);
 }
 
 static void test_dp_env(void)
@@ -85,17 +74,17 @@ static void test_dp_env(void)
     char *e1[] = { "DP_DISABLE_HEALTHCHECKS=ALL", NULL };
     hc = load(NULL, e1);
     CHECK(hc && hc->disabled);
-    health_config_free(hc);
+    test_health_free(hc);
     char *e2[] = { "DP_DISABLE_HEALTHCHECKS=13, Xids ,5", NULL };
     hc = load(NULL, e2);
     CHECK(hc && hc->disabled);
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* "xids" must be a whole item (HEAD), not a substring as in v0.13 */
     char *e3[] = { "DP_DISABLE_HEALTHCHECKS=noxids", NULL };
     hc = load(NULL, e3);
     CHECK(hc && !hc->disabled);
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* numeric disable items add to the ignored set, malformed ones are skipped */
     char *e4[] = { "DP_DISABLE_HEALTHCHECKS=48, 94,bogus,,-3", NULL };
@@ -106,7 +95,7 @@ static void test_dp_env(void)
         CHECK(health_classify(hc, 94) == HEALTH_IGNORE);
         CHECK(health_classify(hc, 95) == HEALTH_NEVER);
     }
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* numeric enable items force default-ignored Xids to act */
     char *e5[] = { "DP_ENABLE_HEALTHCHECKS=13,31", NULL };
@@ -116,19 +105,19 @@ static void test_dp_env(void)
         CHECK(health_classify(hc, 31) == HEALTH_RECOVER);
         CHECK(health_classify(hc, 43) == HEALTH_IGNORE);
     }
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* enable beats a numeric disable of the same Xid, keeping its own class */
     char *e6[] = { "DP_DISABLE_HEALTHCHECKS=48", "DP_ENABLE_HEALTHCHECKS=48", NULL };
     hc = load(NULL, e6);
     CHECK(hc && health_classify(hc, 48) == HEALTH_NEVER);
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* numeric enable items do not punch holes into disable-all */
     char *e7[] = { "DP_DISABLE_HEALTHCHECKS=all", "DP_ENABLE_HEALTHCHECKS=48,79", NULL };
     hc = load(NULL, e7);
     CHECK(hc && hc->disabled);
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* enable-all overrides disable-all and acts on every Xid */
     char *e8[] = { "DP_DISABLE_HEALTHCHECKS=all,48", "DP_ENABLE_HEALTHCHECKS=xids", NULL };
@@ -140,17 +129,17 @@ static void test_dp_env(void)
         CHECK(health_classify(hc, 48) == HEALTH_NEVER);
         CHECK(health_classify(hc, 7777) == HEALTH_RECOVER);
     }
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* the raw set parser */
     struct health_xid_set s = { 0 };
     unsigned bad = 0;
-    health_xid_set_parse(&s, " 1, 18446744073709551615 ,18446744073709551616, x1,ALL", &bad);
+    config_xid_set_parse(&s, " 1, 18446744073709551615 ,18446744073709551616, x1,ALL", &bad);
     CHECK(s.all);
     CHECK(s.n == 2);
-    CHECK(health_xid_set_has(&s, UINT64_MAX));
+    CHECK(config_xid_set_has(&s, UINT64_MAX));
     CHECK(bad == 2);
-    health_xid_set_clear(&s);
+    config_xid_set_clear(&s);
 }
 
 static void test_file_and_gdp_env(void)
@@ -175,7 +164,7 @@ static void test_file_and_gdp_env(void)
         CHECK(health_classify(hc, 31) == HEALTH_NEVER);
         CHECK(health_classify(hc, 4242) == HEALTH_NEVER);
     }
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* env beats file; a disable from the reference's variable beats both */
     char *env[] = { "GDP_HEALTH_QUIET_PERIOD=5s", "GDP_HEALTH_XIDS_RECOVER=48, 31",
@@ -186,13 +175,13 @@ static void test_file_and_gdp_env(void)
         CHECK(health_classify(hc, 48) == HEALTH_RECOVER);
         CHECK(health_classify(hc, 31) == HEALTH_IGNORE);
     }
-    health_config_free(hc);
+    test_health_free(hc);
 
     /* a long quiet period alone lifts the default cap */
     char *env2[] = { "GDP_HEALTH_QUIET_PERIOD=2h", NULL };
     hc = load(NULL, env2);
     CHECK(hc && hc->max_quiet_ms == 2 * 3600 * 1000ULL);
-    health_config_free(hc);
+    test_health_free(hc);
 }
 
 static void test_config_errors(void)
@@ -332,7 +321,7 @@ static void test_recovery(void)
     CHECK(health_unit_probe_result(hc, &l, true, false, NULL, 3000));
     CHECK(health_unit_healthy(&l));
 
-    health_config_free(hc);
+    test_health_free(hc);
 }
 
 /* An event nobody can be blamed for: a quick probe, no flap history, and a real
@@ -370,12 +359,12 @@ static void test_suspect(void)
     CHECK(w.cls == HEALTH_NEVER && !w.suspect && health_unit_deadline(&w) == UINT64_MAX);
 
     /* the delay never exceeds the quiet period */
-    health_config_free(hc);
+    test_health_free(hc);
     hc = policy(500, 1000, 1000);
     struct health_unit x = { 0 };
     CHECK(hc && health_unit_suspect(hc, &x, HEALTH_RECOVER, 94, "Xid 94", 0));
     CHECK(health_unit_deadline(&x) == 500);
-    health_config_free(hc);
+    test_health_free(hc);
 }
 
 static void test_wait_errors(void)
@@ -403,7 +392,7 @@ static void test_wait_errors(void)
     /* and recovers with the first wait that works */
     CHECK(health_wait_result(hc, &ws, true) == HEALTH_WAIT_NOW_OK);
     CHECK(!ws.failing);
-    health_config_free(hc);
+    test_health_free(hc);
 }
 
 int main(void)

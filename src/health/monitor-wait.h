@@ -1,4 +1,4 @@
-/* The NVML event waiter of the health monitor (node/events.c is its only user): one
+/* The NVML event waiter of the health monitor (health/monitor.c is its only user): one
  * event set, the thread that blocks in nvml_event_wait() on it, and the queue plus
  * eventfd that hand what the thread saw to the loop.
  *

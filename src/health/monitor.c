@@ -1,18 +1,18 @@
 /* Health monitor, loop side: which units (GPUs, MIG devices) exist, what their health
  * is, which GPUs are registered in the event set, and what each NVML event, probe and
  * reload (retarget) does to them. The thread that waits for NVML events is the waiter
- * (node/events-wait.c); the rules are policy/health.c.
+ * (health/monitor-wait.c); the rules are policy/health.c.
  *
  * One monitor lives for the whole process: a reload retargets it to the new inventory
  * and config, so it never leaves a thread or fd behind. Units keep their health by
  * UUID; GPU and MIG indices follow the newest inventory. */
-#include "node/events.h"
+#include "health/monitor.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "core/log.h"
-#include "node/events-wait.h"
+#include "health/monitor-wait.h"
 #include "nvml/nvml.h"
 
 struct hm_mig {

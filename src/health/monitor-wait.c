@@ -1,11 +1,11 @@
 /* The NVML event waiter: the health monitor's only thread, its event set and the
- * queue + eventfd towards the loop (see events-wait.h for the lifetime rules).
+ * queue + eventfd towards the loop (see monitor-wait.h for the lifetime rules).
  *
  * Wait timeouts: while waits work, the thread waits waitTimeout (default 1 h: no idle
  * wakeups). After a failed wait it pauses for the backoff and then waits only that
  * long, so that when NVML works again a clean timeout (or an event) comes back within
  * a backoff and clears the "wait failing" marking, instead of after waitTimeout. */
-#include "node/events-wait.h"
+#include "health/monitor-wait.h"
 
 #include <poll.h>
 #include <pthread.h>

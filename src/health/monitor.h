@@ -7,8 +7,7 @@
  * Threads: everything here is called on the loop thread. The monitor owns one extra
  * thread that only waits for NVML events and hands them to the loop through an
  * eventfd (and a mutex-protected queue); the decisions (policy/health.h), probes and
- * timers all run on the loop. The policy is in policy/health.h, which also declares
- * health_config_load(). */
+ * timers all run on the loop. The settings are config/config-health.h. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,0 +1,63 @@
+/* config_load(): the sources in precedence order into one struct config (flags
+ * and environment, then the config file for what they left unset, then the
+ * defaults that depend on other fields), then the checks (config-check.c). */
+#include "config/config-internal.h"
+#include "config/config-load.h"
+
+static void post_defaults(struct config *c)
+{
+    if (!c->dev_root || !*c->dev_root) {
+        free(c->dev_root);
+        c->dev_root = xstrdup(c->driver_root);
+    }
+    if (c->mps.present && c->mps.fail_requests_greater_than_one < 0)
+        c->mps.fail_requests_greater_than_one = 1;
+    if (c->time_slicing.fail_requests_greater_than_one < 0)
+        c->time_slicing.fail_requests_greater_than_one = 0;
+}
+
+static void marks_clear(struct config_marks *m)
+{
+    for (int i = 0; i < _OPT_MAX; i++)
+        free(m->origin[i]);
+}
+
+static int load(struct config *out, int argc, char **argv, char **envp,
+                struct config_command *cmd, struct error *err)
+{
+    _cleanup_(marks_clear) struct config_marks marks = { 0 };
+    bool set[_OPT_MAX] = { 0 };
+    int r;
+
+    r = config_args_apply(out, argc, argv, envp, cmd, set, &marks, err);
+    if (r != 0)
+        return r;
+
+    if (out->config_file && *out->config_file) {
+        r = config_file_load(out, out->config_file, set, &marks, err);
+        if (r < 0)
+            return r;
+    } else if (out->config_file) {
+        free(out->config_file);
+        out->config_file = NULL;
+    }
+
+    post_defaults(out);
+    if ((r = config_health_check(out, &marks, err)) < 0)
+        return r;
+    return config_validate(out, &marks, err);
+}
+
+int config_load(struct config *out, int argc, char **argv, char **envp,
+                struct config_command *cmd, struct error *err)
+{
+    config_init_defaults(out);
+    if (cmd) {
+        *cmd = (struct config_command){ 0 };
+        cmd->args = xcalloc(1, sizeof(char *));
+    }
+    int r = load(out, argc, argv, envp, cmd, err);
+    if (r < 0)
+        config_command_free(cmd);
+    return r;
+}

@@ -1,0 +1,450 @@
+/* The option table (reference §3.1, our extensions, the health settings) and the
+ * setters that parse an option's string form. One row per option: names, env vars,
+ * default, help text. The flags, the environment, the config file and the defaults
+ * themselves (config_init_defaults) all go through these setters, so a value is
+ * checked the same way wherever it comes from, and each default is written once. */
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "config/config-internal.h"
+#include "config/config-load.h"
+#include "core/log.h"
+
+static const char G_CORE[] = "Plugin";
+static const char G_DEV[] = "Device lists, IDs and CDI";
+static const char G_SHARE[] = "MIG, sharing and IMEX";
+static const char G_HEALTH[] = "Health checks (gpu-device-plugin extensions; file: health:)";
+static const char G_EXT[] = "gpu-device-plugin extensions (not in NVIDIA's plugin)";
+static const char G_MISC[] = "Miscellaneous";
+
+const struct config_option_def config_options[_OPT_MAX] = {
+    [OPT_MIG_STRATEGY] = { { "mig-strategy" }, { "MIG_STRATEGY" }, KIND_STRING, G_SHARE,
+        "none", "how MIG devices are exposed: none, single or mixed" },
+    [OPT_FAIL_ON_INIT_ERROR] = { { "fail-on-init-error" }, { "FAIL_ON_INIT_ERROR" }, KIND_BOOL,
+        G_CORE, "true", "exit on NVML initialisation failure instead of waiting without devices" },
+    [OPT_DRIVER_ROOT] = { { "driver-root", "nvidia-driver-root" }, { "NVIDIA_DRIVER_ROOT" },
+        KIND_STRING, G_CORE, "/", "root of the NVIDIA driver installation on the host" },
+    [OPT_DEV_ROOT] = { { "dev-root", "nvidia-dev-root" }, { "NVIDIA_DEV_ROOT" }, KIND_STRING,
+        G_CORE, "", "root of the NVIDIA device nodes on the host", "(driver root)" },
+    [OPT_PASS_DEVICE_SPECS] = { { "pass-device-specs" }, { "PASS_DEVICE_SPECS" }, KIND_BOOL,
+        G_DEV, "false", "pass device nodes to the kubelet in Allocate (CPU manager compat)" },
+    [OPT_DEVICE_LIST_STRATEGY] = { { "device-list-strategy" }, { "DEVICE_LIST_STRATEGY" },
+        KIND_SLICE, G_DEV, "envvar",
+        "how devices are passed to the runtime, comma separated: envvar, volume-mounts, "
+        "cdi-annotations, cdi-cri" },
+    [OPT_DEVICE_ID_STRATEGY] = { { "device-id-strategy" }, { "DEVICE_ID_STRATEGY" },
+        KIND_STRING, G_DEV, "uuid", "how devices are named to the runtime: uuid or index" },
+    [OPT_GDRCOPY_ENABLED] = { { "gdrcopy-enabled" }, { "GDRCOPY_ENABLED" }, KIND_BOOL, G_DEV,
+        "false", "request GDRCopy in containers" },
+    [OPT_GDS_ENABLED] = { { "gds-enabled" }, { "GDS_ENABLED" }, KIND_BOOL, G_DEV, "false",
+        "request GPUDirect Storage in containers" },
+    [OPT_MOFED_ENABLED] = { { "mofed-enabled" }, { "MOFED_ENABLED" }, KIND_BOOL, G_DEV,
+        "false", "request MOFED in containers" },
+    [OPT_CDI_ANNOTATION_PREFIX] = { { "cdi-annotation-prefix" }, { "CDI_ANNOTATION_PREFIX" },
+        KIND_STRING, G_DEV, "cdi.k8s.io/", "prefix of the CDI annotation keys" },
+    [OPT_NVIDIA_CDI_HOOK_PATH] = { { "nvidia-cdi-hook-path", "nvidia-ctk-path" },
+        { "NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH" }, KIND_STRING, G_DEV,
+        "/usr/bin/nvidia-ctk", "path of the CDI hook binary written into CDI specs" },
+    [OPT_DRIVER_ROOT_CTR_PATH] = { { "driver-root-ctr-path", "container-driver-root" },
+        { "DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT" }, KIND_STRING, G_DEV,
+        "/driver-root", "where the host driver root is mounted in this container" },
+    [OPT_MPS_ROOT] = { { "mps-root" }, { "MPS_ROOT" }, KIND_STRING, G_SHARE, "",
+        "MPS root directory on the host (required for MPS sharing)" },
+    [OPT_SHARED_ALLOC_POLICY] = { { "shared-devices-allocation-policy" },
+        { "SHARED_DEVICES_ALLOCATION_POLICY" }, KIND_STRING, G_SHARE, "distributed",
+        "how shared replicas are picked: distributed or packed" },
+    [OPT_DEVICE_DISCOVERY_STRATEGY] = { { "device-discovery-strategy" },
+        { "DEVICE_DISCOVERY_STRATEGY" }, KIND_STRING, G_CORE, "auto",
+        "how devices are discovered: auto, nvml or tegra" },
+    [OPT_IMEX_CHANNEL_IDS] = { { "imex-channel-ids" }, { "IMEX_CHANNEL_IDS" }, KIND_SLICE,
+        G_SHARE, "", "IMEX channels to inject, comma separated ([] or [0])" },
+    [OPT_IMEX_REQUIRED] = { { "imex-required" }, { "IMEX_REQUIRED" }, KIND_BOOL, G_SHARE,
+        "false", "fail when a requested IMEX channel is missing" },
+    [OPT_KUBELET_SOCKET] = { { "kubelet-socket" }, { "KUBELET_SOCKET" }, KIND_STRING, G_CORE,
+        "/var/lib/kubelet/device-plugins/kubelet.sock",
+        "kubelet registration socket (empty: do not register)" },
+    [OPT_CONFIG_FILE] = { { "config-file" }, { "CONFIG_FILE" }, KIND_STRING, G_CORE, NULL,
+        "YAML or JSON config file", "" },
+    [OPT_CDI_FEATURE_FLAGS] = { { "cdi-feature-flags" }, { "CDI_FEATURE_FLAGS" }, KIND_SLICE,
+        G_DEV, "", "feature flags for CDI spec generation, comma separated" },
+    [OPT_CDI_DISABLE_HOOKS] = { { "cdi-disable-hooks" }, { "CDI_DISABLE_HOOKS" }, KIND_SLICE,
+        G_DEV, "", "CDI hooks to leave out of specs, comma separated (all: no hooks)" },
+    [OPT_SYSFS_ROOT] = { { "sysfs-root" }, { "GDP_SYSFS_ROOT" }, KIND_STRING, G_EXT, "/sys",
+        "sysfs mount (NUMA nodes of PCI devices)" },
+    [OPT_PROC_ROOT] = { { "proc-root" }, { "GDP_PROC_ROOT" }, KIND_STRING, G_EXT, "/proc",
+        "procfs mount (nvidia-caps MIG minors)" },
+    [OPT_CDI_SPEC_DIR] = { { "cdi-spec-dir" }, { "GDP_CDI_SPEC_DIR" }, KIND_STRING, G_EXT,
+        "/var/run/cdi", "where CDI spec files are written" },
+    [OPT_LOG_VERBOSITY] = { { "v" }, { "GDP_LOG_VERBOSITY" }, KIND_STRING, G_EXT, "0",
+        "klog verbosity: 0 info, >= 1 debug" },
+    [OPT_LOG_FORMAT] = { { "log-format" }, { "GDP_LOG_FORMAT" }, KIND_STRING, G_EXT, "text",
+        "log format: text (klog) or json" },
+    [OPT_HEALTH_QUIET_PERIOD] = { { "health-quiet-period" }, { "GDP_HEALTH_QUIET_PERIOD" },
+        KIND_STRING, G_HEALTH, "1m",
+        "how long a device must stay quiet before a probe may bring it back (health.quietPeriod)" },
+    [OPT_HEALTH_MAX_QUIET_PERIOD] = { { "health-max-quiet-period" },
+        { "GDP_HEALTH_MAX_QUIET_PERIOD" }, KIND_STRING, G_HEALTH, "1h",
+        "cap of the quiet period's doubling (health.maxQuietPeriod; follows a longer quiet "
+        "period when unset)" },
+    [OPT_HEALTH_FLAP_WINDOW] = { { "health-flap-window" }, { "GDP_HEALTH_FLAP_WINDOW" },
+        KIND_STRING, G_HEALTH, "10m",
+        "failing again this soon after a recovery doubles the quiet period (health.flapWindow)" },
+    [OPT_HEALTH_UNATTRIBUTED_PROBE_DELAY] = { { "health-unattributed-probe-delay" },
+        { "GDP_HEALTH_UNATTRIBUTED_PROBE_DELAY" }, KIND_STRING, G_HEALTH, "2s",
+        "probe delay after an event no device can be blamed for "
+        "(health.unattributedProbeDelay)" },
+    [OPT_HEALTH_WAIT_TIMEOUT] = { { "health-wait-timeout" }, { "GDP_HEALTH_WAIT_TIMEOUT" },
+        KIND_STRING, G_HEALTH, "1h", "NVML event wait timeout, 10ms..24h (health.waitTimeout)" },
+    [OPT_HEALTH_WAIT_ERROR_THRESHOLD] = { { "health-wait-error-threshold" },
+        { "GDP_HEALTH_WAIT_ERROR_THRESHOLD" }, KIND_STRING, G_HEALTH, "5",
+        "failed event waits in a row before every device is Unhealthy "
+        "(health.waitErrorThreshold)" },
+    [OPT_HEALTH_XIDS_DEFAULT] = { { "health-xids-default" }, { "GDP_HEALTH_XIDS_DEFAULT" },
+        KIND_STRING, G_HEALTH, "recover",
+        "class of Xids without a rule: ignore, recover, lost or never (health.xids.default)" },
+    [OPT_HEALTH_XIDS_IGNORE] = { { "health-xids-ignore" }, { "GDP_HEALTH_XIDS_IGNORE" },
+        KIND_SLICE, G_HEALTH, "", "Xids to ignore, comma separated (health.xids.ignore)" },
+    [OPT_HEALTH_XIDS_RECOVER] = { { "health-xids-recover" }, { "GDP_HEALTH_XIDS_RECOVER" },
+        KIND_SLICE, G_HEALTH, "",
+        "Xids that make a device Unhealthy until a probe after the quiet period "
+        "(health.xids.recover)" },
+    [OPT_HEALTH_XIDS_LOST] = { { "health-xids-lost" }, { "GDP_HEALTH_XIDS_LOST" }, KIND_SLICE,
+        G_HEALTH, "", "Xids treated as a GPU lost from the bus (health.xids.lost)" },
+    [OPT_HEALTH_XIDS_NEVER] = { { "health-xids-never" }, { "GDP_HEALTH_XIDS_NEVER" },
+        KIND_SLICE, G_HEALTH, "",
+        "Xids after which a device stays Unhealthy until restart (health.xids.never)" },
+    [OPT_DP_DISABLE_HEALTHCHECKS] = { { NULL }, { "DP_DISABLE_HEALTHCHECKS" }, KIND_SLICE,
+        G_HEALTH, "", "NVIDIA's switch: all (or xids) turns health checks off; numbers are "
+        "ignored Xids" },
+    [OPT_DP_ENABLE_HEALTHCHECKS] = { { NULL }, { "DP_ENABLE_HEALTHCHECKS" }, KIND_SLICE,
+        G_HEALTH, "", "NVIDIA's switch: all acts on every Xid; numbers act although ignored" },
+    [OPT_HELP] = { { "help", "h" }, { NULL }, KIND_ACTION, G_MISC, NULL, "show help" },
+    [OPT_VERSION] = { { "version" }, { NULL }, KIND_ACTION, G_MISC, NULL,
+        "print the version (-v is klog verbosity here, not --version)" },
+};
+
+const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_EXT, G_MISC,
+                                             NULL };
+
+int config_parse_bool(const char *s)
+{
+    static const char *const t[] = { "1", "t", "T", "TRUE", "true", "True" };
+    static const char *const f[] = { "0", "f", "F", "FALSE", "false", "False" };
+    for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+        if (streq(s, t[i]))
+            return 1;
+        if (streq(s, f[i]))
+            return 0;
+    }
+    return -EINVAL;
+}
+
+static void set_str(char **field, const char *value)
+{
+    free(*field);
+    *field = xstrdup(value);
+}
+
+char **config_split_list(const char *value, size_t *n_out)
+{
+    char **v = xcalloc(1, sizeof(char *));
+    size_t n = 0;
+    const char *p = value;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        const char *s = p;
+        while (len && isspace((unsigned char)*s))
+            s++, len--;
+        while (len && isspace((unsigned char)s[len - 1]))
+            len--;
+        if (len) {
+            v = xreallocarray(v, n + 2, sizeof(char *));
+            v[n++] = xstrndup(s, len);
+            v[n] = NULL;
+        }
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    if (n_out)
+        *n_out = n;
+    return v;
+}
+
+void config_strv_free(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+static inline void strv_freep(char ***p)
+{
+    config_strv_free(*p);
+}
+
+static int set_device_list_strategy(struct config *c, const char *value, struct error *err)
+{
+    _cleanup_(strv_freep) char **v = config_split_list(value, NULL);
+    unsigned bits = 0;
+    for (char **p = v; *p; p++) {
+        unsigned b = 0;
+        for (unsigned bit = DEVICE_LIST_ENVVAR; bit <= DEVICE_LIST_CDI_CRI; bit <<= 1)
+            if (streq(*p, config_device_list_strategy_name(bit)))
+                b = bit;
+        if (!b)
+            return error_set(err, -EINVAL,
+                             "invalid --device-list-strategy option: invalid strategy: %s "
+                             "(allowed: envvar, volume-mounts, cdi-annotations, cdi-cri)",
+                             *p);
+        bits |= b;
+    }
+    if (!bits)
+        return error_set(err, -EINVAL,
+                         "invalid --device-list-strategy option: no strategy given "
+                         "(allowed: envvar, volume-mounts, cdi-annotations, cdi-cri)");
+    c->device_list_strategy = bits;
+    return 0;
+}
+
+/* Annotation keys are "<prefix>nvidia-device-plugin_<uuid>": the prefix must be a
+ * DNS subdomain followed by '/' for the key to be a valid Kubernetes annotation. */
+static int set_cdi_annotation_prefix(struct config *c, const char *value, struct error *err)
+{
+    size_t len = strlen(value);
+    bool ok = len >= 2 && value[len - 1] == '/' && config_is_dns_subdomain(value, len - 1);
+    if (!ok)
+        return error_set(err, -EINVAL,
+                         "invalid --cdi-annotation-prefix option: \"%s\": must be a DNS "
+                         "subdomain followed by '/' (e.g. cdi.k8s.io/)",
+                         value);
+    set_str(&c->cdi_annotation_prefix, value);
+    return 0;
+}
+
+static int format_int_list(char *buf, size_t size, const int *v, size_t n)
+{
+    size_t off = 0;
+    int r = snprintf(buf, size, "[");
+    for (size_t i = 0; r >= 0 && (size_t)r < size - off && i < n; i++) {
+        off += (size_t)r;
+        r = snprintf(buf + off, size - off, i ? " %d" : "%d", v[i]);
+    }
+    if (r >= 0 && (size_t)r < size - off) {
+        off += (size_t)r;
+        r = snprintf(buf + off, size - off, "]");
+    }
+    return r < 0 || (size_t)r >= size - off ? -ENOBUFS : 0;
+}
+
+static int set_imex_channel_ids(struct config *c, const char *value, struct error *err)
+{
+    size_t n;
+    _cleanup_(strv_freep) char **v = config_split_list(value, &n);
+    _cleanup_free_ int *ids = xcalloc(n ? n : 1, sizeof(int));
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        long x = strtol(v[i], &end, 10);
+        if (errno || *end || end == v[i] || x < INT_MIN || x > INT_MAX)
+            return error_set(err, -EINVAL, "invalid IMEX channel ID \"%s\": not an integer",
+                             v[i]);
+        ids[i] = (int)x;
+    }
+    if (n > 1 || (n == 1 && ids[0] != 0)) {
+        char found[128];
+        if (format_int_list(found, sizeof(found), ids, n) < 0)
+            snprintf(found, sizeof(found), "[...]");
+        return error_set(err, -EINVAL,
+                         "invalid IMEX channel IDs: invalid IMEX config: channelIDs must be "
+                         "[] or [0]; found %s",
+                         found);
+    }
+    free(c->imex_channel_ids);
+    c->imex_channel_ids = n ? TAKE_PTR(ids) : NULL;
+    c->n_imex_channel_ids = n;
+    return 0;
+}
+
+static int set_bool(bool *field, const char *value, struct error *err)
+{
+    int b = config_parse_bool(value);
+    if (b < 0)
+        return error_set(err, -EINVAL,
+                         "invalid boolean value \"%s\" (allowed: true, false, 1, 0, t, f)",
+                         value);
+    *field = b;
+    return 0;
+}
+
+static int set_verbosity(struct config *c, const char *value, struct error *err)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(value, &end, 10);
+    if (errno || *end || end == value || x < 0 || x > INT_MAX)
+        return error_set(err, -EINVAL, "invalid -v value \"%s\": must be an integer >= 0",
+                         value);
+    c->log_verbosity = (int)x;
+    return 0;
+}
+
+static int set_option(struct config *c, enum config_opt opt, const char *value,
+                      struct error *err)
+{
+    switch (opt) {
+    case OPT_MIG_STRATEGY:
+        if (streq(value, "none"))
+            c->mig_strategy = MIG_STRATEGY_NONE;
+        else if (streq(value, "single"))
+            c->mig_strategy = MIG_STRATEGY_SINGLE;
+        else if (streq(value, "mixed"))
+            c->mig_strategy = MIG_STRATEGY_MIXED;
+        else
+            return error_set(err, -EINVAL,
+                             "unknown MIG strategy: %s (allowed: none, single, mixed)", value);
+        return 0;
+    case OPT_FAIL_ON_INIT_ERROR: return set_bool(&c->fail_on_init_error, value, err);
+    case OPT_DRIVER_ROOT: set_str(&c->driver_root, value); return 0;
+    case OPT_DEV_ROOT: set_str(&c->dev_root, value); return 0;
+    case OPT_PASS_DEVICE_SPECS: return set_bool(&c->pass_device_specs, value, err);
+    case OPT_DEVICE_LIST_STRATEGY: return set_device_list_strategy(c, value, err);
+    case OPT_DEVICE_ID_STRATEGY:
+        if (streq(value, "uuid"))
+            c->device_id_strategy = DEVICE_ID_UUID;
+        else if (streq(value, "index"))
+            c->device_id_strategy = DEVICE_ID_INDEX;
+        else
+            return error_set(err, -EINVAL,
+                             "invalid --device-id-strategy option: %s (allowed: uuid, index)",
+                             value);
+        return 0;
+    case OPT_GDRCOPY_ENABLED: return set_bool(&c->gdrcopy_enabled, value, err);
+    case OPT_GDS_ENABLED: return set_bool(&c->gds_enabled, value, err);
+    case OPT_MOFED_ENABLED: return set_bool(&c->mofed_enabled, value, err);
+    case OPT_CDI_ANNOTATION_PREFIX: return set_cdi_annotation_prefix(c, value, err);
+    case OPT_NVIDIA_CDI_HOOK_PATH: set_str(&c->nvidia_cdi_hook_path, value); return 0;
+    case OPT_DRIVER_ROOT_CTR_PATH: set_str(&c->driver_root_ctr_path, value); return 0;
+    case OPT_MPS_ROOT: set_str(&c->mps_root, value); return 0;
+    case OPT_SHARED_ALLOC_POLICY:
+        if (streq(value, "distributed"))
+            c->shared_alloc_policy = SHARED_ALLOC_DISTRIBUTED;
+        else if (streq(value, "packed"))
+            c->shared_alloc_policy = SHARED_ALLOC_PACKED;
+        else
+            return error_set(err, -EINVAL,
+                             "invalid --shared-devices-allocation-policy option: %s "
+                             "(allowed: distributed, packed)",
+                             value);
+        return 0;
+    case OPT_DEVICE_DISCOVERY_STRATEGY:
+        if (!streq(value, "auto") && !streq(value, "nvml") && !streq(value, "tegra"))
+            return error_set(err, -EINVAL,
+                             "invalid --device-discovery-strategy option %s "
+                             "(allowed: auto, nvml, tegra)",
+                             value);
+        set_str(&c->device_discovery_strategy, value);
+        return 0;
+    case OPT_IMEX_CHANNEL_IDS: return set_imex_channel_ids(c, value, err);
+    case OPT_IMEX_REQUIRED: return set_bool(&c->imex_required, value, err);
+    case OPT_KUBELET_SOCKET: set_str(&c->kubelet_socket, value); return 0;
+    case OPT_CONFIG_FILE: set_str(&c->config_file, value); return 0;
+    case OPT_CDI_FEATURE_FLAGS:
+        config_strv_free(c->cdi_feature_flags);
+        c->cdi_feature_flags = config_split_list(value, NULL);
+        return 0;
+    case OPT_CDI_DISABLE_HOOKS:
+        config_strv_free(c->cdi_disable_hooks);
+        c->cdi_disable_hooks = config_split_list(value, NULL);
+        return 0;
+    case OPT_SYSFS_ROOT: set_str(&c->sysfs_root, value); return 0;
+    case OPT_PROC_ROOT: set_str(&c->proc_root, value); return 0;
+    case OPT_CDI_SPEC_DIR: set_str(&c->cdi_spec_dir, value); return 0;
+    case OPT_LOG_VERBOSITY: return set_verbosity(c, value, err);
+    case OPT_LOG_FORMAT:
+        if (streq(value, "text"))
+            c->log_json = false;
+        else if (streq(value, "json"))
+            c->log_json = true;
+        else
+            return error_set(err, -EINVAL,
+                             "invalid --log-format option: %s (allowed: text, json)", value);
+        return 0;
+    case OPT_HEALTH_QUIET_PERIOD:
+    case OPT_HEALTH_MAX_QUIET_PERIOD:
+    case OPT_HEALTH_FLAP_WINDOW:
+    case OPT_HEALTH_UNATTRIBUTED_PROBE_DELAY:
+    case OPT_HEALTH_WAIT_TIMEOUT:
+    case OPT_HEALTH_WAIT_ERROR_THRESHOLD:
+    case OPT_HEALTH_XIDS_DEFAULT:
+    case OPT_HEALTH_XIDS_IGNORE:
+    case OPT_HEALTH_XIDS_RECOVER:
+    case OPT_HEALTH_XIDS_LOST:
+    case OPT_HEALTH_XIDS_NEVER:
+    case OPT_DP_DISABLE_HEALTHCHECKS:
+    case OPT_DP_ENABLE_HEALTHCHECKS:
+        return config_health_option_set(c, opt, value, err);
+    case OPT_HELP:
+    case OPT_VERSION:
+    case _OPT_MAX:
+        break;
+    }
+    return error_set(err, -EINVAL, "option cannot be set");
+}
+
+/* Strict UTF-8 (no overlong forms, surrogates or code points above U+10FFFF). */
+static bool utf8_valid(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned char c = *s++;
+        int more = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+                 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+        if (more < 0)
+            return false;
+        unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+        unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+        for (int i = 0; i < more; i++, s++) {
+            if (*s < (i == 0 ? lo : 0x80) || *s > (i == 0 ? hi : 0xbf))
+                return false;
+        }
+    }
+    return true;
+}
+
+int config_option_set(struct config *c, enum config_opt opt, const char *value,
+                      const char *origin, struct error *err)
+{
+    /* Flags and the environment are bytes; everything downstream (the JSON print at
+     * start-up, CDI specs, the kubelet's protobuf strings) needs text. The file's
+     * values are text already (libyaml checks). The value is not echoed: it is not
+     * printable. */
+    int r = utf8_valid(value) ? set_option(c, opt, value, err)
+                              : error_set(err, -EINVAL, "value is not valid UTF-8");
+    if (r < 0)
+        return error_prefix(err, "%s", origin);
+    return 0;
+}
+
+void config_init_defaults(struct config *c)
+{
+    *c = (struct config){
+        .cdi_feature_flags = xcalloc(1, sizeof(char *)),
+        .cdi_disable_hooks = xcalloc(1, sizeof(char *)),
+        .time_slicing = { .fail_requests_greater_than_one = -1 },
+        .mps = { .fail_requests_greater_than_one = -1 },
+        /* not settings: how fast a failing NVML event wait is retried */
+        .health = { .wait_backoff_ms = 100, .wait_backoff_max_ms = 5000 },
+    };
+    for (int i = 0; i < _OPT_MAX; i++) {
+        struct error err = { 0 };
+        if (config_options[i].defval && set_option(c, i, config_options[i].defval, &err) < 0) {
+            log_error("BUG: the default of option %d does not parse: %s", i, err.msg);
+            abort();
+        }
+    }
+}
