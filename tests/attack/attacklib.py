@@ -54,6 +54,20 @@ class Snapshot:
         return f"threads={self.threads} fds={self.n_fds} {self.fds} rss={self.rss // 1024}KiB"
 
 
+def settled(pid, before, timeout=10.0):
+    """The process's snapshot once its threads and fds are back at `before`'s counts (a
+    peer's close reaches the plugin's loop a moment after the peer returns), or the last
+    one taken when `timeout` runs out, which assert_flat then reports."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        snap = Snapshot(pid)
+        if (snap.threads <= before.threads and snap.n_fds <= before.n_fds) or \
+                time.monotonic() > deadline:
+            return snap
+        time.sleep(0.05)
+
+
 def assert_flat(tc, before, after, fd_slack=0, what=""):
     """Threads and fds did not grow; RSS is under the manifests' limit."""
     tc.assertLessEqual(after.threads, before.threads, f"{what}: threads grew: {before} -> {after}")

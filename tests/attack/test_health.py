@@ -74,11 +74,11 @@ class Reload(Base):
             self.plugin.wait_log(RETARGET_LINE, log)
 
         # Counted before any event: an event on a GPU would also wake (and end) threads
-        # that a leak left waiting on old event sets. The slack covers a registration
-        # still in flight after the last reload.
-        after = attacklib.Snapshot(self.plugin.pid)
+        # that a leak left waiting on old event sets. settled() lets a registration still
+        # in flight after the last reload finish.
+        after = attacklib.settled(self.plugin.pid, before)
         print("\n%d SIGHUPs: before %s, after %s" % (RELOADS, before, after))
-        attacklib.assert_flat(self, before, after, fd_slack=4, what="%d SIGHUPs" % RELOADS)
+        attacklib.assert_flat(self, before, after, what="%d SIGHUPs" % RELOADS)
 
         # The event thread still works at the 1 h wait timeout and still knows GPU 2.
         mark = self.kubelet.events.mark()

@@ -85,7 +85,7 @@ class Node(harness.PluginTestCase):
         stop.set()
         for t in threads:
             t.join(30)
-        after = attacklib.Snapshot(self.plugin.pid)
+        after = attacklib.settled(self.plugin.pid, before)
         print("allocates: %d, failures: %d, before %s, after %s" % (sum(ok), len(failures),
                                                                     before, after))
         self.assertEqual(failures[:5], [])
@@ -144,7 +144,7 @@ class Node(harness.PluginTestCase):
         mark = self.kubelet.events.mark()
         self.kubelet.send({"cmd": "restart", "rmdir": True, "gap": 0})
         self.kubelet.registered(mark)
-        after = attacklib.Snapshot(self.plugin.pid)
+        after = attacklib.settled(self.plugin.pid, before)
         attacklib.assert_flat(self, before, after, what="directory wiped twice")
 
     # ---------------------------------------------------------------- item 11

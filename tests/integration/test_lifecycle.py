@@ -74,8 +74,10 @@ class Signals(harness.PluginTestCase):
         # A reload whose resources come out the same is hitless: the registration, the
         # ListAndWatch stream and the socket stay (NVIDIA's plugin restarts them all).
         self.start_all("a100")
+        # the kubelet sees the registration before the plugin logs its answer
+        i, _ = self.plugin.stderr.wait_for(lambda l: REGISTERED_LINE in l, what="registered")
         start = self.kubelet.events.mark()
-        log_start = self.plugin.stderr.mark()
+        log_start = max(self.plugin.stderr.mark(), i + 1)
         self.plugin.signal(signal.SIGHUP)
         self.plugin.wait_log("Reloaded configuration and devices", log_start)
         self.plugin.wait_log("Keeping 'nvidia.com/gpu' serving unchanged", log_start)
