@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "config/config-file-internal.h"
 #include "config/config-internal.h"
 #include "config/config-load.h"
 #include "core/log.h"
@@ -21,43 +22,30 @@
  * place where we walk arbitrary structure, so cap the nodes it may visit. */
 #define HEALTH_MAX_NODES 100000
 
-struct fctx {
-    const char *name;
-    yaml_document_t *doc;
-    struct config *c;
-    const bool *set;
-    struct config_marks *marks;
-    size_t visits;
-    struct error *err;
-};
 
-enum stype { S_NULL, S_BOOL, S_INT, S_FLOAT, S_STRING };
 
-static yaml_node_t *node_at(struct fctx *x, int idx) { return yaml_document_get_node(x->doc, idx); }
-static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
-static int col_of(const yaml_node_t *n) { return (int)n->start_mark.column + 1; }
-static const char *sval(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+yaml_node_t *cf_node_at(struct fctx *x, int idx){ return yaml_document_get_node(x->doc, idx); }
+int cf_line_of(const yaml_node_t *n){ return (int)n->start_mark.line + 1; }
+int cf_col_of(const yaml_node_t *n){ return (int)n->start_mark.column + 1; }
+const char *cf_sval(const yaml_node_t *n){ return (const char *)n->data.scalar.value; }
 
-_printf_(4, 5) static int ferr(struct fctx *x, const yaml_node_t *n, const char *path,
-                               const char *fmt, ...)
-{
+_printf_(4, 5) int cf_ferr(struct fctx *x, const yaml_node_t *n, const char *path,
+                               const char *fmt, ...){
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return error_set(x->err, -EINVAL, "%s:%d:%d: %s: %s", x->name, line_of(n), col_of(n), path,
+    return error_set(x->err, -EINVAL, "%s:%d:%d: %s: %s", x->name, cf_line_of(n), cf_col_of(n), path,
                      msg);
 }
 
-static void warn_unknown(struct fctx *x, const yaml_node_t *key, const char *path)
-{
-    log_warning("%s:%d:%d: unknown field \"%s\", ignoring", x->name, line_of(key), col_of(key),
+void cf_warn_unknown(struct fctx *x, const yaml_node_t *key, const char *path){
+    log_warning("%s:%d:%d: unknown field \"%s\", ignoring", x->name, cf_line_of(key), cf_col_of(key),
                 path);
 }
 
-static bool in_list(const char *s, const char *const *list)
-{
+bool cf_in_list(const char *s, const char *const *list){
     for (; *list; list++)
         if (streq(s, *list))
             return true;
@@ -66,18 +54,17 @@ static bool in_list(const char *s, const char *const *list)
 
 /* YAML 1.1 resolution of plain scalars (what the reference's YAML->JSON step does);
  * quoted and block scalars are always strings. */
-static enum stype scalar_type(const yaml_node_t *n)
-{
+enum stype cf_scalar_type(const yaml_node_t *n){
     static const char *const nulls[] = { "", "~", "null", "Null", "NULL", NULL };
     static const char *const bools[] = { "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No",
                                          "NO", "true", "True", "TRUE", "false", "False",
                                          "FALSE", "on", "On", "ON", "off", "Off", "OFF", NULL };
-    const char *s = sval(n);
+    const char *s = cf_sval(n);
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return S_STRING;
-    if (in_list(s, nulls))
+    if (cf_in_list(s, nulls))
         return S_NULL;
-    if (in_list(s, bools))
+    if (cf_in_list(s, bools))
         return S_BOOL;
     if (isalpha((unsigned char)s[0]) || s[0] == '.')
         return S_STRING;
@@ -97,12 +84,11 @@ static bool scalar_bool_value(const char *s)
 {
     static const char *const trues[] = { "y", "Y", "yes", "Yes", "YES", "true", "True",
                                          "TRUE", "on", "On", "ON", NULL };
-    return in_list(s, trues);
+    return cf_in_list(s, trues);
 }
 
-static bool is_null(const yaml_node_t *n)
-{
-    return !n || (n->type == YAML_SCALAR_NODE && scalar_type(n) == S_NULL);
+bool cf_is_null(const yaml_node_t *n){
+    return !n || (n->type == YAML_SCALAR_NODE && cf_scalar_type(n) == S_NULL);
 }
 
 static const char *type_name(const yaml_node_t *n)
@@ -111,7 +97,7 @@ static const char *type_name(const yaml_node_t *n)
         return "a mapping";
     if (n->type == YAML_SEQUENCE_NODE)
         return "a list";
-    switch (scalar_type(n)) {
+    switch (cf_scalar_type(n)) {
     case S_NULL: return "null";
     case S_BOOL: return "a boolean";
     case S_INT: return "an integer";
@@ -121,36 +107,32 @@ static const char *type_name(const yaml_node_t *n)
     return "a string";
 }
 
-static int type_err(struct fctx *x, const yaml_node_t *n, const char *path, const char *want)
-{
+int cf_type_err(struct fctx *x, const yaml_node_t *n, const char *path, const char *want){
     if (n->type == YAML_SCALAR_NODE)
-        return ferr(x, n, path, "expected %s, got %s \"%s\"", want, type_name(n), sval(n));
-    return ferr(x, n, path, "expected %s, got %s", want, type_name(n));
+        return cf_ferr(x, n, path, "expected %s, got %s \"%s\"", want, type_name(n), cf_sval(n));
+    return cf_ferr(x, n, path, "expected %s, got %s", want, type_name(n));
 }
 
 /* Any non-null scalar is accepted as text: `version: 1` or `mpsRoot: 123` are
  * unambiguous, and refusing them would only be pedantic. */
-static int get_string(struct fctx *x, const yaml_node_t *n, const char *path, const char **out)
-{
-    if (n->type != YAML_SCALAR_NODE || scalar_type(n) == S_NULL)
-        return type_err(x, n, path, "a string");
-    *out = sval(n);
+int cf_get_string(struct fctx *x, const yaml_node_t *n, const char *path, const char **out){
+    if (n->type != YAML_SCALAR_NODE || cf_scalar_type(n) == S_NULL)
+        return cf_type_err(x, n, path, "a string");
+    *out = cf_sval(n);
     return 0;
 }
 
-static int get_bool(struct fctx *x, const yaml_node_t *n, const char *path, bool *out)
-{
-    if (n->type != YAML_SCALAR_NODE || scalar_type(n) != S_BOOL)
-        return type_err(x, n, path, "a boolean (true or false)");
-    *out = scalar_bool_value(sval(n));
+int cf_get_bool(struct fctx *x, const yaml_node_t *n, const char *path, bool *out){
+    if (n->type != YAML_SCALAR_NODE || cf_scalar_type(n) != S_BOOL)
+        return cf_type_err(x, n, path, "a boolean (true or false)");
+    *out = scalar_bool_value(cf_sval(n));
     return 0;
 }
 
-static int get_int(struct fctx *x, const yaml_node_t *n, const char *path, long long *out)
-{
-    if (n->type != YAML_SCALAR_NODE || scalar_type(n) != S_INT)
-        return type_err(x, n, path, "an integer");
-    *out = strtoll(sval(n), NULL, 0);
+int cf_get_int(struct fctx *x, const yaml_node_t *n, const char *path, long long *out){
+    if (n->type != YAML_SCALAR_NODE || cf_scalar_type(n) != S_INT)
+        return cf_type_err(x, n, path, "an integer");
+    *out = strtoll(cf_sval(n), NULL, 0);
     return 0;
 }
 
@@ -170,7 +152,7 @@ static int field_text(struct fctx *x, const struct field *f, const yaml_node_t *
                       const char *path, char **out)
 {
     *out = NULL;
-    if (is_null(n))
+    if (cf_is_null(n))
         return 0;
     const char *s = NULL;
     bool b = false;
@@ -178,13 +160,13 @@ static int field_text(struct fctx *x, const struct field *f, const yaml_node_t *
     int r;
     switch (f->type) {
     case F_STRING:
-        r = get_string(x, n, path, &s);
+        r = cf_get_string(x, n, path, &s);
         if (r < 0)
             return r;
         *out = xstrdup(s);
         return 0;
     case F_BOOL:
-        r = get_bool(x, n, path, &b);
+        r = cf_get_bool(x, n, path, &b);
         if (r < 0)
             return r;
         *out = xstrdup(b ? "true" : "false");
@@ -192,30 +174,30 @@ static int field_text(struct fctx *x, const struct field *f, const yaml_node_t *
     case F_STRING_LIST:
     case F_INT_LIST: {
         if (f->type == F_STRING_LIST && n->type == YAML_SCALAR_NODE) {
-            r = get_string(x, n, path, &s);
+            r = cf_get_string(x, n, path, &s);
             if (r < 0)
                 return r;
             *out = xstrdup(s);
             return 0;
         }
         if (n->type != YAML_SEQUENCE_NODE)
-            return type_err(x, n, path,
+            return cf_type_err(x, n, path,
                             f->type == F_INT_LIST ? "a list of integers" : "a string or a list of strings");
         _cleanup_free_ char *acc = xstrdup("");
         size_t i = 0;
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
              it++, i++) {
-            const yaml_node_t *item = node_at(x, *it);
+            const yaml_node_t *item = cf_node_at(x, *it);
             _cleanup_free_ char *ipath = xasprintf("%s[%zu]", path, i);
             char buf[32];
             if (f->type == F_INT_LIST) {
-                r = get_int(x, item, ipath, &v);
+                r = cf_get_int(x, item, ipath, &v);
                 if (r < 0)
                     return r;
                 snprintf(buf, sizeof(buf), "%lld", v);
                 s = buf;
             } else {
-                r = get_string(x, item, ipath, &s);
+                r = cf_get_string(x, item, ipath, &s);
                 if (r < 0)
                     return r;
             }
@@ -240,29 +222,29 @@ static int apply_field(struct fctx *x, const struct field *f, const yaml_node_t 
     int r = field_text(x, f, n, path, &text);
     if (r < 0 || !text || x->set[f->opt])
         return r;
-    _cleanup_free_ char *origin = xasprintf("%s:%d:%d: %s", x->name, line_of(n), col_of(n), path);
+    _cleanup_free_ char *origin = xasprintf("%s:%d:%d: %s", x->name, cf_line_of(n), cf_col_of(n), path);
     return config_option_set(x->c, f->opt, text, origin, x->err);
 }
 
 static int walk(struct fctx *x, const yaml_node_t *n, const char *path, const struct field *fields,
                 size_t n_fields)
 {
-    if (is_null(n))
+    if (cf_is_null(n))
         return 0;
     if (n->type != YAML_MAPPING_NODE)
-        return type_err(x, n, path, "a mapping");
+        return cf_type_err(x, n, path, "a mapping");
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        const yaml_node_t *key = node_at(x, p->key), *val = node_at(x, p->value);
+        const yaml_node_t *key = cf_node_at(x, p->key), *val = cf_node_at(x, p->value);
         if (key->type != YAML_SCALAR_NODE)
-            return type_err(x, key, path, "a string key");
-        _cleanup_free_ char *kpath = *path ? xasprintf("%s.%s", path, sval(key)) : xstrdup(sval(key));
+            return cf_type_err(x, key, path, "a string key");
+        _cleanup_free_ char *kpath = *path ? xasprintf("%s.%s", path, cf_sval(key)) : xstrdup(cf_sval(key));
         const struct field *f = NULL;
         for (size_t i = 0; i < n_fields; i++)
-            if (streq(fields[i].key, sval(key)))
+            if (streq(fields[i].key, cf_sval(key)))
                 f = &fields[i];
         int r = 0;
         if (!f)
-            warn_unknown(x, key, kpath);
+            cf_warn_unknown(x, key, kpath);
         else if (f->type == F_SECTION)
             r = f->section(x, val, key, kpath);
         else if (f->type != F_IGNORE)
@@ -334,325 +316,25 @@ static int section_imex(struct fctx *x, const yaml_node_t *n, const yaml_node_t 
     return walk(x, n, path, imex_fields, ELEMENTSOF(imex_fields));
 }
 
-/* ---- resources ------------------------------------------------------------------- */
-
-static int resource_name(struct fctx *x, const yaml_node_t *n, const char *path, char **out)
-{
-    const char *s = NULL;
-    int r = get_string(x, n, path, &s);
-    if (r < 0)
-        return r;
-    struct error sub;
-    char *full = config_resource_name(s, &sub);
-    if (!full)
-        return ferr(x, n, path, "%s", sub.msg);
-    free(*out);
-    *out = full;
-    return 0;
-}
-
-/* Look up `key` in a mapping; NULL if absent. The last duplicate wins, as in JSON. */
-static const yaml_node_t *map_get(struct fctx *x, const yaml_node_t *map, const char *key)
-{
-    const yaml_node_t *found = NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = node_at(x, p->key);
-        if (k->type == YAML_SCALAR_NODE && streq(sval(k), key))
-            found = node_at(x, p->value);
-    }
-    return found;
-}
-
-static int check_keys(struct fctx *x, const yaml_node_t *map, const char *path,
-                      const char *const *known)
-{
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = node_at(x, p->key);
-        if (k->type != YAML_SCALAR_NODE)
-            return type_err(x, k, path, "a string key");
-        if (!in_list(sval(k), known)) {
-            _cleanup_free_ char *kpath = xasprintf("%s.%s", path, sval(k));
-            warn_unknown(x, k, kpath);
-        }
-    }
-    return 0;
-}
-
-static int parse_patterns(struct fctx *x, const yaml_node_t *n, const char *path,
-                          struct config_pattern **out, size_t *n_out)
-{
-    static const char *const known[] = { "pattern", "name", NULL };
-    for (size_t i = 0; i < *n_out; i++) {
-        free((*out)[i].pattern);
-        free((*out)[i].name);
-    }
-    free(*out);
-    *out = NULL;
-    *n_out = 0;
-    if (is_null(n))
-        return 0;
-    if (n->type != YAML_SEQUENCE_NODE)
-        return type_err(x, n, path, "a list");
-    size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-    *out = xcalloc(count, sizeof(**out));
-    for (size_t i = 0; i < count; i++) {
-        const yaml_node_t *e = node_at(x, n->data.sequence.items.start[i]);
-        _cleanup_free_ char *epath = xasprintf("%s[%zu]", path, i);
-        struct config_pattern *p = &(*out)[i];
-        *n_out = i + 1;
-        if (e->type != YAML_MAPPING_NODE)
-            return type_err(x, e, epath, "a mapping");
-        int r = check_keys(x, e, epath, known);
-        if (r < 0)
-            return r;
-        const yaml_node_t *pat = map_get(x, e, "pattern"), *name = map_get(x, e, "name");
-        if (is_null(pat))
-            return ferr(x, e, epath, "resources must have a 'pattern' field set");
-        if (is_null(name))
-            return ferr(x, e, epath, "resources must have a 'name' field set");
-        const char *s = NULL;
-        _cleanup_free_ char *ppath = xasprintf("%s.pattern", epath);
-        r = get_string(x, pat, ppath, &s);
-        if (r < 0)
-            return r;
-        p->pattern = xstrdup(s);
-        _cleanup_free_ char *npath = xasprintf("%s.name", epath);
-        r = resource_name(x, name, npath, &p->name);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
-static int section_resources(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
-                             const char *path)
-{
-    static const char *const known[] = { "gpus", "mig", NULL };
-    if (is_null(n))
-        return 0;
-    if (n->type != YAML_MAPPING_NODE)
-        return type_err(x, n, path, "a mapping");
-    int r = check_keys(x, n, path, known);
-    if (r < 0)
-        return r;
-    const yaml_node_t *g = map_get(x, n, "gpus"), *m = map_get(x, n, "mig");
-    _cleanup_free_ char *gpath = xasprintf("%s.gpus", path);
-    _cleanup_free_ char *mpath = xasprintf("%s.mig", path);
-    r = parse_patterns(x, g, gpath, &x->c->gpu_patterns, &x->c->n_gpu_patterns);
-    if (r < 0)
-        return r;
-    return parse_patterns(x, m, mpath, &x->c->mig_patterns, &x->c->n_mig_patterns);
-}
-
-/* ---- sharing --------------------------------------------------------------------- */
-
-static int parse_devices(struct fctx *x, const yaml_node_t *n, const char *path,
-                         struct config_replicated *r)
-{
-    r->devices_kind = DEVICES_ALL;
-    if (is_null(n))
-        return 0;
-    if (n->type == YAML_SCALAR_NODE) {
-        enum stype t = scalar_type(n);
-        if (t == S_STRING && streq(sval(n), "all"))
-            return 0;
-        if (t == S_INT) {
-            long long v = strtoll(sval(n), NULL, 0);
-            if (v < 1 || v > INT32_MAX)
-                return ferr(x, n, path, "number of devices must be >= 1, got %lld", v);
-            r->devices_kind = DEVICES_COUNT;
-            r->devices_count = (int)v;
-            return 0;
-        }
-        return ferr(x, n, path,
-                    "invalid devices value \"%s\": must be \"all\", a number of devices or a "
-                    "list of device references",
-                    sval(n));
-    }
-    if (n->type != YAML_SEQUENCE_NODE)
-        return type_err(x, n, path, "\"all\", a number of devices or a list");
-    size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-    r->devices_kind = DEVICES_LIST;
-    r->devices = xcalloc(count, sizeof(*r->devices));
-    for (size_t i = 0; i < count; i++) {
-        const yaml_node_t *e = node_at(x, n->data.sequence.items.start[i]);
-        _cleanup_free_ char *ipath = xasprintf("%s[%zu]", path, i);
-        if (e->type != YAML_SCALAR_NODE || scalar_type(e) == S_NULL || scalar_type(e) == S_BOOL ||
-            scalar_type(e) == S_FLOAT)
-            return type_err(x, e, ipath, "a device index or UUID");
-        struct error sub;
-        if (config_check_device_ref(sval(e), &sub) < 0)
-            return ferr(x, e, ipath, "%s", sub.msg);
-        r->devices[i].ref = xstrdup(sval(e));
-        r->n_devices = i + 1;
-    }
-    return 0;
-}
-
-static int parse_replicated(struct fctx *x, const yaml_node_t *e, const char *path,
-                            struct config_replicated *res)
-{
-    static const char *const known[] = { "name", "rename", "replicas", "devices", NULL };
-    if (e->type != YAML_MAPPING_NODE)
-        return type_err(x, e, path, "a mapping");
-    int r = check_keys(x, e, path, known);
-    if (r < 0)
-        return r;
-    const yaml_node_t *name = map_get(x, e, "name"), *replicas = map_get(x, e, "replicas"),
-                      *rename = map_get(x, e, "rename"), *devices = map_get(x, e, "devices");
-    if (is_null(name))
-        return ferr(x, e, path, "no resource name specified");
-    _cleanup_free_ char *npath = xasprintf("%s.name", path);
-    r = resource_name(x, name, npath, &res->name);
-    if (r < 0)
-        return r;
-    if (is_null(replicas))
-        return ferr(x, e, path, "no replicas specified");
-    _cleanup_free_ char *rpath = xasprintf("%s.replicas", path);
-    long long v = 0;
-    r = get_int(x, replicas, rpath, &v);
-    if (r < 0)
-        return r;
-    if (v < 2)
-        return ferr(x, replicas, rpath, "number of replicas must be >= 2, got %lld", v);
-    if (v > INT32_MAX)
-        return ferr(x, replicas, rpath, "number of replicas too large, got %lld", v);
-    res->replicas = (int)v;
-    if (!is_null(rename)) {
-        _cleanup_free_ char *rnpath = xasprintf("%s.rename", path);
-        r = resource_name(x, rename, rnpath, &res->rename);
-        if (r < 0)
-            return r;
-    }
-    _cleanup_free_ char *dpath = xasprintf("%s.devices", path);
-    return parse_devices(x, devices, dpath, res);
-}
-
-static void sharing_clear(struct config_sharing *s)
-{
-    for (size_t i = 0; i < s->n_resources; i++) {
-        free(s->resources[i].name);
-        free(s->resources[i].rename);
-        for (size_t j = 0; j < s->resources[i].n_devices; j++)
-            free(s->resources[i].devices[j].ref);
-        free(s->resources[i].devices);
-    }
-    free(s->resources);
-    *s = (struct config_sharing){ .fail_requests_greater_than_one = -1 };
-}
-
-static int parse_sharing(struct fctx *x, const yaml_node_t *n, const char *path,
-                         struct config_sharing *s)
-{
-    static const char *const known[] = { "renameByDefault", "failRequestsGreaterThanOne",
-                                         "resources", NULL };
-    sharing_clear(s);
-    if (is_null(n))
-        return 0;
-    if (n->type != YAML_MAPPING_NODE)
-        return type_err(x, n, path, "a mapping");
-    s->present = true;
-    int r = check_keys(x, n, path, known);
-    if (r < 0)
-        return r;
-    const yaml_node_t *rbd = map_get(x, n, "renameByDefault"),
-                      *frg = map_get(x, n, "failRequestsGreaterThanOne"),
-                      *res = map_get(x, n, "resources");
-    if (!is_null(rbd)) {
-        _cleanup_free_ char *p = xasprintf("%s.renameByDefault", path);
-        r = get_bool(x, rbd, p, &s->rename_by_default);
-        if (r < 0)
-            return r;
-    }
-    if (!is_null(frg)) {
-        _cleanup_free_ char *p = xasprintf("%s.failRequestsGreaterThanOne", path);
-        bool b = false;
-        r = get_bool(x, frg, p, &b);
-        if (r < 0)
-            return r;
-        s->fail_requests_greater_than_one = b;
-    }
-    _cleanup_free_ char *rpath = xasprintf("%s.resources", path);
-    if (is_null(res))
-        return ferr(x, res ? res : n, res ? rpath : path, "no resources specified");
-    if (res->type != YAML_SEQUENCE_NODE)
-        return type_err(x, res, rpath, "a list");
-    size_t count = (size_t)(res->data.sequence.items.top - res->data.sequence.items.start);
-    if (count == 0)
-        return ferr(x, res, rpath, "no resources specified");
-    s->resources = xcalloc(count, sizeof(*s->resources));
-    for (size_t i = 0; i < count; i++) {
-        _cleanup_free_ char *epath = xasprintf("%s[%zu]", rpath, i);
-        s->n_resources = i + 1;
-        r = parse_replicated(x, node_at(x, res->data.sequence.items.start[i]), epath,
-                             &s->resources[i]);
-        if (r < 0)
-            return r;
-    }
-    /* renameByDefault may come after resources in the mapping: apply it last. */
-    for (size_t i = 0; s->rename_by_default && i < count; i++) {
-        struct config_replicated *rr = &s->resources[i];
-        if (rr->rename)
-            continue;
-        _cleanup_free_ char *shared = xasprintf("%s.shared", rr->name);
-        struct error sub;
-        rr->rename = config_resource_name(shared, &sub);
-        if (!rr->rename) {
-            const yaml_node_t *e = node_at(x, res->data.sequence.items.start[i]);
-            _cleanup_free_ char *epath = xasprintf("%s[%zu].name", rpath, i);
-            return ferr(x, map_get(x, e, "name"), epath, "renameByDefault: %s", sub.msg);
-        }
-    }
-    return 0;
-}
-
-static int section_sharing(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
-                           const char *path)
-{
-    static const char *const known[] = { "timeSlicing", "mps", NULL };
-    if (is_null(n))
-        return 0;
-    if (n->type != YAML_MAPPING_NODE)
-        return type_err(x, n, path, "a mapping");
-    int r = check_keys(x, n, path, known);
-    if (r < 0)
-        return r;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = node_at(x, p->key), *v = node_at(x, p->value);
-        bool mps = streq(sval(k), "mps");
-        if (!mps && !streq(sval(k), "timeSlicing"))
-            continue;
-        _cleanup_free_ char *kpath = xasprintf("%s.%s", path, sval(k));
-        r = parse_sharing(x, v, kpath, mps ? &x->c->mps : &x->c->time_slicing);
-        if (r < 0)
-            return r;
-        if (mps) {
-            x->marks->mps_line = line_of(k);
-            x->marks->mps_col = col_of(k);
-        }
-    }
-    return 0;
-}
-
 /* ---- health: typed into JSON here, read by config-health.c ------------------------- */
 
 static json_t *to_json(struct fctx *x, const yaml_node_t *n, const char *path, int depth)
 {
     if (++x->visits > HEALTH_MAX_NODES || depth > HEALTH_MAX_DEPTH) {
-        ferr(x, n, path, "section too large or too deeply nested");
+        cf_ferr(x, n, path, "section too large or too deeply nested");
         return NULL;
     }
     if (n->type == YAML_SCALAR_NODE) {
         json_t *j = NULL;
-        switch (scalar_type(n)) {
+        switch (cf_scalar_type(n)) {
         case S_NULL: return json_null();
-        case S_BOOL: return json_boolean(scalar_bool_value(sval(n)));
-        case S_INT: return json_integer(strtoll(sval(n), NULL, 0));
-        case S_FLOAT: return json_real(strtod(sval(n), NULL));
-        case S_STRING: j = json_stringn(sval(n), n->data.scalar.length); break;
+        case S_BOOL: return json_boolean(scalar_bool_value(cf_sval(n)));
+        case S_INT: return json_integer(strtoll(cf_sval(n), NULL, 0));
+        case S_FLOAT: return json_real(strtod(cf_sval(n), NULL));
+        case S_STRING: j = json_stringn(cf_sval(n), n->data.scalar.length); break;
         }
         if (!j)
-            ferr(x, n, path, "invalid string");
+            cf_ferr(x, n, path, "invalid string");
         return j;
     }
     if (n->type == YAML_SEQUENCE_NODE) {
@@ -661,7 +343,7 @@ static json_t *to_json(struct fctx *x, const yaml_node_t *n, const char *path, i
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
              it++, i++) {
             _cleanup_free_ char *ipath = xasprintf("%s[%zu]", path, i);
-            json_t *v = to_json(x, node_at(x, *it), ipath, depth + 1);
+            json_t *v = to_json(x, cf_node_at(x, *it), ipath, depth + 1);
             if (!v || json_array_append_new(a, v) < 0) {
                 json_decref(a);
                 return NULL;
@@ -671,20 +353,20 @@ static json_t *to_json(struct fctx *x, const yaml_node_t *n, const char *path, i
     }
     json_t *o = json_object();
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = node_at(x, p->key);
+        const yaml_node_t *k = cf_node_at(x, p->key);
         if (k->type != YAML_SCALAR_NODE) {
-            type_err(x, k, path, "a string key");
+            cf_type_err(x, k, path, "a string key");
             json_decref(o);
             return NULL;
         }
-        _cleanup_free_ char *kpath = xasprintf("%s.%s", path, sval(k));
-        json_t *v = to_json(x, node_at(x, p->value), kpath, depth + 1);
+        _cleanup_free_ char *kpath = xasprintf("%s.%s", path, cf_sval(k));
+        json_t *v = to_json(x, cf_node_at(x, p->value), kpath, depth + 1);
         if (!v) {
             json_decref(o);
             return NULL;
         }
-        if (json_object_setn_new(o, sval(k), k->data.scalar.length, v) < 0) {
-            ferr(x, k, kpath, "invalid key");
+        if (json_object_setn_new(o, cf_sval(k), k->data.scalar.length, v) < 0) {
+            cf_ferr(x, k, kpath, "invalid key");
             json_decref(o);
             return NULL;
         }
@@ -698,7 +380,7 @@ static int section_health(struct fctx *x, const yaml_node_t *n, const yaml_node_
     json_t *j = to_json(x, n, path, 0);
     if (!j)
         return x->err ? x->err->code : -EINVAL;
-    int r = config_health_file(x->c, j, x->name, line_of(key), x->set, x->marks, x->err);
+    int r = config_health_file(x->c, j, x->name, cf_line_of(key), x->set, x->marks, x->err);
     json_decref(j);
     return r;
 }
@@ -707,21 +389,21 @@ static int section_version(struct fctx *x, const yaml_node_t *n, const yaml_node
                            const char *path)
 {
     const char *v = "";
-    if (!is_null(n)) {
-        int r = get_string(x, n, path, &v);
+    if (!cf_is_null(n)) {
+        int r = cf_get_string(x, n, path, &v);
         if (r < 0)
             return r;
     }
     if (*v && !streq(v, "v1"))
-        return ferr(x, n, path, "unknown version: %s (allowed: v1)", v);
+        return cf_ferr(x, n, path, "unknown version: %s (allowed: v1)", v);
     return 0;
 }
 
 static const struct field top_fields[] = {
     { "version", F_SECTION, 0, section_version },
     { "flags", F_SECTION, 0, section_flags },
-    { "resources", F_SECTION, 0, section_resources },
-    { "sharing", F_SECTION, 0, section_sharing },
+    { "resources", F_SECTION, 0, cf_section_resources },
+    { "sharing", F_SECTION, 0, cf_section_sharing },
     { "imex", F_SECTION, 0, section_imex },
     { "health", F_SECTION, 0, section_health },
 };
