@@ -97,7 +97,8 @@ static int parse_patterns(struct fctx *x, const yaml_node_t *n, const char *path
 }
 
 int cf_section_resources(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
-                             const char *path){
+                             const char *path)
+{
     static const char *const known[] = { "gpus", "mig", NULL };
     if (cf_is_null(n))
         return 0;
@@ -278,7 +279,8 @@ static int parse_sharing(struct fctx *x, const yaml_node_t *n, const char *path,
 }
 
 int cf_section_sharing(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
-                           const char *path){
+                           const char *path)
+{
     static const char *const known[] = { "timeSlicing", "mps", NULL };
     if (cf_is_null(n))
         return 0;

@@ -30,7 +30,8 @@ int cf_col_of(const yaml_node_t *n){ return (int)n->start_mark.column + 1; }
 const char *cf_sval(const yaml_node_t *n){ return (const char *)n->data.scalar.value; }
 
 _printf_(4, 5) int cf_ferr(struct fctx *x, const yaml_node_t *n, const char *path,
-                               const char *fmt, ...){
+                               const char *fmt, ...)
+{
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -40,12 +41,14 @@ _printf_(4, 5) int cf_ferr(struct fctx *x, const yaml_node_t *n, const char *pat
                      msg);
 }
 
-void cf_warn_unknown(struct fctx *x, const yaml_node_t *key, const char *path){
+void cf_warn_unknown(struct fctx *x, const yaml_node_t *key, const char *path)
+{
     log_warning("%s:%d:%d: unknown field \"%s\", ignoring", x->name, cf_line_of(key), cf_col_of(key),
                 path);
 }
 
-bool cf_in_list(const char *s, const char *const *list){
+bool cf_in_list(const char *s, const char *const *list)
+{
     for (; *list; list++)
         if (streq(s, *list))
             return true;
@@ -54,7 +57,8 @@ bool cf_in_list(const char *s, const char *const *list){
 
 /* YAML 1.1 resolution of plain scalars (what the reference's YAML->JSON step does);
  * quoted and block scalars are always strings. */
-enum stype cf_scalar_type(const yaml_node_t *n){
+enum stype cf_scalar_type(const yaml_node_t *n)
+{
     static const char *const nulls[] = { "", "~", "null", "Null", "NULL", NULL };
     static const char *const bools[] = { "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No",
                                          "NO", "true", "True", "TRUE", "false", "False",
@@ -87,7 +91,8 @@ static bool scalar_bool_value(const char *s)
     return cf_in_list(s, trues);
 }
 
-bool cf_is_null(const yaml_node_t *n){
+bool cf_is_null(const yaml_node_t *n)
+{
     return !n || (n->type == YAML_SCALAR_NODE && cf_scalar_type(n) == S_NULL);
 }
 
@@ -107,7 +112,8 @@ static const char *type_name(const yaml_node_t *n)
     return "a string";
 }
 
-int cf_type_err(struct fctx *x, const yaml_node_t *n, const char *path, const char *want){
+int cf_type_err(struct fctx *x, const yaml_node_t *n, const char *path, const char *want)
+{
     if (n->type == YAML_SCALAR_NODE)
         return cf_ferr(x, n, path, "expected %s, got %s \"%s\"", want, type_name(n), cf_sval(n));
     return cf_ferr(x, n, path, "expected %s, got %s", want, type_name(n));
@@ -115,21 +121,24 @@ int cf_type_err(struct fctx *x, const yaml_node_t *n, const char *path, const ch
 
 /* Any non-null scalar is accepted as text: `version: 1` or `mpsRoot: 123` are
  * unambiguous, and refusing them would only be pedantic. */
-int cf_get_string(struct fctx *x, const yaml_node_t *n, const char *path, const char **out){
+int cf_get_string(struct fctx *x, const yaml_node_t *n, const char *path, const char **out)
+{
     if (n->type != YAML_SCALAR_NODE || cf_scalar_type(n) == S_NULL)
         return cf_type_err(x, n, path, "a string");
     *out = cf_sval(n);
     return 0;
 }
 
-int cf_get_bool(struct fctx *x, const yaml_node_t *n, const char *path, bool *out){
+int cf_get_bool(struct fctx *x, const yaml_node_t *n, const char *path, bool *out)
+{
     if (n->type != YAML_SCALAR_NODE || cf_scalar_type(n) != S_BOOL)
         return cf_type_err(x, n, path, "a boolean (true or false)");
     *out = scalar_bool_value(cf_sval(n));
     return 0;
 }
 
-int cf_get_int(struct fctx *x, const yaml_node_t *n, const char *path, long long *out){
+int cf_get_int(struct fctx *x, const yaml_node_t *n, const char *path, long long *out)
+{
     if (n->type != YAML_SCALAR_NODE || cf_scalar_type(n) != S_INT)
         return cf_type_err(x, n, path, "an integer");
     *out = strtoll(cf_sval(n), NULL, 0);
