@@ -124,7 +124,7 @@ int yp_u64(struct yp_ctx *c, yaml_node_t *n, const char *what, uint64_t max, uin
 
 int yp_uint(struct yp_ctx *c, yaml_node_t *n, const char *what, unsigned max, unsigned *v)
 {
-    uint64_t x;
+    uint64_t x = 0;
     int r = yp_u64(c, n, what, max, &x);
     if (r == 0)
         *v = (unsigned)x;
