@@ -11,10 +11,11 @@
 
 /* The kubelet creates its socket (bind: our inotify fires) a moment before it listens;
  * a dial in between is refused. Waiting a whole 100 ms then made one restart in seven
- * cost 100 ms, so retries start at 1 ms and double: 1, 2, 4 ... 64 ms cost nothing
- * against a kubelet that is coming up, and the schedule still reaches 10 s. Retries
- * shorter than REG_BACKOFF_QUIET_MS are logged at debug level only. */
+ * cost 100 ms, so the first REG_FAST_RETRIES retries come every millisecond (a kubelet
+ * that is coming up listens within a few), then the wait doubles from 2 ms and still
+ * reaches 10 s. Retries shorter than REG_BACKOFF_QUIET_MS are debug lines only. */
 #define REG_BACKOFF_FIRST_MS 1u
+#define REG_FAST_RETRIES 8u
 #define REG_BACKOFF_QUIET_MS 100u
 #define REG_BACKOFF_MAX_MS 10000u
 /* The kubelet dials back with a 10 s budget before it answers; leave it room. */
@@ -28,6 +29,7 @@ struct reg {
     struct grpc_call *call;
     struct loop_timer *retry;
     unsigned backoff_ms;
+    unsigned failures;         /* in a row, since the last success or restart */
     bool registered;
     unsigned count;
     uint64_t started_us;
@@ -51,6 +53,7 @@ static void on_done(void *userdata, int status, const char *message, const uint8
         r->registered = true;
         r->count++;
         r->backoff_ms = REG_BACKOFF_FIRST_MS;
+        r->failures = 0;
         log_info("Registered device plugin for '%s' with Kubelet (%llu us)", r->resource,
                  (unsigned long long)(loop_now_us() - r->started_us));
         return;
@@ -60,7 +63,9 @@ static void on_done(void *userdata, int status, const char *message, const uint8
              "retrying in %u ms",
              r->resource, r->kubelet_socket, message ? message : "", status, r->backoff_ms);
     r->retry = loop_timer_add(r->loop, r->backoff_ms, on_retry, r);
-    r->backoff_ms = r->backoff_ms * 2 > REG_BACKOFF_MAX_MS ? REG_BACKOFF_MAX_MS : r->backoff_ms * 2;
+    if (++r->failures >= REG_FAST_RETRIES)
+        r->backoff_ms = r->backoff_ms * 2 > REG_BACKOFF_MAX_MS ? REG_BACKOFF_MAX_MS
+                                                                : r->backoff_ms * 2;
 }
 
 static void reg_call(struct reg *r)
@@ -106,6 +111,7 @@ void reg_restart(struct reg *r)
     r->retry = NULL;
     r->registered = false;
     r->backoff_ms = REG_BACKOFF_FIRST_MS;
+    r->failures = 0;
     reg_call(r);
 }
 
