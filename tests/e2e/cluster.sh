@@ -14,7 +14,10 @@
 # run left it behind (a killed run), so a run always starts from nothing.
 set -eu
 STATE=${GDP_E2E_STATE:-/var/lib/gdp-e2e}
-NODE=gdp-e2e-node
+# The node is named localhost: the API server reaches the kubelet (logs) at its Hostname
+# address, and a loopback --node-ip is refused by the kubelet, so the name is what keeps
+# that connection on 127.0.0.1.
+NODE=localhost
 KUBELET_ROOT=/var/lib/kubelet
 ETCD_PORT=23790
 API_PORT=16443
@@ -201,6 +204,9 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+# Device health reaches the node's allocatable at the kubelet's next status check: every
+# 2 s instead of 10 s, so that the Xid scenario sees a short Unhealthy window.
+nodeStatusUpdateFrequency: 2s
 # No KUBE-* iptables chains: they would outlive the run on a machine that is not a node.
 makeIPTablesUtilChains: false
 resolvConf: /etc/resolv.conf
@@ -212,14 +218,14 @@ kubelet_start() {
     start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" \
         --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$KUBELET_ROOT" \
         --container-runtime remote --container-runtime-endpoint "unix://$SOCK" \
-        --hostname-override "$NODE" --node-ip 127.0.0.1 --v 2
+        --hostname-override "$NODE" --v 2
     wait_for "kubelet healthz" 60 curl_healthz
 }
 
 curl_healthz() {
     # No curl dependency: the kubelet's healthz through bash's /dev/tcp is not portable to
     # dash, so ask python3, which the scenarios need anyway.
-    python3 -c 'import urllib.request,sys; sys.exit(urllib.request.urlopen("http://127.0.0.1:10248/healthz", timeout=2).read() != b"ok")'
+    /usr/bin/python3 -c 'import urllib.request,sys; sys.exit(urllib.request.urlopen("http://127.0.0.1:10248/healthz", timeout=2).read() != b"ok")'
 }
 
 # --- up -------------------------------------------------------------------------------------
@@ -233,9 +239,9 @@ up() {
     printf 'BIN=%s\nLOGS=%s\n' "$BIN" "$LOGS" >"$STATE/env"
     # What existed before us, so teardown removes only what this run made: the chart's
     # hostPath directories, the CNI cache, containerd's fixed runtime directory (shim
-    # sockets, runc state) and the kubelet's pod log directories.
+    # sockets, runc state), the sandboxes' netns directory and the kubelet's pod logs.
     ls /var/run/netns 2>/dev/null >"$STATE/netns.before" || true
-    for d in /run/nvidia/mps /var/run/cdi /var/lib/cni /run/containerd /var/log/pods /var/log/containers; do
+    for d in /run/nvidia/mps /var/run/cdi /var/lib/cni /run/containerd /var/run/netns /var/log/pods /var/log/containers; do
         [ -e "$d" ] || echo "$d" >>"$STATE/made-dirs"
     done
     mkdir -p "$KUBELET_ROOT"
@@ -262,7 +268,7 @@ up() {
         --service-account-issuer https://kubernetes.default.svc.cluster.local \
         --service-cluster-ip-range 10.0.0.0/24 --endpoint-reconciler-type none \
         --kubelet-client-certificate "$p/apiserver-kubelet.crt" --kubelet-client-key "$p/apiserver-kubelet.key" \
-        --kubelet-preferred-address-types InternalIP
+        --kubelet-preferred-address-types Hostname
     wait_for "kube-apiserver" 90 kctl get --raw /readyz
 
     echo kube-controller-manager >"$STATE/pids/kube-controller-manager.bin"
@@ -322,7 +328,8 @@ down() {
         done
     fi
     # Whatever still runs in the pods' cgroups (a task containerd lost track of).
-    for cg in $(find /sys/fs/cgroup -maxdepth 2 -type d -name kubepods 2>/dev/null); do
+    for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+        [ -d "$cg" ] || continue
         find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do
             kill -KILL "$pid" 2>/dev/null || true
         done
@@ -330,7 +337,7 @@ down() {
     # The runc shims this containerd started (they outlive it otherwise): found by the
     # address they were given, which is this run's socket.
     for d in /proc/[0-9]*; do
-        cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+        cmd=$( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) || continue
         case $cmd in
         *containerd-shim*"-address $SOCK "*) kill -KILL "${d#/proc/}" 2>/dev/null || true ;;
         esac
@@ -343,18 +350,19 @@ down() {
     # (rootfs, shm), and the network namespaces of this run's sandboxes.
     unmount_under "$KUBELET_ROOT"
     unmount_under "$STATE"
-    for ns in $(ls /var/run/netns 2>/dev/null); do
+    for ns in /var/run/netns/cni-*; do
+        [ -e "$ns" ] || continue
+        ns=${ns##*/}
         grep -qx "$ns" "$STATE/netns.before" 2>/dev/null && continue
-        case $ns in cni-*)
-            umount "/var/run/netns/$ns" 2>/dev/null || umount -l "/var/run/netns/$ns" 2>/dev/null || true
-            rm -f "/var/run/netns/$ns" ;;
-        esac
+        umount "/var/run/netns/$ns" 2>/dev/null || umount -l "/var/run/netns/$ns" 2>/dev/null || true
+        rm -f "/var/run/netns/$ns"
     done
     ip link del "$BRIDGE" 2>/dev/null || true
 
     # cgroups: the kubelet's kubepods tree in every hierarchy, leaves first (a cgroup can
     # only be removed empty; the kill above emptied them, the kernel may take a moment).
-    for cg in $(find /sys/fs/cgroup -maxdepth 2 -type d -name kubepods 2>/dev/null); do
+    for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+        [ -d "$cg" ] || continue
         i=0
         while [ -d "$cg" ] && [ $i -lt 50 ]; do
             find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true

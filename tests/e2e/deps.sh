@@ -7,7 +7,7 @@
 # archive as the machine's own deb entry.
 set -eu
 PKGS="etcd-server containerd runc containernetworking-plugins iptables
-busybox-static dpkg-dev golang-go openssl iproute2 util-linux mount python3 gcc libc6-dev"
+busybox-static dpkg-dev golang-go openssl iproute2 util-linux mount python3 python3-yaml gcc libc6-dev"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 updated=""

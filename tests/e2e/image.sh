@@ -24,7 +24,7 @@ ninja -C "$bld" src/gpu-device-plugin >"$work/ninja.log" || { tail -n 30 "$work/
 rm -rf "$work/rootfs"
 "$src/deployments/container/rootfs.sh" "$bld/src/gpu-device-plugin" "$work/rootfs"
 commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)
-python3 "$here/oci-image.py" --rootfs "$work/rootfs" --name localhost/gpu-device-plugin:e2e \
+/usr/bin/python3 "$here/oci-image.py" --rootfs "$work/rootfs" --name localhost/gpu-device-plugin:e2e \
     --out "$out/gpu-device-plugin.tar" --dockerfile "$src/deployments/container/Dockerfile" \
     --build-arg "GIT_COMMIT=$commit" >"$out/gpu-device-plugin.json"
 
@@ -32,14 +32,14 @@ python3 "$here/oci-image.py" --rootfs "$work/rootfs" --name localhost/gpu-device
 rm -rf "$work/pause-root"
 mkdir -p "$work/pause-root"
 gcc -static -Os -s -Wall -Wextra -Werror -o "$work/pause-root/pause" "$here/pause.c"
-python3 "$here/oci-image.py" --rootfs "$work/pause-root" --name localhost/gdp-e2e/pause:1 \
+/usr/bin/python3 "$here/oci-image.py" --rootfs "$work/pause-root" --name localhost/gdp-e2e/pause:1 \
     --out "$out/pause.tar" --entrypoint '["/pause"]' >/dev/null
 
 # busybox: the static binary and the applets the test pods use.
 rm -rf "$work/busybox-root"
 mkdir -p "$work/busybox-root/bin" "$work/busybox-root/tmp"
 cp /bin/busybox "$work/busybox-root/bin/busybox"
-for app in sh printenv sleep cat ls echo env true; do ln -s busybox "$work/busybox-root/bin/$app"; done
-python3 "$here/oci-image.py" --rootfs "$work/busybox-root" --name localhost/gdp-e2e/busybox:1 \
+for app in sh sleep cat ls echo env true; do ln -s busybox "$work/busybox-root/bin/$app"; done
+/usr/bin/python3 "$here/oci-image.py" --rootfs "$work/busybox-root" --name localhost/gdp-e2e/busybox:1 \
     --out "$out/busybox.tar" --env PATH=/bin --cmd '["/bin/sh"]' >/dev/null
 cat "$out/gpu-device-plugin.json"

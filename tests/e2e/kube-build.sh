@@ -41,10 +41,13 @@ fi
 cd "$work/src"
 tree=$(find . -mindepth 1 -maxdepth 1 -type d -name 'kubernetes-*' | head -n1)
 tree=${tree#./}
-[ -n "$tree" ] && [ -d "$tree/vendor" ] || { echo "kube-build: no vendored tree in $work/src" >&2; exit 1; }
+if [ -z "$tree" ] || [ ! -d "$tree/vendor" ]; then
+    echo "kube-build: no vendored tree in $work/src" >&2
+    exit 1
+fi
 mkdir -p "$work/gopath/src/k8s.io" "$work/out"
 ln -sfn "$work/src/$tree" "$work/gopath/src/k8s.io/kubernetes"
-export GOPATH="$work/gopath" GO111MODULE=off GOFLAGS= GOCACHE="$work/gocache" GOTOOLCHAIN=local
+export GOPATH="$work/gopath" GO111MODULE=off GOFLAGS="" GOCACHE="$work/gocache" GOTOOLCHAIN=local
 cd "$work/gopath/src/k8s.io/kubernetes"
 
 # kube-apiserver needs pkg/generated/openapi, which upstream's make generates and does not
@@ -86,7 +89,7 @@ dpkg-deb -x kubernetes-client_*.deb client
 cp client/usr/bin/kubectl out/kubectl
 
 "$work/out/kubelet" --version >&2
-rm -rf "$cache/bin"
+rm -rf "${cache:?}/bin"
 mv "$work/out" "$cache/bin"
 # The sources and the Go cache (~1 GB) are not kept: the binaries are the cache.
 rm -rf "$work"

@@ -36,10 +36,10 @@ elapsed() { echo "$(( $(date +%s) - t0 )) s"; }
 sh "$here/deps.sh"
 bin=$(sh "$here/kube-build.sh")
 echo "e2e: Kubernetes binaries in $bin ($(elapsed))"
-sh "$here/image.sh" "$src" "$build/e2e-image" "$build/e2e-image/out" | python3 -c '
+sh "$here/image.sh" "$src" "$build/e2e-image" "$build/e2e-image/out" | /usr/bin/python3 -c '
 import json, sys
 i = json.load(sys.stdin)
-print(f"e2e: image {i[\"name\"]}: {i[\"compressed\"]} bytes compressed, {i[\"uncompressed\"]} bytes unpacked")'
+print("e2e: image %(name)s: %(compressed)d bytes compressed, %(uncompressed)d bytes unpacked" % i)'
 echo "e2e: images built ($(elapsed))"
 
 rm -rf "$logs"
@@ -53,6 +53,7 @@ teardown() {
         return 1
     fi
 }
+# shellcheck disable=SC2154 # rc is assigned inside the trap
 trap 'rc=$?; trap - EXIT INT TERM; teardown || rc=1; exit $rc' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -62,7 +63,7 @@ sh "$here/cluster.sh" import "$build/e2e-image/out/pause.tar" "$build/e2e-image/
     "$build/e2e-image/out/gpu-device-plugin.tar"
 echo "e2e: cluster up, images imported ($(elapsed))"
 state=${GDP_E2E_STATE:-/var/lib/gdp-e2e}
-python3 "$here/scenarios.py" --kubectl "$bin/kubectl" --kubeconfig "$state/admin.kubeconfig" \
+/usr/bin/python3 "$here/scenarios.py" --kubectl "$bin/kubectl" --kubeconfig "$state/admin.kubeconfig" \
     --cluster "$here/cluster.sh" --state "$state" --profile "$profile" \
     --helm-render "$build/tests/deploy/helm-render" --source "$src" || {
     echo "e2e: scenarios failed; daemon logs in $logs" >&2

@@ -16,7 +16,7 @@ Order (each step builds on the cluster the previous one left):
                the running pods keep theirs
   kubelet      restarting the kubelet: running pods (and the plugin) untouched, allocatable back
   helm         the chart with default values: pod Running, capacity = the profile's GPUs
-  xid          the chart with a short health.quietPeriod: an Xid through the simulator's
+  xid          the chart with health.quietPeriod 15s (default 60s): an Xid through the simulator's
                control FIFO takes allocatable down by one; it comes back on recovery
   timeslicing  the chart with sharing.timeSlicing replicas 4: capacity = GPUs x 4
 """
@@ -33,7 +33,7 @@ import time
 import yaml
 
 A = None
-NODE = "gdp-e2e-node"
+NODE = "localhost"  # cluster.sh names it so (the API server reaches it at 127.0.0.1)
 RES = "nvidia.com/gpu"
 IMAGE_NAME, IMAGE_TAG = "localhost/gpu-device-plugin", "e2e"
 BUSYBOX = "localhost/gdp-e2e/busybox:1"
@@ -120,7 +120,7 @@ def wait_one_plugin_pod(not_uid=None):
 
 
 def gpu_pod(name, count, command=None):
-    cmd = command or "printenv NVIDIA_VISIBLE_DEVICES; exec sleep 3600"
+    cmd = command or 'echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"; exec sleep 3600'
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                     "automountServiceAccountToken": False,
@@ -137,7 +137,10 @@ def pod_running(name):
 def pod_gpus(name):
     """The GPUs the pod's container was given, as its log shows NVIDIA_VISIBLE_DEVICES."""
     log = wait(f"pod {name} log", lambda: kubectl("logs", name).strip())
-    return log.splitlines()[0].split(",")
+    key, _, value = log.splitlines()[0].partition("=")
+    if key != "NVIDIA_VISIBLE_DEVICES" or not value:
+        raise Fail(f"pod {name} log: {log!r}")
+    return value.split(",")
 
 
 def containers_state(names):
@@ -185,6 +188,8 @@ def subset(want, have, path=""):
         for k, v in want.items():
             subset(v, have.get(k), f"{path}.{k}")
     elif isinstance(want, list):
+        if want == [] and have is None:  # an empty list is not stored
+            return
         if not isinstance(have, list) or len(want) != len(have):
             raise Fail(f"{path}: {have!r} != {want!r}")
         for i, (w, h) in enumerate(zip(want, have)):
@@ -317,8 +322,8 @@ def s_helm(ctx):
 
 
 def s_xid(ctx):
-    pod = apply_chart(ctx, "health.quietPeriod 5s")
-    print(f"  plugin pod {pod['metadata']['name']} Running with config health.quietPeriod 5s")
+    pod = apply_chart(ctx, "health.quietPeriod 15s")
+    print(f"  plugin pod {pod['metadata']['name']} Running with config health.quietPeriod 15s")
     n = ctx["ngpus"]
     wait_node_gpus(n, n)
     uuid = ctx["uuids"][0]
@@ -377,7 +382,7 @@ def main():
                         "images": [{"name": SHIPPED_IMAGE, "newName": IMAGE_NAME, "newTag": IMAGE_TAG}]}, f)
     charts = {}
     for variant, config in (("default values", None),
-                            ("health.quietPeriod 5s", "version: v1\nhealth:\n  quietPeriod: 5s\n"),
+                            ("health.quietPeriod 15s", "version: v1\nhealth:\n  quietPeriod: 15s\n"),
                             ("sharing.timeSlicing replicas 4",
                              "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                              "    - name: nvidia.com/gpu\n      replicas: 4\n")):
@@ -407,4 +412,7 @@ def main():
     sys.exit(1 if failed or skipped else 0)
 
 
-main()
+try:
+    main()
+except KeyboardInterrupt:  # Ctrl-C: run.sh's trap tears the cluster down
+    sys.exit(130)
