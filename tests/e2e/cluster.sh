@@ -219,12 +219,11 @@ kubelet_start() {
         --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$KUBELET_ROOT" \
         --container-runtime remote --container-runtime-endpoint "unix://$SOCK" \
         --hostname-override "$NODE" --v 2
-    wait_for "kubelet healthz" 60 curl_healthz
+    wait_for "kubelet healthz" 60 kubelet_healthy
 }
 
-curl_healthz() {
-    # No curl dependency: the kubelet's healthz through bash's /dev/tcp is not portable to
-    # dash, so ask python3, which the scenarios need anyway.
+kubelet_healthy() {
+    # No curl dependency: Debian's python3, which the scenarios need anyway.
     /usr/bin/python3 -c 'import urllib.request,sys; sys.exit(urllib.request.urlopen("http://127.0.0.1:10248/healthz", timeout=2).read() != b"ok")'
 }
 
