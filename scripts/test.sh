@@ -1,14 +1,20 @@
 #!/bin/sh
 # Build and run the whole test suite (unit, simulator, gRPC, config, topology, health,
-# integration against the simulated node and the test kubelet, Python grpcio client).
-#   scripts/test.sh            normal build in build-test/
-#   scripts/test.sh --asan     AddressSanitizer + UBSan build in build-asan/
+# integration against the simulated node and the test kubelet, Python grpcio client), then
+# the e2e suite: a real single-node Kubernetes running the product image (tests/e2e/).
+#   scripts/test.sh            normal build in build-test/, every suite, e2e last
+#   scripts/test.sh --quick    the same without the e2e suite (local iteration)
+#   scripts/test.sh --asan     AddressSanitizer + UBSan build in build-asan/ (no e2e: it
+#                              tests the image and the manifests, not memory safety)
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh
 dir=build-test
 opts=""
+e2e=1
+[ "${1:-}" = "--quick" ] && e2e=""
 if [ "${1:-}" = "--asan" ]; then
+    e2e=""
     dir=build-asan
     opts="-Db_sanitize=address,undefined -Db_lundef=false"
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
@@ -17,3 +23,5 @@ fi
 [ -d "$dir" ] || meson setup "$dir" --buildtype=debugoptimized -Dwerror=true $opts
 ninja -C "$dir"
 meson test -C "$dir" --print-errorlogs --num-processes 2 ${MESON_TEST_ARGS:-}
+# The e2e suite streams its progress and the kubectl output it asserts on (--verbose).
+[ -z "$e2e" ] || meson test -C "$dir" --setup e2e --suite e2e --print-errorlogs --verbose

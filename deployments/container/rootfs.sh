@@ -1,0 +1,44 @@
+#!/bin/sh
+# The runtime image's whole filesystem, built from scratch: the stripped plugin binary, its
+# NVIDIA-name symlink, every shared library it links (as the dynamic loader resolves them on
+# the build machine, which is Debian 12 in both callers) with their Debian copyright files,
+# and Debian's merged-/usr symlinks (/lib -> usr/lib, /lib64 -> usr/lib64). No shell, no
+# package manager. Both the Dockerfile's build stage and tests/e2e/image.sh run this script,
+# so the Dockerfile's image and the locally assembled one hold the same files.
+#
+# usage: rootfs.sh <gpu-device-plugin binary> <out dir>
+# As root it also runs the binary chrooted in <out dir>, proving the tree is self-contained
+# (not for a sanitizer build, below).
+set -eu
+[ $# -eq 2 ] || { echo "usage: rootfs.sh <gpu-device-plugin binary> <out dir>" >&2; exit 2; }
+bin=$1
+out=$2
+mkdir -p "$out/usr/bin" "$out/usr/lib" "$out/usr/lib64"
+ln -sfn usr/lib "$out/lib"
+ln -sfn usr/lib64 "$out/lib64"
+install -m 0755 -s "$bin" "$out/usr/bin/gpu-device-plugin"
+ln -sf gpu-device-plugin "$out/usr/bin/nvidia-device-plugin"
+
+# ldd lines: "libx.so.1 => /lib/x86_64-linux-gnu/libx.so.1 (0x...)" and the loader
+# "/lib64/ld-linux-x86-64.so.2 (0x...)". Each is copied (dereferenced) to the same path
+# under /usr, which the /lib and /lib64 symlinks make visible at the path ldd printed.
+libs=$(ldd "$bin" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) (0x.*/\1/p')
+[ -n "$libs" ] || { echo "rootfs.sh: ldd found no libraries for $bin" >&2; exit 1; }
+for lib in $libs; do
+    rel=${lib#/}
+    rel=usr/${rel#usr/}
+    mkdir -p "$out/$(dirname "$rel")"
+    cp -L "$lib" "$out/$rel"
+    # The licence of what we redistribute.
+    if pkg=$(dpkg -S "$(realpath "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null); then
+        pkg=${pkg%%:*}
+        if [ -f "/usr/share/doc/$pkg/copyright" ]; then
+            mkdir -p "$out/usr/share/doc/$pkg"
+            cp "/usr/share/doc/$pkg/copyright" "$out/usr/share/doc/$pkg/copyright"
+        fi
+    fi
+done
+# A sanitizer build (tests only, never an image) cannot run there: its runtime needs /proc.
+if [ "$(id -u)" -eq 0 ] && command -v chroot >/dev/null && ! echo "$libs" | grep -q 'lib[a-z]*san\.so'; then
+    chroot "$out" /usr/bin/gpu-device-plugin --version >/dev/null
+fi

@@ -1,0 +1,418 @@
+#!/usr/bin/python3
+"""The e2e scenarios, run against the cluster cluster.sh brought up. Every assertion is on
+what the API server says (kubectl), never on the plugin's own logs: the operator's view.
+
+usage: scenarios.py --kubectl BIN --kubeconfig FILE --cluster cluster.sh --state DIR
+                    --profile FILE --helm-render BIN --source DIR
+
+Order (each step builds on the cluster the previous one left):
+  dry-run      kubectl apply --dry-run=server of every shipped manifest, the kustomize
+               overlay and every rendered chart variant
+  static       the shipped static DaemonSet through a kustomize overlay that changes only
+               the image: pod Running, node capacity = allocatable = the profile's GPUs
+  walkthrough  a 1-GPU pod's log shows one profile GPU; two 2-GPU pods get disjoint GPUs;
+               a pod asking for more than the node has stays Pending (scheduler's reason)
+  plugin-pod   deleting the plugin pod: recreated, registers again (a new pod gets a GPU),
+               the running pods keep theirs
+  kubelet      restarting the kubelet: running pods (and the plugin) untouched, allocatable back
+  helm         the chart with default values: pod Running, capacity = the profile's GPUs
+  xid          the chart with health.quietPeriod 15s (default 60s): an Xid through the simulator's
+               control FIFO takes allocatable down by one; it comes back on recovery
+  timeslicing  the chart with sharing.timeSlicing replicas 4: capacity = GPUs x 4
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+A = None
+NODE = "localhost"  # cluster.sh names it so (the API server reaches it at 127.0.0.1)
+RES = "nvidia.com/gpu"
+IMAGE_NAME, IMAGE_TAG = "localhost/gpu-device-plugin", "e2e"
+BUSYBOX = "localhost/gdp-e2e/busybox:1"
+SHIPPED_IMAGE = "ghcr.io/gpu-device-plugin/gpu-device-plugin"
+TIMEOUT = 180  # seconds for anything to happen; generous for a loaded 2-core machine
+
+passed, failed = [], []
+
+
+class Fail(Exception):
+    pass
+
+
+def kubectl(*args, check=True, stdin=None):
+    r = subprocess.run([A.kubectl, "--kubeconfig", A.kubeconfig, *args], input=stdin,
+                       capture_output=True, text=True, timeout=120)
+    if check and r.returncode != 0:
+        raise Fail(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def kjson(*args):
+    return json.loads(kubectl(*args, "-o", "json"))
+
+
+def wait(what, fn, timeout=TIMEOUT):
+    """Poll fn until it returns something true; that value is returned."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except Fail as e:  # e.g. the object does not exist yet
+            last = str(e)
+        else:
+            if last:
+                return last
+        time.sleep(0.5)
+    raise Fail(f"timed out after {timeout} s waiting for {what} (last: {last})")
+
+
+def show(*args):
+    """Print a kubectl command and its output: the run's record of what the API server said."""
+    print(f"$ kubectl {' '.join(args)}")
+    print(kubectl(*args).rstrip())
+
+
+def gpus(field):
+    node = kjson("get", "node", NODE)
+    return int(node["status"].get(field, {}).get(RES, "0"))
+
+
+def show_node_gpus():
+    show("get", "node", NODE, "-o",
+         "custom-columns=NODE:.metadata.name,CAPACITY:.status.capacity.nvidia\\.com/gpu,"
+         "ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu")
+
+
+def wait_node_gpus(capacity, allocatable):
+    wait(f"node {RES} capacity {capacity} allocatable {allocatable}",
+         lambda: gpus("capacity") == capacity and gpus("allocatable") == allocatable)
+
+
+def plugin_pods():
+    pods = kjson("get", "pods", "-n", "kube-system")["items"]
+    return [p for p in pods if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "gpu-device-plugin"]
+
+
+def running_ready(pod):
+    st = pod.get("status", {})
+    ready = [c for c in st.get("conditions", []) if c["type"] == "Ready"]
+    return st.get("phase") == "Running" and ready and ready[0]["status"] == "True"
+
+
+def wait_one_plugin_pod(not_uid=None):
+    """Exactly one plugin pod, Running and Ready (and not the one with not_uid)."""
+    def one():
+        pods = plugin_pods()
+        if len(pods) == 1 and running_ready(pods[0]) and pods[0]["metadata"]["uid"] != not_uid \
+                and not pods[0]["metadata"].get("deletionTimestamp"):
+            return pods[0]
+        return None
+    return wait("one Running plugin pod", one)
+
+
+def gpu_pod(name, count, command=None):
+    cmd = command or 'echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"; exec sleep 3600'
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                    "automountServiceAccountToken": False,
+                    "containers": [{"name": "c", "image": BUSYBOX, "command": ["sh", "-c", cmd],
+                                    "resources": {"limits": {RES: str(count)}}}]}}
+    kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+
+
+def pod_running(name):
+    return wait(f"pod {name} Running", lambda: (lambda p: p if p["status"].get("phase") == "Running" else None)(
+        kjson("get", "pod", name)))
+
+
+def pod_gpus(name):
+    """The GPUs the pod's container was given, as its log shows NVIDIA_VISIBLE_DEVICES."""
+    log = wait(f"pod {name} log", lambda: kubectl("logs", name).strip())
+    key, _, value = log.splitlines()[0].partition("=")
+    if key != "NVIDIA_VISIBLE_DEVICES" or not value:
+        raise Fail(f"pod {name} log: {log!r}")
+    return value.split(",")
+
+
+def containers_state(names):
+    out = {}
+    for n in names:
+        p = kjson("get", "pod", n)
+        cs = p["status"]["containerStatuses"][0]
+        out[n] = (p["metadata"]["uid"], p["status"]["phase"], cs["containerID"], cs["restartCount"])
+    return out
+
+
+def render_chart(values):
+    sys.path.insert(0, os.path.join(A.source, "tests", "deploy"))
+    import deploylib  # noqa: E402
+    files, _ = deploylib.render(A.helm_render, values)
+    docs = [d for name in sorted(files) for d in files[name]]
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def chart_values(config=None):
+    v = {"image": {"repository": IMAGE_NAME, "tag": IMAGE_TAG}}
+    if config:
+        v["config"] = {"map": {"default": config}}
+    return v
+
+
+# --- scenarios ----------------------------------------------------------------------------
+
+def s_dry_run(ctx):
+    for name in sorted(os.listdir(os.path.join(A.source, "deployments", "static"))):
+        kubectl("apply", "--dry-run=server", "-f", os.path.join(A.source, "deployments", "static", name))
+        print(f"  dry-run ok: deployments/static/{name}")
+    kubectl("apply", "--dry-run=server", "-k", ctx["overlay"])
+    print("  dry-run ok: kustomize overlay of deployments/static/gpu-device-plugin.yml")
+    for variant, path in ctx["charts"].items():
+        kubectl("apply", "--dry-run=server", "-f", path)
+        print(f"  dry-run ok: chart rendered with {variant}")
+
+
+def subset(want, have, path=""):
+    """want ⊆ have (lists element-wise): the API server only added defaults."""
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            raise Fail(f"{path}: {have!r} is not a mapping")
+        for k, v in want.items():
+            subset(v, have.get(k), f"{path}.{k}")
+    elif isinstance(want, list):
+        if want == [] and have is None:  # an empty list is not stored
+            return
+        if not isinstance(have, list) or len(want) != len(have):
+            raise Fail(f"{path}: {have!r} != {want!r}")
+        for i, (w, h) in enumerate(zip(want, have)):
+            subset(w, h, f"{path}[{i}]")
+    elif want != have:
+        raise Fail(f"{path}: {have!r} != {want!r}")
+
+
+def s_static(ctx):
+    kubectl("apply", "-k", ctx["overlay"])
+    shipped = yaml.safe_load(open(os.path.join(A.source, "deployments", "static", "gpu-device-plugin.yml")))
+    live = kjson("get", "daemonset", "-n", "kube-system", shipped["metadata"]["name"])
+    ctr = shipped["spec"]["template"]["spec"]["containers"][0]
+    if ctr["image"].rpartition(":")[0] != SHIPPED_IMAGE:
+        raise Fail(f"shipped image {ctr['image']}")
+    ctr["image"] = f"{IMAGE_NAME}:{IMAGE_TAG}"
+    subset(shipped["spec"], live["spec"], "spec")  # the overlay changed the image, nothing else
+    pod = wait_one_plugin_pod()
+    print(f"  plugin pod {pod['metadata']['name']} Running")
+    wait_node_gpus(ctx["ngpus"], ctx["ngpus"])
+    show_node_gpus()
+
+
+def s_walkthrough(ctx):
+    uuids = set(ctx["uuids"])
+    gpu_pod("gpu1", 1)
+    pod_running("gpu1")
+    got = pod_gpus("gpu1")
+    show("logs", "gpu1")
+    if len(got) != 1 or got[0] not in uuids:
+        raise Fail(f"gpu1 NVIDIA_VISIBLE_DEVICES {got}: want one GPU of the profile")
+    gpu_pod("gpu2a", 2)
+    gpu_pod("gpu2b", 2)
+    pod_running("gpu2a")
+    pod_running("gpu2b")
+    a, b = pod_gpus("gpu2a"), pod_gpus("gpu2b")
+    print(f"  gpu2a: {','.join(a)}  gpu2b: {','.join(b)}")
+    held = got + a + b
+    if len(a) != 2 or len(b) != 2 or len(set(held)) != 5 or not set(held) <= uuids:
+        raise Fail(f"GPUs not disjoint or not the profile's: gpu1 {got} gpu2a {a} gpu2b {b}")
+    ctx["held"] = {"gpu1": got, "gpu2a": a, "gpu2b": b}
+
+    gpu_pod("toomany", ctx["ngpus"] + 1)
+
+    def unschedulable():
+        conds = kjson("get", "pod", "toomany")["status"].get("conditions", [])
+        c = [c for c in conds if c["type"] == "PodScheduled"]
+        return c and c[0]["status"] == "False" and c[0].get("reason") == "Unschedulable" and c[0]
+    c = wait("toomany Unschedulable", unschedulable)
+    print(f"  toomany: Pending, {c['reason']}: {c['message']}")
+    if f"Insufficient {RES}" not in c["message"]:
+        raise Fail(f"scheduler's reason does not name {RES}: {c['message']}")
+    if kjson("get", "pod", "toomany")["status"]["phase"] != "Pending":
+        raise Fail("toomany is not Pending")
+    kubectl("delete", "pod", "toomany", "--wait=true")
+
+
+def s_plugin_pod(ctx):
+    before = containers_state(ctx["held"])
+    old = wait_one_plugin_pod()
+    kubectl("delete", "pod", "-n", "kube-system", old["metadata"]["name"], "--wait=true")
+    new = wait_one_plugin_pod(not_uid=old["metadata"]["uid"])
+    print(f"  plugin pod {old['metadata']['name']} deleted, {new['metadata']['name']} Running")
+    wait_node_gpus(ctx["ngpus"], ctx["ngpus"])
+    after = containers_state(ctx["held"])
+    if after != before:
+        raise Fail(f"running GPU pods changed: {before} -> {after}")
+    for name, want in ctx["held"].items():
+        if pod_gpus(name) != want:
+            raise Fail(f"{name} lost its GPUs")
+    # Registered again: a new pod is allocated a free GPU through the new plugin.
+    gpu_pod("gpu1b", 1)
+    pod_running("gpu1b")
+    got = pod_gpus("gpu1b")
+    held = [u for v in ctx["held"].values() for u in v]
+    if len(got) != 1 or got[0] in held or got[0] not in ctx["uuids"]:
+        raise Fail(f"gpu1b got {got}, held elsewhere: {held}")
+    ctx["held"]["gpu1b"] = got
+    print(f"  running pods untouched; new pod gpu1b got {got[0]} from the new plugin")
+
+
+def s_kubelet(ctx):
+    before = containers_state(ctx["held"])
+    plug = wait_one_plugin_pod()
+    plug_restarts = plug["status"]["containerStatuses"][0]["restartCount"]
+    r = subprocess.run(["sh", A.cluster, "kubelet-restart"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise Fail(f"kubelet restart: {r.stderr.strip()}")
+    wait("node Ready after the kubelet restart", lambda: [
+        c for c in kjson("get", "node", NODE)["status"]["conditions"]
+        if c["type"] == "Ready" and c["status"] == "True"])
+    wait_node_gpus(ctx["ngpus"], ctx["ngpus"])
+    show_node_gpus()
+    after = containers_state(ctx["held"])
+    if after != before:
+        raise Fail(f"running GPU pods changed across the kubelet restart: {before} -> {after}")
+    plug2 = wait_one_plugin_pod()
+    if plug2["metadata"]["uid"] != plug["metadata"]["uid"] or \
+            plug2["status"]["containerStatuses"][0]["restartCount"] != plug_restarts:
+        raise Fail("the plugin pod was restarted or replaced by a kubelet restart")
+    print("  running pods and the plugin pod untouched")
+    kubectl("delete", "pod", *ctx["held"], "--wait=true")
+
+
+def apply_chart(ctx, variant):
+    old = plugin_pods()
+    kubectl("apply", "-f", ctx["charts"][variant])
+    old_uids = {p["metadata"]["uid"] for p in old}
+    return wait_one_plugin_pod_not_in(old_uids)
+
+
+def wait_one_plugin_pod_not_in(uids):
+    def one():
+        pods = plugin_pods()
+        if len(pods) == 1 and pods[0]["metadata"]["uid"] not in uids and running_ready(pods[0]):
+            return pods[0]
+        return None
+    return wait("the new plugin pod Running (the old one gone)", one)
+
+
+def s_helm(ctx):
+    kubectl("delete", "-k", ctx["overlay"], "--wait=true")
+    wait("static plugin pods gone", lambda: not plugin_pods())
+    # The chart's node affinity wants a GPU node label (NFD's or the manual one).
+    kubectl("label", "node", NODE, "nvidia.com/gpu.present=true", "--overwrite")
+    pod = apply_chart(ctx, "default values")
+    print(f"  plugin pod {pod['metadata']['name']} Running")
+    wait_node_gpus(ctx["ngpus"], ctx["ngpus"])
+    show_node_gpus()
+
+
+def s_xid(ctx):
+    pod = apply_chart(ctx, "health.quietPeriod 15s")
+    print(f"  plugin pod {pod['metadata']['name']} Running with config health.quietPeriod 15s")
+    n = ctx["ngpus"]
+    wait_node_gpus(n, n)
+    uuid = ctx["uuids"][0]
+    ack = os.path.join(A.state, "driver", "run", "ack")
+    acked = open(ack).read().count("\n")
+    line = f"xid {uuid} 32"
+    fd = wait("the simulator's control FIFO open in the plugin",
+              lambda: _open_fifo(os.path.join(A.state, "driver", "run", "ctl")))
+    os.write(fd, (line + "\n").encode())
+    os.close(fd)
+    wait("the simulator's ack", lambda: open(ack).read().count("\n") > acked)
+    print(f"  injected through the simulator: {line}")
+    wait_node_gpus(n, n - 1)
+    show_node_gpus()
+    wait_node_gpus(n, n)
+    print("  recovered after the quiet period and a probe:")
+    show_node_gpus()
+
+
+def _open_fifo(path):
+    try:
+        return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader yet
+        return None
+
+
+def s_timeslicing(ctx):
+    pod = apply_chart(ctx, "sharing.timeSlicing replicas 4")
+    print(f"  plugin pod {pod['metadata']['name']} Running with time-slicing replicas 4")
+    n = ctx["ngpus"]
+    wait_node_gpus(4 * n, 4 * n)
+    show_node_gpus()
+
+
+SCENARIOS = [("dry-run", s_dry_run), ("static", s_static), ("walkthrough", s_walkthrough),
+             ("plugin-pod", s_plugin_pod), ("kubelet", s_kubelet), ("helm", s_helm),
+             ("xid", s_xid), ("timeslicing", s_timeslicing)]
+
+
+def main():
+    global A
+    p = argparse.ArgumentParser()
+    for opt in ("kubectl", "kubeconfig", "cluster", "state", "profile", "helm-render", "source"):
+        p.add_argument("--" + opt, required=True)
+    A = p.parse_args()
+
+    profile = yaml.safe_load(open(A.profile))
+    uuids = [d["uuid"] for d in profile["devices"]]
+    work = tempfile.mkdtemp(prefix="e2e-manifests-", dir=A.state)
+    # The operator's overlay: the shipped manifest as is, only the image replaced.
+    overlay = os.path.join(work, "overlay")
+    os.makedirs(overlay)
+    shutil.copy(os.path.join(A.source, "deployments", "static", "gpu-device-plugin.yml"), overlay)
+    with open(os.path.join(overlay, "kustomization.yaml"), "w") as f:
+        yaml.safe_dump({"resources": ["gpu-device-plugin.yml"],
+                        "images": [{"name": SHIPPED_IMAGE, "newName": IMAGE_NAME, "newTag": IMAGE_TAG}]}, f)
+    charts = {}
+    for variant, config in (("default values", None),
+                            ("health.quietPeriod 15s", "version: v1\nhealth:\n  quietPeriod: 15s\n"),
+                            ("sharing.timeSlicing replicas 4",
+                             "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                             "    - name: nvidia.com/gpu\n      replicas: 4\n")):
+        path = os.path.join(work, variant.split()[0].replace(".", "-") + ".yaml")
+        with open(path, "w") as f:
+            f.write(render_chart(chart_values(config)))
+        charts[variant] = path
+    ctx = {"uuids": uuids, "ngpus": len(uuids), "overlay": overlay, "charts": charts}
+    print(f"profile {A.profile}: {len(uuids)} GPUs")
+
+    for name, fn in SCENARIOS:
+        t0 = time.monotonic()
+        print(f"--- {name}")
+        try:
+            fn(ctx)
+        except (Fail, subprocess.TimeoutExpired) as e:
+            failed.append(name)
+            print(f"FAIL {name}: {e}")
+            for args in (("get", "pods", "-A", "-o", "wide"), ("describe", "node", NODE)):
+                print(f"$ kubectl {' '.join(args)}")
+                print(kubectl(*args, check=False))
+            break  # later scenarios build on this one
+        passed.append(name)
+        print(f"ok {name} ({time.monotonic() - t0:.1f} s)")
+    skipped = len(SCENARIOS) - len(passed) - len(failed)
+    print(f"{len(passed)} passed, {len(failed)} failed" + (f", {skipped} skipped" if skipped else ""))
+    sys.exit(1 if failed or skipped else 0)
+
+
+try:
+    main()
+except KeyboardInterrupt:  # Ctrl-C: run.sh's trap tears the cluster down
+    sys.exit(130)

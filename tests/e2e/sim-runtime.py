@@ -1,0 +1,60 @@
+#!/usr/bin/python3
+"""The e2e node's stand-in for the NVIDIA container runtime: containerd runs every
+container through this wrapper of runc (the CRI runtime's BinaryName). On `create`, for a
+container whose environment asks for GPUs (NVIDIA_VISIBLE_DEVICES set and not
+void/none), it does to the OCI spec what the NVIDIA runtime does with a real driver:
+bind-mounts the driver's libnvidia-ml.so.1 (here the simulator) read-only into the
+container's library directory. What a real driver has in /dev and /proc the simulator
+takes from a profile and a control FIFO, so the driver's run directory (profile, FIFO,
+acknowledgements) is mounted too and MOCK_NVML_* point at it. The image stays free of
+any NVML, as the shipped image is.
+
+usage (as BinaryName): sim-runtime.py --driver DIR --runc PATH -- <runc arguments>"""
+
+import json
+import os
+import sys
+
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+RUNDIR = "/run/nvidia-sim"
+
+
+def inject(bundle, driver):
+    path = os.path.join(bundle, "config.json")
+    with open(path) as f:
+        spec = json.load(f)
+    env = spec.get("process", {}).get("env", [])
+    vis = [e.split("=", 1)[1] for e in env if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
+    if not vis or vis[-1] in ("", "void", "none"):
+        return
+    mounts = spec.setdefault("mounts", [])
+    if any(m.get("destination") == RUNDIR for m in mounts):
+        return
+    mounts.append({"destination": f"{LIBDIR}/libnvidia-ml.so.1", "type": "bind",
+                   "source": os.path.join(driver, "libnvidia-ml.so.1"),
+                   "options": ["rbind", "ro", "nosuid", "nodev"]})
+    mounts.append({"destination": RUNDIR, "type": "bind", "source": os.path.join(driver, "run"),
+                   "options": ["rbind", "rw", "nosuid", "nodev", "noexec"]})
+    env += [f"MOCK_NVML_CONFIG={RUNDIR}/profile.yaml", f"MOCK_NVML_CONTROL={RUNDIR}/ctl",
+            f"MOCK_NVML_CONTROL_ACK={RUNDIR}/ack"]
+    tmp = path + ".sim"
+    with open(tmp, "w") as f:
+        json.dump(spec, f)
+    os.rename(tmp, path)
+
+
+def main():
+    argv = sys.argv[1:]
+    sep = argv.index("--")
+    opts, args = argv[:sep], argv[sep + 1:]
+    driver = opts[opts.index("--driver") + 1]
+    runc = opts[opts.index("--runc") + 1]
+    if "create" in args:
+        for flag in ("--bundle", "-b"):
+            if flag in args:
+                inject(args[args.index(flag) + 1], driver)
+                break
+    os.execv(runc, [runc] + args)
+
+
+main()
