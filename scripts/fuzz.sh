@@ -39,13 +39,18 @@ deps() {
 
 field() { echo "$1" | cut -d'|' -f"$2"; }
 
+# Build one target; its output only when the build fails (clang may warn where gcc did not).
+quiet_ninja() {
+    out=$(ninja -C "$1" "$2" 2>&1) || { echo "$out" | tail -n 60 >&2; echo "fuzz.sh: building $2 failed" >&2; exit 1; }
+}
+
 coverage() {
     dir=build-fuzzcov
     [ -d "$dir" ] || CC=clang meson setup "$dir" --buildtype=debug -Dwerror=true \
         -Dc_args='-fprofile-instr-generate -fcoverage-mapping' \
         -Dc_link_args=-fprofile-instr-generate >/dev/null
     echo "$targets" | while IFS= read -r t; do
-        ninja -C "$dir" "$(field "$t" 3)" >/dev/null
+        quiet_ninja "$dir" "$(field "$t" 3)"
     done
     mkdir -p "$dir/prof"
     echo "$targets" | while IFS= read -r t; do
@@ -93,7 +98,7 @@ build() {
         -Db_sanitize=address,undefined -Db_lundef=false \
         -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined' >/dev/null
     echo "$targets" | while IFS= read -r t; do
-        ninja -C "$dir" "$(field "$t" 2)" >/dev/null
+        quiet_ninja "$dir" "$(field "$t" 2)"
     done
 }
 
