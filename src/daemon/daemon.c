@@ -1,5 +1,5 @@
-/* The daemon behind `serve`: the served state (a node state from node-state.c, the
- * health monitor and one plugin per resource), swapped whole on reload with every
+/* The daemon behind `serve`: the process's health monitor and the served state (a node
+ * state from node-state.c and one plugin per resource), swapped whole on reload with every
  * resource that comes out the same handed over (hitless), and the per-resource plugin
  * lifecycle: serve, register, retry, rebind after a kubelet restart. Loop-thread only. */
 #include <stdio.h>
@@ -34,7 +34,6 @@ struct plugin {
 /* A node state being served: built whole, swapped whole. */
 struct serving {
     struct node_state node;
-    struct health_monitor *health;   /* one per process: handed from state to state */
     struct plugin *plugins;   /* one per resource with devices */
     size_t n_plugins;
     char *socket_dir;
@@ -43,6 +42,7 @@ struct serving {
 struct daemon {
     struct loop *loop;
     struct serving *state;
+    struct health_monitor *health;   /* one per process, retargeted by every state */
     struct kwatch *watch;
     char *watched_socket;
 };
@@ -60,17 +60,16 @@ static void state_free(struct serving *s)
     }
     free(s->plugins);
     free(s->socket_dir);
-    health_monitor_stop(s->health);
     node_state_clear(&s->node);
     free(s);
 }
 
 static bool device_healthy(void *userdata, const struct rs_device *d, const char **reason)
 {
-    struct serving *s = userdata;
-    if (!s->health)
+    struct daemon *m = userdata;
+    if (!m->health)
         return true;
-    return health_monitor_healthy(s->health, d->gpu, d->mig, reason);
+    return health_monitor_healthy(m->health, d->gpu, d->mig, reason);
 }
 
 /* userdata is the daemon: the monitor outlives every served state. */
@@ -108,7 +107,7 @@ static struct dp_context plugin_context(const struct plugin *p)
         .inventory = &s->node.inv,
         .topo = &s->node.topo,
         .callbacks = { .device_healthy = device_healthy },
-        .userdata = p->state,
+        .userdata = p->daemon,
     };
 }
 
@@ -254,19 +253,17 @@ static void state_start_plugins(struct daemon *m, struct serving *s)
 }
 
 /* One monitor for the process (its thread and fds live until exit): started with the
- * first state that has GPUs, moved to and retargeted by every later one, so device
- * health survives reloads. */
-static void state_start_health(struct daemon *m, struct serving *s, struct serving *old)
+ * first state that has GPUs, retargeted by every later one, so device health survives
+ * reloads. */
+static void state_start_health(struct daemon *m, struct serving *s)
 {
     struct error err = { 0 };
     int r = 0;
-    if (old)
-        s->health = TAKE_PTR(old->health);
-    if (s->health)
-        r = health_monitor_retarget(s->health, &s->node.inv, s->node.health_cfg, &err);
+    if (m->health)
+        r = health_monitor_retarget(m->health, &s->node.inv, s->node.health_cfg, &err);
     else if (s->node.nvml_open && s->node.inv.n_gpus > 0)
         r = health_monitor_start(m->loop, &s->node.inv, s->node.health_cfg, on_health_changed, m,
-                                 &s->health, &err);
+                                 &m->health, &err);
     if (r < 0)
         log_warning("Health checks unavailable: %s; continuing with health checks disabled",
                     err.msg);
@@ -322,7 +319,7 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
         log_info("Loaded NVML from %s", nvml_library_path());
     struct serving *old = TAKE_PTR(m->state);
     /* Health first: the plugins handed over stream their lists from it at once. */
-    state_start_health(m, s, old);
+    state_start_health(m, s);
     state_adopt_plugins(m, s, old);
     /* The old plugins that were not handed over must let go of their socket paths
      * before the new ones bind. A resource whose socket cannot be bound retries on its
@@ -375,6 +372,7 @@ void daemon_free(struct daemon *m)
     if (!m)
         return;
     state_free(m->state);
+    health_monitor_stop(m->health);
     kwatch_free(m->watch);
     free(m->watched_socket);
     free(m);
