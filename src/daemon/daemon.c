@@ -307,7 +307,7 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
     struct node_state_options opt = {
         .previous = m->state ? &m->state->node.inv : NULL,
         .tolerate_nvml_failure = !cfg->fail_on_init_error,
-        .write_cdi = true,
+        .serve = true,
     };
     r = node_state_build(&s->node, &opt, err);
     if (r < 0) {

@@ -1,6 +1,6 @@
-/* Building the node state (node-state.h): health config, IMEX channel selection, NVML,
- * discovery, resources, topology and, for serve, the CDI specs. One function for serve
- * and list, so the two cannot disagree about a node. */
+/* Building the node state (node-state.h): IMEX channel selection, NVML, discovery,
+ * resources and, for serve, the pair links, topology model and CDI specs. One function
+ * for serve and list, so the two cannot disagree about a node. */
 #include <libgen.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -68,17 +68,18 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
         .sysfs_root = cfg->sysfs_root,
         .proc_root = cfg->proc_root,
         .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
-        .with_links = true,
+        .with_links = opt->serve,
         .previous = opt->previous,
     };
     if ((r = discover_node(&dopt, &s->inv, err)) < 0)
         return error_prefix(err, "discovering GPUs");
     if ((r = resources_build(&s->inv, cfg, &s->rs, err)) < 0)
         return r;
+    if (!opt->serve)
+        return 0;
     if ((r = topo_model_build(&s->inv, &s->topo)) < 0)
         return error_set(err, r, "building the topology model: %s", strerror(-r));
-    if (opt->write_cdi &&
-        (cfg->device_list_strategy & (DEVICE_LIST_CDI_ANNOTATIONS | DEVICE_LIST_CDI_CRI))) {
+    if (cfg->device_list_strategy & (DEVICE_LIST_CDI_ANNOTATIONS | DEVICE_LIST_CDI_CRI)) {
         if ((r = cdi_write_specs(&s->rs, cfg, err)) < 0)
             return error_prefix(err, "writing CDI specs");
     }

@@ -29,8 +29,10 @@ struct node_state_options {
     /* --fail-on-init-error=false: an NVML that cannot be opened leaves an empty node
      * (logged, ending in "continuing without resources") instead of failing the build. */
     bool tolerate_nvml_failure;
-    /* Write the CDI specs when a CDI device-list strategy is on (serve, not list). */
-    bool write_cdi;
+    /* What only serving needs: the GPU pair links and the topology model (placement), and
+     * the CDI specs when a CDI device-list strategy is on. `list` shows the resources
+     * without them (the same resources: they come from the inventory alone). */
+    bool serve;
 };
 
 /* Fill s (zeroed, with s->cfg set) from s->cfg. Returns 0 or -errno with err naming what
