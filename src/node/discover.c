@@ -210,14 +210,14 @@ static const struct inv_gpu *previous_gpu(const struct inventory *prev, unsigned
 }
 
 /* GPU `index` answers GPU_IS_LOST. Keep its old record when the previous inventory has
- * one; returns true if it did. */
-static bool carry_lost(const struct discover_options *opt, unsigned index, struct inventory *out,
+ * one (its handle slot stays NULL: links are carried too), else leave it out. */
+static void carry_lost(const struct discover_options *opt, unsigned index, struct inventory *out,
                        const char *why)
 {
     const struct inv_gpu *old = previous_gpu(opt->previous, index);
     if (!old) {
         log_error("GPU %u: %s; not advertising it, ignoring", index, why);
-        return false;
+        return;
     }
     struct inv_gpu *g = &out->gpus[out->n_gpus++];
     *g = *old;
@@ -229,7 +229,6 @@ static bool carry_lost(const struct discover_options *opt, unsigned index, struc
     }
     log_error("GPU %u (%s): %s; keeping it advertised as Unhealthy until NVML sees it again",
               index, old->uuid, why);
-    return true;
 }
 
 /* Pairs with a carried-over GPU cannot be queried: take them from the old inventory. */
@@ -276,8 +275,7 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
             if (r == -ENODEV) {
                 /* A GPU that fell off the bus cannot even be named; the reference exits
                  * (and crash-loops, taking every GPU off the node). Serve the others. */
-                if (carry_lost(opt, i, out, err->msg))
-                    handles[out->n_gpus - 1] = NULL;
+                carry_lost(opt, i, out, err->msg); /* no handle: handles[] stays NULL */
                 memset(err, 0, sizeof(*err));
                 continue;
             }
@@ -296,8 +294,7 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
             free(g->migs);
             memset(g, 0, sizeof(*g));
             out->n_gpus--;
-            if (carry_lost(opt, i, out, err->msg))
-                handles[out->n_gpus - 1] = NULL;
+            carry_lost(opt, i, out, err->msg);
             memset(err, 0, sizeof(*err));
             continue;
         }
