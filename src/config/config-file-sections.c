@@ -96,16 +96,25 @@ static int parse_patterns(struct fctx *x, const yaml_node_t *n, const char *path
     return 0;
 }
 
-int cf_section_resources(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
-                             const char *path)
+/* A section that is a mapping of known keys: 1 to go on, 0 for null (nothing to do),
+ * or the error. */
+static int section_open(struct fctx *x, const yaml_node_t *n, const char *path,
+                        const char *const *known)
 {
-    static const char *const known[] = { "gpus", "mig", NULL };
     if (cf_is_null(n))
         return 0;
     if (n->type != YAML_MAPPING_NODE)
         return cf_type_err(x, n, path, "a mapping");
     int r = check_keys(x, n, path, known);
-    if (r < 0)
+    return r < 0 ? r : 1;
+}
+
+int cf_section_resources(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
+                             const char *path)
+{
+    static const char *const known[] = { "gpus", "mig", NULL };
+    int r = section_open(x, n, path, known);
+    if (r <= 0)
         return r;
     const yaml_node_t *g = map_get(x, n, "gpus"), *m = map_get(x, n, "mig");
     _cleanup_free_ char *gpath = xasprintf("%s.gpus", path);
@@ -282,12 +291,8 @@ int cf_section_sharing(struct fctx *x, const yaml_node_t *n, const yaml_node_t *
                            const char *path)
 {
     static const char *const known[] = { "timeSlicing", "mps", NULL };
-    if (cf_is_null(n))
-        return 0;
-    if (n->type != YAML_MAPPING_NODE)
-        return cf_type_err(x, n, path, "a mapping");
-    int r = check_keys(x, n, path, known);
-    if (r < 0)
+    int r = section_open(x, n, path, known);
+    if (r <= 0)
         return r;
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         const yaml_node_t *k = cf_node_at(x, p->key), *v = cf_node_at(x, p->value);
