@@ -64,9 +64,7 @@ static int topology_preferred(const struct rs_resource *r, const struct topo_mod
     if ((rc = map_ids(r, req->available, req->n_available, avail, err)) < 0 ||
         (rc = map_ids(r, req->must_include, req->n_must_include, must, err)) < 0)
         return rc;
-    /* more than is available: the empty answer, before a peer-chosen size sizes `picked` */
-    if ((size_t)req->size > req->n_available)
-        return 0;
+    /* 0 < size <= n_available: placement_preferred answered every other size */
     _cleanup_free_ int *picked = xcalloc((size_t)req->size, sizeof(int));
     rc = topo_preferred(topo, avail, req->n_available, must, req->n_must_include,
                         (size_t)req->size, picked);
