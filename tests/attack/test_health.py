@@ -25,28 +25,13 @@ class Base(harness.PluginTestCase):
     def start(self, profile="a100", args=(), config=None):
         args = list(args)
         if config is not None:
-            path = os.path.join(self.tmp, "config.yaml")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(config)
-            args += ["--config-file", path]
+            args += ["--config-file", self.write_config(config)]
         self.render(profile)
         self.start_kubelet()
         self.mark0 = self.kubelet.events.mark()
         self.start_plugin(args)
         if not profile.startswith("/"):
             self.uuids = [g["uuid"] for g in harness.load_profile(profile)]
-
-    def health(self, start):
-        """Latest {id: health} over every resource, from the events since start."""
-        latest = {}
-        for e in self.kubelet.events.lines[start:]:
-            if e.get("event") == "devices":
-                latest[e["resource"]] = {d["id"]: d["health"] for d in e["devices"]}
-        return {i: h for devs in latest.values() for i, h in devs.items()}
-
-    def wait_health(self, start, pred, what):
-        self.kubelet.events.wait_for(lambda _e: pred(self.health(start)), start, what=what)
-        return self.health(start)
 
     def unhealthy_ever(self, start):
         """Every id reported Unhealthy in any device list since start."""

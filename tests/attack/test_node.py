@@ -33,13 +33,6 @@ class Node(harness.PluginTestCase):
         r = self.kubelet.call({"cmd": "wait-devices", "resource": RESOURCE, "count": 0})
         return {d["id"]: d["health"] for d in r.get("devices", [])}
 
-    def wait_health(self, uuid, health, start):
-        def pred(e):
-            if e.get("event") != "devices" or e.get("resource") != RESOURCE:
-                return False
-            return any(d["id"] == uuid and d["health"] == health for d in e["devices"])
-        return self.kubelet.events.wait_for(pred, start, what="%s %s" % (uuid, health))
-
     # ---------------------------------------------------------------- item 3 + 1
 
     def test_reload_under_load_is_hitless(self):
@@ -99,16 +92,14 @@ class Node(harness.PluginTestCase):
     def test_gpu_lost_during_reload_stays_and_comes_back(self):
         # The one value this test waits on is the probe schedule of a lost GPU (quiet
         # period, default 60 s; attack-health's LostGpu runs the default path).
-        config = os.path.join(self.tmp, "config.yaml")
-        with open(config, "w") as f:
-            f.write("version: v1\nhealth:\n  quietPeriod: 500ms\n")
+        config = self.write_config("version: v1\nhealth:\n  quietPeriod: 500ms\n")
         self.start_all("a100", args=["--config-file", config])
         uuids = self.uuids()
         lost = uuids[3]
         mark = self.kubelet.events.mark()
         log_mark = self.plugin.stderr.mark()
         self.inject("lose " + lost)
-        self.wait_health(lost, "Unhealthy", mark)
+        self.wait_health(mark, lambda h: h.get(lost) == "Unhealthy", "lost GPU Unhealthy")
         self.plugin.signal(signal.SIGHUP)
         self.plugin.wait_log("Reloaded configuration and devices", log_mark)
         self.plugin.wait_log("keeping it advertised as Unhealthy", log_mark)
@@ -121,7 +112,7 @@ class Node(harness.PluginTestCase):
         self.assertNotIn("error", r, "Allocate of a known (lost) GPU: %s" % r)
         mark = self.kubelet.events.mark()
         self.inject("restore " + lost)
-        self.wait_health(lost, "Healthy", mark)
+        self.wait_health(mark, lambda h: h.get(lost) == "Healthy", "lost GPU Healthy again")
         r = self.allocate([lost])
         self.assertNotIn("error", r, r)
 

@@ -24,10 +24,7 @@ class Base(harness.PluginTestCase):
         env.update(extra_env or {})
         args = list(args)
         if config is not None:
-            path = os.path.join(self.tmp, "config.yaml")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(config)
-            args += ["--config-file", path]
+            args += ["--config-file", self.write_config(config)]
         self.render(profile)
         self.start_kubelet()
         self.start_plugin(args, extra_env=env)
@@ -190,10 +187,7 @@ class ConfigErrors(Base):
         self.render("a100")
         args = []
         if config is not None:
-            path = os.path.join(self.tmp, "config.yaml")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(config)
-            args += ["--config-file", path]
+            args += ["--config-file", self.write_config(config)]
         self.start_kubelet()
         return self.start_plugin(args, extra_env=env)
 

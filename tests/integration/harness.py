@@ -393,6 +393,27 @@ class PluginTestCase(unittest.TestCase):
         finally:
             os.close(fd)
 
+    # -- config and health views
+    def write_config(self, text, name="config.yaml"):
+        """Writes a config file into the test's directory; returns its path."""
+        path = os.path.join(self.tmp, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
+    def health_by_id(self, start):
+        """Latest {id: health} over every resource, from the kubelet's events since start."""
+        latest = {}
+        for e in self.kubelet.events.lines[start:]:
+            if e.get("event") == "devices":
+                latest[e["resource"]] = {d["id"]: d["health"] for d in e["devices"]}
+        return {i: h for devs in latest.values() for i, h in devs.items()}
+
+    def wait_health(self, start, pred, what):
+        """Waits until pred({id: health}) holds; returns that view."""
+        self.kubelet.events.wait_for(lambda _e: pred(self.health_by_id(start)), start, what=what)
+        return self.health_by_id(start)
+
     # -- assertions
     def expected_devices(self, profile=None):
         return {g["uuid"]: ([g["numa"]] if g["numa"] is not None else None)

@@ -12,20 +12,6 @@ GPU2 = "GPU-c0a7a100-0000-0000-0000-000000000002"
 
 
 class MigHealth(harness.PluginTestCase):
-    def health_by_id(self, start):
-        """Latest {id: health} over every resource, from the events since start."""
-        latest = {}
-        for e in self.kubelet.events.lines[start:]:
-            if e.get("event") == "devices":
-                latest[e["resource"]] = {d["id"]: d["health"] for d in e["devices"]}
-        return {i: h for devs in latest.values() for i, h in devs.items()}
-
-    def wait_health(self, start, pred, what):
-        def match(_e):
-            return pred(self.health_by_id(start))
-        self.kubelet.events.wait_for(match, start, what=what)
-        return self.health_by_id(start)
-
     def test_attribution(self):
         self.render(PROFILE)
         listing = self.run_plugin(["--mig-strategy", "mixed", "--sysfs-root", self.sys_root,
