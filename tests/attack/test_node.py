@@ -94,6 +94,7 @@ class Node(harness.PluginTestCase):
         # period, default 60 s; attack-health's LostGpu runs the default path).
         config = self.write_config("version: v1\nhealth:\n  quietPeriod: 500ms\n")
         self.start_all("a100", args=["--config-file", config])
+        before = attacklib.Snapshot(self.plugin.pid)
         uuids = self.uuids()
         lost = uuids[3]
         mark = self.kubelet.events.mark()
@@ -115,6 +116,8 @@ class Node(harness.PluginTestCase):
         self.wait_health(mark, lambda h: h.get(lost) == "Healthy", "lost GPU Healthy again")
         r = self.allocate([lost])
         self.assertNotIn("error", r, r)
+        attacklib.assert_flat(self, before, attacklib.settled(self.plugin.pid, before),
+                              what="GPU lost, reload, GPU back")
 
     # ---------------------------------------------------------------- item 7
 
@@ -151,7 +154,11 @@ class Node(harness.PluginTestCase):
         early.bind(kubelet_sock)              # inotify fires; connect() is refused
         self.start_plugin()
         self.plugin.wait_log("retrying in 1 ms")
+        before = attacklib.Snapshot(self.plugin.pid)
         self.plugin.wait_log("retrying in 2 ms")
+        # eight refused dials later: no client socket or timer fd left behind
+        attacklib.assert_flat(self, before, attacklib.settled(self.plugin.pid, before),
+                              what="refused registration retries")
         early.close()
         os.unlink(kubelet_sock)
         self.start_kubelet()
