@@ -38,7 +38,7 @@ static int map_ids(const struct rs_resource *r, const char *const *ids, size_t n
     for (size_t i = 0; i < n; i++) {
         const struct rs_device *d = resources_find_device(r, ids[i]);
         if (!d)
-            return error_set(err, -ENOENT, "no device with id: %s", ids[i]);
+            return error_set(err, -ENOENT, "no device with uuid: %s", ids[i]);
         gpus[i] = d->gpu;
     }
     return 0;
@@ -96,6 +96,11 @@ int placement_preferred(const struct rs_resource *r, const struct config *cfg,
                                   req->must_include, req->n_must_include, req->size, out, n_out,
                                   err);
 
+    /* The reference maps every available ID first: an unknown one is an error even
+     * where the answer would be empty. */
+    for (size_t i = 0; i < req->n_available; i++)
+        if (!resources_find_device(r, req->available[i]))
+            return error_set(err, -ENOENT, "no device with uuid: %s", req->available[i]);
     /* The aligned policy's empty answers, checked before anything is sized by the
      * peer's allocation_size (an INT32_MAX size must not become a huge allocation). */
     if (req->size <= 0 || req->n_available < (size_t)req->size ||

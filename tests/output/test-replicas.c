@@ -266,6 +266,9 @@ static void test_placement(void)
     expect_place(r, &cfg, gpus, 3, NULL, 0, -1, 0, NULL, "gpu negative");
     expect_place(r, &cfg, gpus, 3, L("GPU-x"), 1, 2, 0, "unknown must-include device: GPU-x",
                  "gpu unknown must");
+    /* the reference maps every ID before its empty answers: unknown is an error first */
+    expect_place(r, &cfg, L(inv.gpus[0].uuid, "GPU-y"), 2, NULL, 0, 4, 0,
+                 "no device with uuid: GPU-y", "gpu unknown available, size too big");
     resources_clear(&rs);
     config_free(&cfg);
 
