@@ -3,7 +3,8 @@
 set -eu
 PKGS="gcc git meson ninja-build pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
 libyaml-dev libjansson-dev protobuf-compiler python3-grpcio python3-protobuf python3-yaml valgrind
-golang-go golang-google-grpc-dev golang-google-protobuf-dev"
+golang-go golang-google-grpc-dev golang-google-protobuf-dev libmbedtls-dev libhttp-parser-dev
+python3-prometheus-client"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
