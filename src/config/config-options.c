@@ -17,6 +17,7 @@ static const char G_DEV[] = "Device lists, IDs and CDI";
 static const char G_SHARE[] = "MIG, sharing and IMEX";
 static const char G_HEALTH[] = "Health checks (gpu-device-plugin extensions; file: health:)";
 static const char G_EXT[] = "gpu-device-plugin extensions (not in NVIDIA's plugin)";
+static const char G_LABELS[] = "GPU node labels (gpu-feature-discovery; see docs/labels.md)";
 static const char G_MISC[] = "Miscellaneous";
 
 const struct config_option_def config_options[_OPT_MAX] = {
@@ -126,13 +127,32 @@ const struct config_option_def config_options[_OPT_MAX] = {
     [OPT_DP_ENABLE_HEALTHCHECKS] = { { NULL }, { "DP_ENABLE_HEALTHCHECKS" }, KIND_SLICE,
         G_HEALTH, "", "NVIDIA's switch: all acts on every Xid; numbers act although ignored",
         NULL },
+    [OPT_GFD] = { { "gfd" }, { "GDP_GFD" }, KIND_BOOL, G_LABELS, "false",
+        "serve also publishes gpu-feature-discovery's node labels (ours)", NULL },
+    [OPT_USE_NODE_FEATURE_API] = { { "use-node-feature-api" },
+        { "GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API" }, KIND_BOOL, G_LABELS, "true",
+        "publish labels as an NFD NodeFeature object (false: the feature file)", NULL },
+    [OPT_GFD_OUTPUT_FILE] = { { "output-file" }, { "GFD_OUTPUT_FILE" },
+        KIND_STRING, G_LABELS, "/etc/kubernetes/node-feature-discovery/features.d/gfd",
+        "NFD feature file the labels are written to (empty: stdout)", NULL },
+    [OPT_NODE_LABELS_PATCH] = { { "node-labels-patch" }, { "GDP_NODE_LABELS_PATCH" }, KIND_BOOL,
+        G_LABELS, "false", "patch the labels onto the Node directly, for clusters without NFD "
+        "(ours)", NULL },
+    [OPT_GFD_NO_TIMESTAMP] = { { "no-timestamp" }, { "GFD_NO_TIMESTAMP" }, KIND_BOOL, G_LABELS,
+        "false", "leave out the nvidia.com/gfd.timestamp label", NULL },
+    [OPT_MACHINE_TYPE_FILE] = { { "machine-type-file" }, { "GFD_MACHINE_TYPE_FILE" },
+        KIND_STRING, G_LABELS, "/sys/class/dmi/id/product_name",
+        "file holding the machine type (nvidia.com/gpu.machine)", NULL },
+    [OPT_GFD_SLEEP_INTERVAL] = { { "sleep-interval" }, { "GFD_SLEEP_INTERVAL" }, KIND_STRING,
+        G_LABELS, "60s", "GFD's relabel period (Go duration or infinite): accepted, not used; "
+        "labels are republished on start, reload and inventory change", NULL },
     [OPT_HELP] = { { "help", "h" }, { NULL }, KIND_ACTION, G_MISC, NULL, "show help", NULL },
     [OPT_VERSION] = { { "version" }, { NULL }, KIND_ACTION, G_MISC, NULL,
         "print the version (-v is klog verbosity here, not --version)", NULL },
 };
 
-const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_EXT, G_MISC,
-                                             NULL };
+const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_LABELS, G_EXT,
+                                             G_MISC, NULL };
 
 int config_parse_bool(const char *s)
 {
@@ -145,6 +165,55 @@ int config_parse_bool(const char *s)
             return 0;
     }
     return -EINVAL;
+}
+
+int config_parse_sleep_interval(const char *s, uint64_t *out_ms)
+{
+    static const struct {
+        const char *unit;
+        double ns;
+    } units[] = { { "ns", 1 }, { "us", 1e3 }, { "\xc2\xb5s", 1e3 }, { "\xce\xbcs", 1e3 },
+                  { "ms", 1e6 }, { "s", 1e9 }, { "m", 60e9 }, { "h", 3600e9 } };
+    if (streq(s, "infinite")) {
+        *out_ms = CONFIG_SLEEP_INFINITE;
+        return 0;
+    }
+    const char *p = s;
+    if (*p == '+')
+        p++;
+    if (streq(p, "0")) {
+        *out_ms = 0;
+        return 0;
+    }
+    if (!*p)
+        return -EINVAL;
+    double total_ns = 0;
+    while (*p) {
+        /* number: digits, optional fraction; at least one digit */
+        const char *start = p;
+        double v = 0, scale = 1;
+        bool digits = false;
+        for (; *p >= '0' && *p <= '9'; p++, digits = true)
+            v = v * 10 + (*p - '0');
+        if (*p == '.')
+            for (p++; *p >= '0' && *p <= '9'; p++, digits = true)
+                v += (scale /= 10) * (*p - '0');
+        if (!digits || p == start)
+            return -EINVAL;
+        size_t best = ELEMENTSOF(units);
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+            if (startswith(p, units[i].unit) &&
+                (best == ELEMENTSOF(units) || strlen(units[i].unit) > strlen(units[best].unit)))
+                best = i;
+        if (best == ELEMENTSOF(units))
+            return -EINVAL; /* Go: missing or unknown unit */
+        p += strlen(units[best].unit);
+        total_ns += v * units[best].ns;
+        if (total_ns > 9.2e18) /* Go's Duration is an int64 of nanoseconds */
+            return -ERANGE;
+    }
+    *out_ms = (uint64_t)(total_ns / 1e6);
+    return 0;
 }
 
 static void set_str(char **field, const char *value)
@@ -379,6 +448,17 @@ static int set_option(struct config *c, enum config_opt opt, const char *value,
         else
             return error_set(err, -EINVAL,
                              "invalid --log-format option: %s (allowed: text, json)", value);
+        return 0;
+    case OPT_GFD: return set_bool(&c->gfd, value, err);
+    case OPT_USE_NODE_FEATURE_API: return set_bool(&c->use_node_feature_api, value, err);
+    case OPT_GFD_OUTPUT_FILE: set_str(&c->gfd_output_file, value); return 0;
+    case OPT_NODE_LABELS_PATCH: return set_bool(&c->node_labels_patch, value, err);
+    case OPT_GFD_NO_TIMESTAMP: return set_bool(&c->gfd_no_timestamp, value, err);
+    case OPT_MACHINE_TYPE_FILE: set_str(&c->machine_type_file, value); return 0;
+    case OPT_GFD_SLEEP_INTERVAL:
+        if (config_parse_sleep_interval(value, &c->gfd_sleep_interval_ms) < 0)
+            return error_set(err, -EINVAL, "invalid --sleep-interval \"%s\": a Go duration "
+                             "(60s, 1m30s, 1.5h) or infinite", value);
         return 0;
     case OPT_HEALTH_QUIET_PERIOD:
     case OPT_HEALTH_MAX_QUIET_PERIOD:
