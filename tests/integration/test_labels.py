@@ -199,6 +199,19 @@ class Labels(harness.PluginTestCase):
         self.assertEqual(len(w["devices"]),
                          int(got["nvidia.com/gpu.count"]) * int(got["nvidia.com/gpu.replicas"]))
 
+    def test_sleep_interval(self):
+        """Accepted (GFD's Go durations and infinite), never a timer: one info line
+        when it is not GFD's default; a bad value is refused like any flag."""
+        self.render("t4")
+        r = self.run_plugin(["labels", "--no-timestamp", "--sleep-interval", "1m30s"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.run_plugin(["labels", "--sleep-interval", "soon"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("invalid --sleep-interval \"soon\"", r.stderr)
+        self.start_kubelet()
+        p = self.start_plugin(["--sleep-interval=infinite"])
+        p.wait_log("--sleep-interval is accepted for compatibility")
+
 
 if __name__ == "__main__":
     harness.main()
