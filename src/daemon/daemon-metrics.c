@@ -219,6 +219,8 @@ void daemon_metrics_free(struct daemon_metrics *dm)
     free(dm);
 }
 
+unsigned daemon_metrics_port(const struct daemon_metrics *dm) { return http_server_port(dm->http); }
+
 struct dp_metrics daemon_metrics_resource(struct daemon_metrics *dm, const char *resource)
 {
     if (!dm)

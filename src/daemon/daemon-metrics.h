@@ -34,6 +34,8 @@ struct daemon_visitor {
 int daemon_metrics_new(struct loop *l, struct daemon *d, const char *address,
                        struct daemon_metrics **out, struct error *err);
 void daemon_metrics_free(struct daemon_metrics *dm);
+/* The port the listener bound (":0" picks one). */
+unsigned daemon_metrics_port(const struct daemon_metrics *dm);
 
 /* The series of one resource's RPCs (all NULL when dm is NULL). */
 struct dp_metrics daemon_metrics_resource(struct daemon_metrics *dm, const char *resource);

@@ -363,7 +363,8 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
         if (daemon_metrics_new(m->loop, m, cfg->metrics_address, &m->metrics, &merr) < 0)
             log_error("%s; serving without metrics", merr.msg);
         else
-            log_info("Serving metrics and probes on %s", cfg->metrics_address);
+            log_info("Serving metrics and probes on %s (port %u)", cfg->metrics_address,
+                     daemon_metrics_port(m->metrics));
     }
     int r = swap_state(m, cfg, err);
     return r < 0 ? r : 0;
