@@ -193,6 +193,7 @@ static const char *reason_phrase(int status)
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
     }
 }
@@ -259,11 +260,16 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-/* Only GET and HEAD, never with a body: refusing here means the body is never read. */
+/* Only HTTP/1.x GET and HEAD, never with a body: refusing here means the body is never
+ * read. */
 static int on_headers_complete(http_parser *p)
 {
     struct http_conn *c = p->data;
     c->headers_done = true;
+    if (p->http_major != 1) {
+        c->error_status = 505;
+        return -1;
+    }
     if (p->method != HTTP_GET && p->method != HTTP_HEAD) {
         c->error_status = 405;
         return -1;

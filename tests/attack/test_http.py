@@ -166,7 +166,7 @@ class HttpAttack(harness.PluginTestCase):
             (bytes(range(256)) * 4, b"HTTP/1.1 400 "),
             (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 64, b"HTTP/1.1 400 "),
             (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"HTTP/1.1 400 "),
-            (b"GET /metrics HTTP/9.9\r\n\r\n", b"HTTP/1.1 400 "),
+            (b"GET /metrics HTTP/9.9\r\n\r\n", b"HTTP/1.1 505 "),
             (b"POST /metrics HTTP/1.1\r\nContent-Length: 1000000000\r\n\r\n" + b"x" * 1000,
              b"HTTP/1.1 405 "),
             (b"GET /metrics HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789", b"HTTP/1.1 413 "),
