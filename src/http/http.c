@@ -32,6 +32,7 @@ struct http_conn {
     size_t head_bytes;    /* of the current request, until its headers are complete */
     bool in_request;      /* from its first byte until its response is written */
     bool headers_done, message_done, close_after;
+    bool want_out;        /* watching EPOLLOUT (an answer only partly written) */
     int error_status;     /* set by a callback that refuses the request */
     char url[URL_MAX];
     size_t url_len;
@@ -55,70 +56,6 @@ struct http_server {
     uint64_t last_warn_ms;
     unsigned warn_suppressed;
 };
-
-/* ------------------------------------------------------------------ address */
-
-static int parse_port(const char *s, unsigned *port)
-{
-    char *end;
-    if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 5)
-        return -EINVAL;
-    unsigned long v = strtoul(s, &end, 10);
-    if (v > 65535)
-        return -EINVAL;
-    *port = (unsigned)v;
-    return 0;
-}
-
-int http_address_parse(const char *address, struct sockaddr_storage *ss, unsigned *ss_len,
-                       struct error *err)
-{
-    char host[64];
-    const char *port_text;
-    unsigned port;
-
-    memset(ss, 0, sizeof(*ss));
-    if (address[0] == '[') {
-        const char *close = strchr(address, ']');
-        if (!close || close[1] != ':' || (size_t)(close - address - 1) >= sizeof(host))
-            return error_set(err, -EINVAL, "want [IPv6 address]:port");
-        memcpy(host, address + 1, (size_t)(close - address - 1));
-        host[close - address - 1] = '\0';
-        port_text = close + 2;
-    } else {
-        const char *colon = strrchr(address, ':');
-        if (!colon)
-            return error_set(err, -EINVAL, "no port: want host:port or :port");
-        size_t hlen = (size_t)(colon - address);
-        if (hlen >= sizeof(host) || memchr(address, ':', hlen))
-            return error_set(err, -EINVAL, "want host:port, [IPv6 address]:port or :port");
-        memcpy(host, address, (size_t)(colon - address));
-        host[colon - address] = '\0';
-        port_text = colon + 1;
-    }
-    if (parse_port(port_text, &port) < 0)
-        return error_set(err, -EINVAL, "invalid port \"%s\": want 0..65535", port_text);
-
-    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-    if (streq(host, "localhost"))
-        snprintf(host, sizeof(host), "127.0.0.1");
-    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons((uint16_t)port);
-        *ss_len = sizeof(*in4);
-    } else if (!*host || inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        /* "" is every address: IPv6 any, which also accepts IPv4 (v6only off) */
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)port);
-        if (!*host)
-            in6->sin6_addr = in6addr_any;
-        *ss_len = sizeof(*in6);
-    } else {
-        return error_set(err, -EINVAL, "\"%s\" is not an IP address (or localhost)", host);
-    }
-    return 0;
-}
 
 /* ------------------------------------------------------------------ connections */
 
@@ -298,14 +235,57 @@ static const http_parser_settings parser_settings = {
     .on_message_complete = on_message_complete,
 };
 
-static int conn_flush(struct http_conn *c);
+/* Write the pending response. Returns 1 when it is all written and the connection waits
+ * for its next request, 0 while the rest waits for EPOLLOUT, -1 when the connection was
+ * closed (and freed). */
+static int conn_write(struct http_conn *c)
+{
+    struct http_server *s = c->srv;
+    while (c->out_off < c->out_len) {
+        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->want_out)
+                loop_mod_io(s->loop, c->fd, EPOLLOUT);
+            c->want_out = true;
+            return 0;
+        }
+        if (w < 0) {
+            conn_close(c);
+            return -1;
+        }
+        c->out_off += (size_t)w;
+    }
+    free(c->out);
+    c->out = NULL;
+    if (c->close_after) {
+        shutdown(c->fd, SHUT_WR);
+        conn_close(c);
+        return -1;
+    }
+    request_reset(c);
+    if (c->want_out)
+        loop_mod_io(s->loop, c->fd, EPOLLIN);
+    c->want_out = false;
+    return 1;
+}
 
-/* Parse what is buffered until a response is pending or more bytes are needed. Returns
- * 0, or -1 when the connection was closed (and freed). */
+/* Parse what is buffered and answer, request after request (pipelining), until more
+ * bytes are needed or an answer waits for EPOLLOUT. Returns 0, or -1 when the
+ * connection was closed (and freed). */
 static int conn_process(struct http_conn *c)
 {
     struct http_server *s = c->srv;
-    while (!c->out && c->in_len > 0) {
+    for (;;) {
+        if (c->out) {
+            int r = conn_write(c);
+            if (r <= 0)
+                return r;
+        }
+        if (c->in_len == 0)
+            return 0;
         if (!c->in_request)
             request_start(c);
         /* Never let the parser see more head than the limit allows. */
@@ -336,40 +316,9 @@ static int conn_process(struct http_conn *c)
             c->close_after = true;
             respond_text(c, 400, "malformed request\n");
         } else {
-            break; /* need more bytes */
+            return 0; /* need more bytes */
         }
     }
-    return c->out ? conn_flush(c) : 0;
-}
-
-static int conn_flush(struct http_conn *c)
-{
-    struct http_server *s = c->srv;
-    while (c->out_off < c->out_len) {
-        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            loop_mod_io(s->loop, c->fd, EPOLLOUT);
-            return 0;
-        }
-        if (w < 0) {
-            conn_close(c);
-            return -1;
-        }
-        c->out_off += (size_t)w;
-    }
-    free(c->out);
-    c->out = NULL;
-    if (c->close_after) {
-        shutdown(c->fd, SHUT_WR);
-        conn_close(c);
-        return -1;
-    }
-    request_reset(c);
-    loop_mod_io(s->loop, c->fd, EPOLLIN);
-    return conn_process(c);
 }
 
 static void on_conn_io(struct loop *l, int fd, uint32_t events, void *userdata)
@@ -380,7 +329,8 @@ static void on_conn_io(struct loop *l, int fd, uint32_t events, void *userdata)
             conn_close(c);
             return;
         }
-        conn_flush(c);
+        if (conn_write(c) == 1)
+            conn_process(c);
         return;
     }
     size_t room = c->srv->lim.max_head - c->in_len;
