@@ -15,6 +15,8 @@
 #include "version.h"
 
 #define P "gpu_device_plugin_"
+/* Advertised devices, replicas included, of every resource: far above any real node. */
+#define DEVICE_SERIES_MAX 65536u
 
 /* Allocate takes ~20 us of CPU, GetPreferredAllocation from a few us to a few ms on
  * large NVLink topologies: buckets from 5 us to 100 ms. */
@@ -134,6 +136,9 @@ static void make_families(struct daemon_metrics *dm)
     dm->last_xid = family(dm, METRICS_GAUGE, P "device_last_xid",
                           "The last Xid that made the device Unhealthy (0: none), with its "
                           "class under the running health config.", xid);
+    /* one series per advertised device (replicas included): the config bounds them */
+    metrics_family_set_limit(dm->healthy, DEVICE_SERIES_MAX);
+    metrics_family_set_limit(dm->last_xid, DEVICE_SERIES_MAX);
     f = family(dm, METRICS_GAUGE, P "grpc_buffered_bytes",
                "Bytes the gRPC servers hold for peers now (request bodies, unsent replies).",
                NULL);

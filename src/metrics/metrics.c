@@ -31,7 +31,7 @@ struct metrics_family {
     double *bounds;
     size_t n_bounds;
     struct metrics_series *series, *last;
-    size_t n_series;
+    size_t n_series, max_series;
     metrics_collect_fn collect;
     void *collect_data;
 };
@@ -94,6 +94,7 @@ struct metrics_family *metrics_family_new(struct metrics *r, enum metrics_type t
     f->type = type;
     f->name = xstrdup(name);
     f->help = xstrdup(help);
+    f->max_series = METRICS_MAX_SERIES;
     while (label_names && label_names[f->n_labels])
         f->n_labels++;
     if (f->n_labels > METRICS_MAX_LABELS || n_bounds > METRICS_MAX_BUCKETS)
@@ -120,6 +121,11 @@ void metrics_family_set_collect(struct metrics_family *f, metrics_collect_fn fn,
     f->collect_data = userdata;
 }
 
+void metrics_family_set_limit(struct metrics_family *f, size_t max_series)
+{
+    f->max_series = max_series;
+}
+
 struct metrics_series *metrics_series(struct metrics_family *f, const char *const *values)
 {
     if (!f)
@@ -131,7 +137,7 @@ struct metrics_series *metrics_series(struct metrics_family *f, const char *cons
         if (i == f->n_labels)
             return s;
     }
-    if (f->n_series >= METRICS_MAX_SERIES) {
+    if (f->n_series >= f->max_series) {
         f->registry->dropped++;
         return NULL;
     }

@@ -11,9 +11,11 @@
  * Threading: loop thread only (no atomics). The health monitor's thread never
  * touches this; its events are counted on the loop when they are handed over.
  *
- * Bounds: a family holds at most METRICS_MAX_SERIES series (its label values may come
- * from outside, e.g. Xid codes from NVML); past that metrics_series() returns NULL and
- * the update is dropped, and metrics_dropped() says how many lookups were refused. */
+ * Bounds: a family holds at most METRICS_MAX_SERIES series by default (its label values
+ * may come from outside, e.g. Xid codes from NVML); past that metrics_series() returns
+ * NULL and the update is dropped, and metrics_dropped() says how many lookups were
+ * refused. A family keyed by the plugin's own data (one series per advertised device)
+ * raises its cap with metrics_family_set_limit(). */
 #pragma once
 
 #include <stddef.h>
@@ -48,6 +50,7 @@ struct metrics_family *metrics_family_new(struct metrics *r, enum metrics_type t
                                           const char *const *label_names, const double *bounds,
                                           size_t n_bounds);
 void metrics_family_set_collect(struct metrics_family *f, metrics_collect_fn fn, void *userdata);
+void metrics_family_set_limit(struct metrics_family *f, size_t max_series);
 /* The series of f with these label values (one per label name; NULL when the family has
  * no labels), made on first use and kept until metrics_family_clear(). Returns NULL when
  * f is NULL or already holds METRICS_MAX_SERIES series. */

@@ -129,6 +129,10 @@ static void test_updates(void)
     CHECK(metrics_dropped(r) == 12); /* 1 + 1023 made, 11 + 1 refused */
     metrics_family_clear(f);
     CHECK(metrics_series_u64(f, 999999) != NULL);
+    /* a family keyed by the plugin's own data can hold more */
+    metrics_family_set_limit(f, METRICS_MAX_SERIES + 100);
+    for (unsigned i = 0; i < METRICS_MAX_SERIES + 10; i++)
+        CHECK(metrics_series_u64(f, 5000 + i) != NULL);
     metrics_free(r);
 }
 
