@@ -4,7 +4,6 @@
 #include "metrics/metrics.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 
