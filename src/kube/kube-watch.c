@@ -338,6 +338,12 @@ static void watch_done(struct kube *k, int status, json_t *body, void *userdata)
         start_list(w);
         return;
     }
+    if (status == -ESHUTDOWN) {
+        log_info("kube: watch %s: the server is going away; resuming from resourceVersion %s on a new connection",
+                 w->collection, w->rv);
+        start_watch(w);
+        return;
+    }
     /* A stream the server ended after its timeout resumes at once; one that ends right
      * away again and again (or fails) backs off. */
     if (status == 200 && loop_now_ms() - w->started_ms >= 1000) {

@@ -297,6 +297,23 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
     return 0;
 }
 
+/* A GOAWAY: the server is shutting down (or rebalancing) and takes no new streams here.
+ * Unary requests it already has get their answers; watch streams would keep this
+ * connection (and every request queued behind it) open until the server gives up on
+ * them, so they end now with -ESHUTDOWN and resume on a new connection. */
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
+{
+    struct kube *k = ud;
+    if (frame->hd.type != NGHTTP2_GOAWAY)
+        return 0;
+    for (struct kube_req *r = k->active, *next; r; r = next) {
+        next = r->next;
+        if (r->chunk)
+            kube_req_fail(r, -ESHUTDOWN);
+    }
+    return 0;
+}
+
 static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
@@ -318,6 +335,7 @@ nghttp2_session_callbacks *kube_h2_callbacks(void)
         nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_close);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     }
     return cbs;
 }

@@ -71,12 +71,14 @@ class Cluster:
     def stop(self, name):
         p = self.procs.pop(name, None)
         if p and p.poll() is None:
+            t0 = time.monotonic()
             p.send_signal(signal.SIGTERM)
             try:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+            print("%s stopped in %.1f s" % (name, time.monotonic() - t0), file=sys.stderr)
 
     def start_etcd(self):
         self.start("etcd", [self.etcd, "--name", "gdp-kube", "--data-dir", os.path.join(self.dir, "etcd"),
@@ -108,10 +110,12 @@ class Cluster:
         return urllib.request.urlopen(req, timeout=2, context=ctx).read() == b"ok"
 
     def wait(self, what, fn, secs=60):
-        end = time.monotonic() + secs
+        t0 = time.monotonic()
+        end = t0 + secs
         while time.monotonic() < end:
             try:
                 if fn():
+                    print("%s up in %.1f s" % (what, time.monotonic() - t0), file=sys.stderr)
                     return
             except Exception:
                 pass

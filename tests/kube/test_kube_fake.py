@@ -272,6 +272,20 @@ class Watch(Base):
         lists = [l for l in self.srv.seen if re.match(r"req GET /api/v1/nodes\?limit=", l)]
         self.assertEqual(len(lists), 1, "resumed, not relisted")
 
+    def test_graceful_shutdown_ends_the_watch_and_resumes(self):
+        # The server's GOAWAY ends the watch stream at once (Shutdown waits for it), and
+        # the watch resumes from its resourceVersion on the next server, no relist.
+        self.cmd("add n1")
+        p = self.start()
+        p.expect(r"^event SYNCED$")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&")
+        self.cmd("shutdown")
+        self.cmd("start")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&")
+        self.cmd("modify n1")
+        p.expect(r"^event MODIFIED /n1 102$")
+        self.assertEqual(sum("SYNCED" in l for l in p.seen), 1)
+
     def test_field_selector(self):
         self.cmd("add n1")
         self.cmd("add n2")

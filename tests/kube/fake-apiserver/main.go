@@ -11,6 +11,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -390,6 +391,10 @@ func (s *server) command(line string) {
 		s.dropConns()
 	case "stop":
 		s.stop()
+	case "shutdown":
+		// Graceful, as kube-apiserver on SIGTERM: GOAWAY, then wait (without a limit)
+		// for the streams in flight to end.
+		s.srv.Shutdown(context.Background())
 	case "start":
 		s.serve()
 	}
