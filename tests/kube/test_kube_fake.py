@@ -21,6 +21,7 @@ class Base(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="kube-fake-")
         self.srv = kt.LineProc([FAKE, self.dir])
+        self.h2c_port = int(self.srv.expect(r"^h2c (\d+)$").group(1))
         self.port = int(self.srv.expect(r"^listening (\d+)$").group(1))
         self.url = "https://127.0.0.1:%d" % self.port
         self.ca = os.path.join(self.dir, "ca.crt")
@@ -145,6 +146,11 @@ class Requests(Base):
         self.probes.append(p)
         self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
         self.server_req(r"GET /api/v1/nodes Bearer tok1 ")
+
+    def test_h2c_prior_knowledge(self):
+        p = self.probe(server="http://127.0.0.1:%d" % self.h2c_port, ca=None, token="tok1")
+        self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
+        self.server_req(r"GET /api/v1/nodes Bearer tok1 .* proto=HTTP/2.0$")
 
     def test_401_without_a_token_file_is_returned(self):
         p = self.probe(token="wrong")

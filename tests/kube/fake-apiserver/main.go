@@ -5,7 +5,7 @@
 // bodies, token rotation, dropped connections, a stopped or restarted listener.
 //
 // usage: fake-apiserver DIR   (writes DIR/ca.crt, DIR/client.crt, DIR/client.key)
-// stdout: "listening PORT", then one "req METHOD URI AUTH" line per request and "ok" per
+// stdout: "h2c PORT" (plain HTTP/2), "listening PORT" (TLS), then one "req METHOD URI AUTH" line per request and "ok" per
 // command. stdin: one command per line (see command()).
 package main
 
@@ -30,6 +30,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
 )
 
 type event struct {
@@ -415,6 +418,13 @@ func main() {
 			ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool},
 	}
 	s.serve()
+	// Plain HTTP/2 with prior knowledge (h2c) on a second port: same handler.
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go (&http.Server{Handler: h2c.NewHandler(s, &http2.Server{})}).Serve(hl)
+	s.say("h2c %d", hl.Addr().(*net.TCPAddr).Port)
 	s.say("listening %d", s.port)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
