@@ -108,6 +108,7 @@ class Requests(Base):
         self.assertEqual(out.expect(r"^max_response_bytes (\d+)$").group(1), str(4 << 20))
         self.assertEqual(out.expect(r"^qps (\S+)$").group(1), "5")
         self.assertEqual(out.expect(r"^burst (\d+)$").group(1), "10")
+        self.assertEqual(out.expect(r"^watch_silence_ms (\d+)$").group(1), "360000")
         self.assertEqual(out.stop(), 0)
 
     def test_oversize_response_is_emsgsize(self):
@@ -291,6 +292,23 @@ class Watch(Base):
         self.cmd("modify n1")
         p.expect(r"^event MODIFIED /n1 102$")
         self.assertEqual(sum("SYNCED" in l for l in p.seen), 1)
+
+    def test_silent_watch_is_dropped_and_resumed(self):
+        # Waits on exactly the silence limit: shortened (the default, 300 s asked of the
+        # server + 60 s, is checked in test_default_deadline_is_10_s).
+        self.cmd("add n1")
+        p = self.probe("--watch-silence-ms", "1500")
+        p.send("watch /api/v1/nodes")
+        p.expect(r"^event SYNCED$")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&")
+        self.cmd("mute")
+        self.cmd("modify n1")  # held back (or sent just before the mute took effect)
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=10[12]&")
+        p.stderr_has(r"watch from resourceVersion 10[12]: Connection timed out")
+        self.cmd("unmute")
+        self.cmd("modify n1")
+        p.expect(r"^event MODIFIED /n1 102$")
+        p.expect(r"^event MODIFIED /n1 103$")
 
     def test_field_selector(self):
         self.cmd("add n1")

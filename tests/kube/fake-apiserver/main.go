@@ -48,6 +48,7 @@ type server struct {
 	history   []event
 	compacted int // watches from an RV below this get 410
 	gone410   string
+	muted     bool // watch streams send nothing (a silent, half-dead server)
 	tokens    map[string]bool
 	forbid    map[string]bool // HTTP methods answered 403
 	watchers  map[chan event]bool
@@ -190,9 +191,20 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		end = time.After(time.Duration(timeout) * time.Second)
 	}
 	enc := json.NewEncoder(w)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for {
+		// Muted: events wait in the channel (nothing is lost, nothing is sent).
+		s.mu.Lock()
+		in := ch
+		if s.muted {
+			in = nil
+		}
+		s.mu.Unlock()
 		select {
-		case e := <-ch:
+		case <-tick.C:
+			continue
+		case e := <-in:
 			if e.typ != "BOOKMARK" && !matches(sel, e.node) {
 				continue
 			}
@@ -365,6 +377,10 @@ func (s *server) command(line string) {
 		s.mu.Lock()
 		s.history = nil
 		s.compacted = s.rv + 1
+		s.mu.Unlock()
+	case "mute", "unmute":
+		s.mu.Lock()
+		s.muted = f[0] == "mute"
 		s.mu.Unlock()
 	case "gone410":
 		s.mu.Lock()
