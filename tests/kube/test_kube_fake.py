@@ -148,6 +148,15 @@ class Requests(Base):
         self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
         self.server_req(r"GET /api/v1/nodes Bearer tok1 ")
 
+    def test_rate_limit_holds_requests(self):
+        # One token, refilled every 100 s: the second request waits in the client for a
+        # token until its (shortened) deadline, and never reaches the server.
+        p = self.probe("--qps", "0.01", "--burst", "1", "--timeout-ms", "1000")
+        self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
+        self.assertEqual(p.request("GET", "/api/v1/nodes/n1")[0], -errno.ETIMEDOUT)
+        self.cmd("add n2")  # the server has logged every request it got before this
+        self.assertFalse([l for l in self.srv.seen + self.srv.pending if "/api/v1/nodes/n1" in l])
+
     def test_h2c_prior_knowledge(self):
         p = self.probe(server="http://127.0.0.1:%d" % self.h2c_port, ca=None, token="tok1")
         self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
