@@ -31,10 +31,12 @@ class Base(unittest.TestCase):
         self.probes = []
 
     def tearDown(self):
-        for p in self.probes:
-            p.stop()
+        # The probe exits 0 only if it shut down cleanly (and, in a sanitizer build,
+        # without a leak or memory error).
+        codes = [p.stop() for p in self.probes]
         self.srv.stop()
         shutil.rmtree(self.dir)
+        self.assertEqual(codes, [0] * len(codes), [p.errlines[-5:] for p in self.probes])
 
     def cmd(self, line):
         self.srv.send(line)
