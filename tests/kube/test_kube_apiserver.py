@@ -232,6 +232,8 @@ class RealAPIServer(unittest.TestCase):
         st, _ = p.request("MERGE", "/api/v1/nodes/kt-w", '{"metadata":{"labels":{"step":"2"}}}')
         self.assertEqual(st, 200)
         p.expect(r"^event MODIFIED /kt-w \d+$", timeout=60)
+        print("watch after the restart: %s" % ("relisted" if sum("SYNCED" in l for l in p.seen) > 1
+                                               else "resumed"), file=sys.stderr)
 
         # While the API server is down: the watched node is deleted and etcd compacted
         # past every revision the client has seen. Coming back, the server answers the
