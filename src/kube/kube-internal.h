@@ -203,6 +203,9 @@ void kube_req_fail(struct kube_req *r, int err);
 /* kube-watch.c: stop every watch (kube_free). */
 void kube_watches_free(struct kube *k);
 
+/* kube-names.c: the RBAC line of a 403, once per (verb, group, resource) per client. */
+void kube_log_forbidden(struct kube *k, enum kube_method m, const char *path, json_t *body);
+
 /* "get", "list", "watch", "create", "update", "patch", "delete", "deletecollection". */
 const char *kube_verb(enum kube_method m, const char *path);
 /* Resource named by an API path ("nodes", "nodes/status", "events"), and its API group
