@@ -17,6 +17,8 @@ static const char G_DEV[] = "Device lists, IDs and CDI";
 static const char G_SHARE[] = "MIG, sharing and IMEX";
 static const char G_HEALTH[] = "Health checks (gpu-device-plugin extensions; file: health:)";
 static const char G_EXT[] = "gpu-device-plugin extensions (not in NVIDIA's plugin)";
+static const char G_KUBE[] = "Kubernetes API and per-node configuration (used only by the "
+                             "features that need them)";
 static const char G_MISC[] = "Miscellaneous";
 
 const struct config_option_def config_options[_OPT_MAX] = {
@@ -126,13 +128,41 @@ const struct config_option_def config_options[_OPT_MAX] = {
     [OPT_DP_ENABLE_HEALTHCHECKS] = { { NULL }, { "DP_ENABLE_HEALTHCHECKS" }, KIND_SLICE,
         G_HEALTH, "", "NVIDIA's switch: all acts on every Xid; numbers act although ignored",
         NULL },
+    [OPT_KUBECONFIG] = { { "kubeconfig" }, { "KUBECONFIG" }, KIND_STRING, G_KUBE, "",
+        "kubeconfig file for running outside a pod (empty: in-cluster service account)", NULL },
+    [OPT_NODE_NAME] = { { "node-name" }, { "NODE_NAME" }, KIND_STRING, G_KUBE, "",
+        "this node's name (downward API spec.nodeName); needed by labels via the API, "
+        "per-node configuration and events", NULL },
+    [OPT_NAMESPACE] = { { "namespace" }, { "NAMESPACE" }, KIND_STRING, G_KUBE, "default",
+        "namespace of the NodeFeature object", NULL },
+    [OPT_POD_NAME] = { { "pod-name" }, { "POD_NAME" }, KIND_STRING, G_KUBE, "",
+        "this pod's name: the NodeFeature object is owned by its DaemonSet", NULL },
+    [OPT_KUBE_API_QPS] = { { "kube-api-qps" }, { "KUBE_API_QPS" }, KIND_STRING, G_KUBE, "5",
+        "sustained requests per second to the API server", NULL },
+    [OPT_KUBE_API_BURST] = { { "kube-api-burst" }, { "KUBE_API_BURST" }, KIND_STRING, G_KUBE,
+        "10", "requests allowed at once above --kube-api-qps", NULL },
+    [OPT_CONFIG_DIR] = { { "config-dir" }, { "CONFIG_FILE_SRCDIR" }, KIND_STRING, G_KUBE, "",
+        "directory of named config files (the mounted ConfigMap); the node label picks one "
+        "(empty: off)", NULL },
+    [OPT_CONFIG_NODE_LABEL] = { { "config-node-label" }, { "NODE_LABEL" }, KIND_STRING, G_KUBE,
+        "nvidia.com/device-plugin.config", "node label whose value names the config to apply",
+        NULL },
+    [OPT_CONFIG_DEFAULT] = { { "config-default" }, { "DEFAULT_CONFIG" }, KIND_STRING, G_KUBE,
+        "", "config applied when the node label is absent or names no file", NULL },
+    [OPT_CONFIG_FALLBACK_STRATEGIES] = { { "config-fallback-strategies" },
+        { "FALLBACK_STRATEGIES" }, KIND_SLICE, G_KUBE, "named,single",
+        "without label or default: named (the config called \"default\"), single (the only "
+        "config), empty (no config file), tried in order", NULL },
+    [OPT_EVENTS] = { { "events" }, { "GDP_EVENTS" }, KIND_BOOL, G_KUBE, "true",
+        "post Kubernetes Events on the Node for health transitions and rejected configs "
+        "(only with --node-name)", NULL },
     [OPT_HELP] = { { "help", "h" }, { NULL }, KIND_ACTION, G_MISC, NULL, "show help", NULL },
     [OPT_VERSION] = { { "version" }, { NULL }, KIND_ACTION, G_MISC, NULL,
         "print the version (-v is klog verbosity here, not --version)", NULL },
 };
 
-const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_EXT, G_MISC,
-                                             NULL };
+const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_EXT, G_KUBE,
+                                             G_MISC, NULL };
 
 int config_parse_bool(const char *s)
 {
@@ -299,6 +329,46 @@ static int set_verbosity(struct config *c, const char *value, struct error *err)
     return 0;
 }
 
+static int set_qps(struct config *c, const char *value, struct error *err)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(value, &end);
+    if (errno || *end || end == value || !(x > 0 && x <= 1e6))
+        return error_set(err, -EINVAL,
+                         "invalid --kube-api-qps value \"%s\": must be a number > 0", value);
+    c->cluster.kube_api_qps = x;
+    return 0;
+}
+
+static int set_burst(struct config *c, const char *value, struct error *err)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(value, &end, 10);
+    if (errno || *end || end == value || x < 1 || x > 100000)
+        return error_set(err, -EINVAL,
+                         "invalid --kube-api-burst value \"%s\": must be an integer >= 1",
+                         value);
+    c->cluster.kube_api_burst = (int)x;
+    return 0;
+}
+
+/* NVIDIA's config-manager knows the same three; it fails on an unknown one only when it
+ * reaches it, we fail at load so a typo never waits for a missing label. */
+static int set_fallback_strategies(struct config *c, const char *value, struct error *err)
+{
+    _cleanup_(strv_freep) char **v = config_split_list(value, NULL);
+    for (char **p = v; *p; p++)
+        if (!streq(*p, "named") && !streq(*p, "single") && !streq(*p, "empty"))
+            return error_set(err, -EINVAL,
+                             "unknown fallback strategy: %s (allowed: named, single, empty)",
+                             *p);
+    config_strv_free(c->cluster.config_fallback_strategies);
+    c->cluster.config_fallback_strategies = TAKE_PTR(v);
+    return 0;
+}
+
 static int set_option(struct config *c, enum config_opt opt, const char *value,
                       struct error *err)
 {
@@ -394,6 +464,17 @@ static int set_option(struct config *c, enum config_opt opt, const char *value,
     case OPT_DP_DISABLE_HEALTHCHECKS:
     case OPT_DP_ENABLE_HEALTHCHECKS:
         return config_health_option_set(c, opt, value, err);
+    case OPT_KUBECONFIG: set_str(&c->cluster.kubeconfig, value); return 0;
+    case OPT_NODE_NAME: set_str(&c->cluster.node_name, value); return 0;
+    case OPT_NAMESPACE: set_str(&c->cluster.namespace, value); return 0;
+    case OPT_POD_NAME: set_str(&c->cluster.pod_name, value); return 0;
+    case OPT_KUBE_API_QPS: return set_qps(c, value, err);
+    case OPT_KUBE_API_BURST: return set_burst(c, value, err);
+    case OPT_CONFIG_DIR: set_str(&c->cluster.config_dir, value); return 0;
+    case OPT_CONFIG_NODE_LABEL: set_str(&c->cluster.config_node_label, value); return 0;
+    case OPT_CONFIG_DEFAULT: set_str(&c->cluster.config_default, value); return 0;
+    case OPT_CONFIG_FALLBACK_STRATEGIES: return set_fallback_strategies(c, value, err);
+    case OPT_EVENTS: return set_bool(&c->cluster.events, value, err);
     case OPT_HELP:
     case OPT_VERSION:
     case _OPT_MAX:
