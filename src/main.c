@@ -46,10 +46,12 @@ int main(int argc, char **argv)
     }
     if (streq(cmd.name, "list"))
         rc = cmd_list(cfg, &cmd);
+    else if (streq(cmd.name, "labels"))
+        rc = cmd_labels(cfg, &cmd);
     else if (streq(cmd.name, "config"))
         rc = cmd_config(cfg, &cmd);
     else {
-        log_error("unknown command \"%s\" (commands: list, config print; no command: serve)",
+        log_error("unknown command \"%s\" (commands: list, labels, config print; no command: serve)",
                   cmd.name);
         rc = 1;
     }

@@ -280,11 +280,13 @@ static int section_plugin(struct fctx *x, const yaml_node_t *n, const yaml_node_
     return walk(x, n, path, plugin_fields, ELEMENTSOF(plugin_fields));
 }
 
-/* GFD-only settings: valid in a shared config file, meaningless for the plugin. */
+/* GFD's settings (a config file shared with GFD works unchanged): the node labels. */
 static const struct field gfd_fields[] = {
-    { "oneshot", F_IGNORE, 0, NULL },       { "noTimestamp", F_IGNORE, 0, NULL },
-    { "sleepInterval", F_IGNORE, 0, NULL }, { "outputFile", F_IGNORE, 0, NULL },
-    { "machineTypeFile", F_IGNORE, 0, NULL },
+    { "oneshot", F_IGNORE, 0, NULL }, /* serve republishes on change; `labels` is oneshot */
+    { "noTimestamp", F_BOOL, OPT_GFD_NO_TIMESTAMP, NULL },
+    { "sleepInterval", F_STRING, OPT_GFD_SLEEP_INTERVAL, NULL },
+    { "outputFile", F_STRING, OPT_GFD_OUTPUT_FILE, NULL },
+    { "machineTypeFile", F_STRING, OPT_MACHINE_TYPE_FILE, NULL },
 };
 
 static int section_gfd(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
@@ -303,7 +305,7 @@ static const struct field flags_fields[] = {
     { "mofedEnabled", F_BOOL, OPT_MOFED_ENABLED, NULL },
     { "mpsRoot", F_STRING, OPT_MPS_ROOT, NULL },
     { "deviceDiscoveryStrategy", F_STRING, OPT_DEVICE_DISCOVERY_STRATEGY, NULL },
-    { "useNodeFeatureAPI", F_IGNORE, 0, NULL },
+    { "useNodeFeatureAPI", F_BOOL, OPT_USE_NODE_FEATURE_API, NULL },
     { "plugin", F_SECTION, 0, section_plugin },
     { "gfd", F_SECTION, 0, section_gfd },
 };

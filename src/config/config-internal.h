@@ -50,6 +50,13 @@ enum config_opt {
     OPT_HEALTH_XIDS_NEVER,
     OPT_DP_DISABLE_HEALTHCHECKS,
     OPT_DP_ENABLE_HEALTHCHECKS,
+    OPT_GFD,
+    OPT_USE_NODE_FEATURE_API,
+    OPT_GFD_OUTPUT_FILE,
+    OPT_NODE_LABELS_PATCH,
+    OPT_GFD_NO_TIMESTAMP,
+    OPT_MACHINE_TYPE_FILE,
+    OPT_GFD_SLEEP_INTERVAL,
     /* Kubernetes API and per-node configuration (struct config_cluster) */
     OPT_KUBECONFIG,
     OPT_NODE_NAME,
@@ -110,6 +117,11 @@ int config_file_parse(struct config *c, const char *name, const unsigned char *d
                       size_t size, const bool *set, struct config_marks *marks,
                       struct error *err);
 
+/* Go time.ParseDuration ("60s", "1m30s", "1.5h", "500ms", "0"), or "infinite" →
+ * CONFIG_SLEEP_INFINITE; in milliseconds, sub-millisecond parts rounded down.
+ * Returns 0 or -EINVAL / -ERANGE. */
+int config_parse_sleep_interval(const char *s, uint64_t *out_ms);
+
 /* Go strconv.ParseBool. Returns 0/1, or -EINVAL. */
 int config_parse_bool(const char *s);
 
@@ -137,6 +149,10 @@ struct config_command;
 int config_args_apply(struct config *c, int argc, char **argv, char **envp,
                       struct config_command *cmd, bool *set, struct config_marks *marks,
                       struct error *err);
+
+/* Kubernetes API and per-node configuration settings (config-cluster.c). */
+int config_cluster_option_set(struct config *c, enum config_opt opt, const char *value,
+                              struct error *err);
 
 /* Health settings (config-health.c). */
 int config_health_option_set(struct config *c, enum config_opt opt, const char *value,

@@ -32,6 +32,7 @@ static int load(struct config *out, int argc, char **argv, char **envp,
     r = config_args_apply(out, argc, argv, envp, cmd, set, &marks, err);
     if (r != 0)
         return r;
+    out->gfd_output_file_given = set[OPT_GFD_OUTPUT_FILE];
     if (file_override) {
         free(out->config_file);
         out->config_file = xstrdup(file_override);

@@ -17,6 +17,7 @@ static const char G_DEV[] = "Device lists, IDs and CDI";
 static const char G_SHARE[] = "MIG, sharing and IMEX";
 static const char G_HEALTH[] = "Health checks (gpu-device-plugin extensions; file: health:)";
 static const char G_EXT[] = "gpu-device-plugin extensions (not in NVIDIA's plugin)";
+static const char G_LABELS[] = "GPU node labels (gpu-feature-discovery; see docs/labels.md)";
 static const char G_KUBE[] = "Kubernetes API and per-node configuration (used only by the "
                              "features that need them)";
 static const char G_MISC[] = "Miscellaneous";
@@ -128,6 +129,25 @@ const struct config_option_def config_options[_OPT_MAX] = {
     [OPT_DP_ENABLE_HEALTHCHECKS] = { { NULL }, { "DP_ENABLE_HEALTHCHECKS" }, KIND_SLICE,
         G_HEALTH, "", "NVIDIA's switch: all acts on every Xid; numbers act although ignored",
         NULL },
+    [OPT_GFD] = { { "gfd" }, { "GDP_GFD" }, KIND_BOOL, G_LABELS, "false",
+        "serve also publishes gpu-feature-discovery's node labels (ours)", NULL },
+    [OPT_USE_NODE_FEATURE_API] = { { "use-node-feature-api" },
+        { "GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API" }, KIND_BOOL, G_LABELS, "true",
+        "publish labels as an NFD NodeFeature object (false: the feature file)", NULL },
+    [OPT_GFD_OUTPUT_FILE] = { { "output-file" }, { "GFD_OUTPUT_FILE" },
+        KIND_STRING, G_LABELS, "/etc/kubernetes/node-feature-discovery/features.d/gfd",
+        "NFD feature file the labels are written to (empty: stdout)", NULL },
+    [OPT_NODE_LABELS_PATCH] = { { "node-labels-patch" }, { "GDP_NODE_LABELS_PATCH" }, KIND_BOOL,
+        G_LABELS, "false", "patch the labels onto the Node directly, for clusters without NFD "
+        "(ours)", NULL },
+    [OPT_GFD_NO_TIMESTAMP] = { { "no-timestamp" }, { "GFD_NO_TIMESTAMP" }, KIND_BOOL, G_LABELS,
+        "false", "leave out the nvidia.com/gfd.timestamp label", NULL },
+    [OPT_MACHINE_TYPE_FILE] = { { "machine-type-file" }, { "GFD_MACHINE_TYPE_FILE" },
+        KIND_STRING, G_LABELS, "/sys/class/dmi/id/product_name",
+        "file holding the machine type (nvidia.com/gpu.machine)", NULL },
+    [OPT_GFD_SLEEP_INTERVAL] = { { "sleep-interval" }, { "GFD_SLEEP_INTERVAL" }, KIND_STRING,
+        G_LABELS, "60s", "GFD's relabel period (Go duration or infinite): accepted, not used; "
+        "labels are republished on start, reload and inventory change", NULL },
     [OPT_KUBECONFIG] = { { "kubeconfig" }, { "KUBECONFIG" }, KIND_STRING, G_KUBE, "",
         "kubeconfig file for running outside a pod (empty: in-cluster service account)", NULL },
     [OPT_NODE_NAME] = { { "node-name" }, { "NODE_NAME" }, KIND_STRING, G_KUBE, "",
@@ -161,8 +181,8 @@ const struct config_option_def config_options[_OPT_MAX] = {
         "print the version (-v is klog verbosity here, not --version)", NULL },
 };
 
-const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_EXT, G_KUBE,
-                                             G_MISC, NULL };
+const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_LABELS, G_EXT,
+                                             G_KUBE, G_MISC, NULL };
 
 int config_parse_bool(const char *s)
 {
@@ -175,6 +195,55 @@ int config_parse_bool(const char *s)
             return 0;
     }
     return -EINVAL;
+}
+
+int config_parse_sleep_interval(const char *s, uint64_t *out_ms)
+{
+    static const struct {
+        const char *unit;
+        double ns;
+    } units[] = { { "ns", 1 }, { "us", 1e3 }, { "\xc2\xb5s", 1e3 }, { "\xce\xbcs", 1e3 },
+                  { "ms", 1e6 }, { "s", 1e9 }, { "m", 60e9 }, { "h", 3600e9 } };
+    if (streq(s, "infinite")) {
+        *out_ms = CONFIG_SLEEP_INFINITE;
+        return 0;
+    }
+    const char *p = s;
+    if (*p == '+')
+        p++;
+    if (streq(p, "0")) {
+        *out_ms = 0;
+        return 0;
+    }
+    if (!*p)
+        return -EINVAL;
+    double total_ns = 0;
+    while (*p) {
+        /* number: digits, optional fraction; at least one digit */
+        const char *start = p;
+        double v = 0, scale = 1;
+        bool digits = false;
+        for (; *p >= '0' && *p <= '9'; p++, digits = true)
+            v = v * 10 + (*p - '0');
+        if (*p == '.')
+            for (p++; *p >= '0' && *p <= '9'; p++, digits = true)
+                v += (scale /= 10) * (*p - '0');
+        if (!digits || p == start)
+            return -EINVAL;
+        size_t best = ELEMENTSOF(units);
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+            if (startswith(p, units[i].unit) &&
+                (best == ELEMENTSOF(units) || strlen(units[i].unit) > strlen(units[best].unit)))
+                best = i;
+        if (best == ELEMENTSOF(units))
+            return -EINVAL; /* Go: missing or unknown unit */
+        p += strlen(units[best].unit);
+        total_ns += v * units[best].ns;
+        if (total_ns > 9.2e18) /* Go's Duration is an int64 of nanoseconds */
+            return -ERANGE;
+    }
+    *out_ms = (uint64_t)(total_ns / 1e6);
+    return 0;
 }
 
 static void set_str(char **field, const char *value)
@@ -329,46 +398,6 @@ static int set_verbosity(struct config *c, const char *value, struct error *err)
     return 0;
 }
 
-static int set_qps(struct config *c, const char *value, struct error *err)
-{
-    char *end;
-    errno = 0;
-    double x = strtod(value, &end);
-    if (errno || *end || end == value || !(x > 0 && x <= 1e6))
-        return error_set(err, -EINVAL,
-                         "invalid --kube-api-qps value \"%s\": must be a number > 0", value);
-    c->cluster.kube_api_qps = x;
-    return 0;
-}
-
-static int set_burst(struct config *c, const char *value, struct error *err)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(value, &end, 10);
-    if (errno || *end || end == value || x < 1 || x > 100000)
-        return error_set(err, -EINVAL,
-                         "invalid --kube-api-burst value \"%s\": must be an integer >= 1",
-                         value);
-    c->cluster.kube_api_burst = (int)x;
-    return 0;
-}
-
-/* NVIDIA's config-manager knows the same three; it fails on an unknown one only when it
- * reaches it, we fail at load so a typo never waits for a missing label. */
-static int set_fallback_strategies(struct config *c, const char *value, struct error *err)
-{
-    _cleanup_(strv_freep) char **v = config_split_list(value, NULL);
-    for (char **p = v; *p; p++)
-        if (!streq(*p, "named") && !streq(*p, "single") && !streq(*p, "empty"))
-            return error_set(err, -EINVAL,
-                             "unknown fallback strategy: %s (allowed: named, single, empty)",
-                             *p);
-    config_strv_free(c->cluster.config_fallback_strategies);
-    c->cluster.config_fallback_strategies = TAKE_PTR(v);
-    return 0;
-}
-
 static int set_option(struct config *c, enum config_opt opt, const char *value,
                       struct error *err)
 {
@@ -450,6 +479,17 @@ static int set_option(struct config *c, enum config_opt opt, const char *value,
             return error_set(err, -EINVAL,
                              "invalid --log-format option: %s (allowed: text, json)", value);
         return 0;
+    case OPT_GFD: return set_bool(&c->gfd, value, err);
+    case OPT_USE_NODE_FEATURE_API: return set_bool(&c->use_node_feature_api, value, err);
+    case OPT_GFD_OUTPUT_FILE: set_str(&c->gfd_output_file, value); return 0;
+    case OPT_NODE_LABELS_PATCH: return set_bool(&c->node_labels_patch, value, err);
+    case OPT_GFD_NO_TIMESTAMP: return set_bool(&c->gfd_no_timestamp, value, err);
+    case OPT_MACHINE_TYPE_FILE: set_str(&c->machine_type_file, value); return 0;
+    case OPT_GFD_SLEEP_INTERVAL:
+        if (config_parse_sleep_interval(value, &c->gfd_sleep_interval_ms) < 0)
+            return error_set(err, -EINVAL, "invalid --sleep-interval \"%s\": a Go duration "
+                             "(60s, 1m30s, 1.5h) or infinite", value);
+        return 0;
     case OPT_HEALTH_QUIET_PERIOD:
     case OPT_HEALTH_MAX_QUIET_PERIOD:
     case OPT_HEALTH_FLAP_WINDOW:
@@ -464,17 +504,18 @@ static int set_option(struct config *c, enum config_opt opt, const char *value,
     case OPT_DP_DISABLE_HEALTHCHECKS:
     case OPT_DP_ENABLE_HEALTHCHECKS:
         return config_health_option_set(c, opt, value, err);
-    case OPT_KUBECONFIG: set_str(&c->cluster.kubeconfig, value); return 0;
-    case OPT_NODE_NAME: set_str(&c->cluster.node_name, value); return 0;
-    case OPT_NAMESPACE: set_str(&c->cluster.namespace, value); return 0;
-    case OPT_POD_NAME: set_str(&c->cluster.pod_name, value); return 0;
-    case OPT_KUBE_API_QPS: return set_qps(c, value, err);
-    case OPT_KUBE_API_BURST: return set_burst(c, value, err);
-    case OPT_CONFIG_DIR: set_str(&c->cluster.config_dir, value); return 0;
-    case OPT_CONFIG_NODE_LABEL: set_str(&c->cluster.config_node_label, value); return 0;
-    case OPT_CONFIG_DEFAULT: set_str(&c->cluster.config_default, value); return 0;
-    case OPT_CONFIG_FALLBACK_STRATEGIES: return set_fallback_strategies(c, value, err);
-    case OPT_EVENTS: return set_bool(&c->cluster.events, value, err);
+    case OPT_KUBECONFIG:
+    case OPT_NODE_NAME:
+    case OPT_NAMESPACE:
+    case OPT_POD_NAME:
+    case OPT_KUBE_API_QPS:
+    case OPT_KUBE_API_BURST:
+    case OPT_CONFIG_DIR:
+    case OPT_CONFIG_NODE_LABEL:
+    case OPT_CONFIG_DEFAULT:
+    case OPT_CONFIG_FALLBACK_STRATEGIES:
+    case OPT_EVENTS:
+        return config_cluster_option_set(c, opt, value, err);
     case OPT_HELP:
     case OPT_VERSION:
     case _OPT_MAX:

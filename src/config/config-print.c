@@ -70,13 +70,23 @@ static json_t *config_json(const struct config *c)
         "containerDriverRoot", c->driver_root_ctr_path, "sharedDevicesAllocationPolicy",
         config_shared_alloc_policy_name(c->shared_alloc_policy));
 
+    char sleep[32];
+    if (c->gfd_sleep_interval_ms == CONFIG_SLEEP_INFINITE)
+        snprintf(sleep, sizeof(sleep), "infinite");
+    else
+        snprintf(sleep, sizeof(sleep), "%llums", (unsigned long long)c->gfd_sleep_interval_ms);
+    json_t *gfd = json_pack("{s:b, s:b, s:s, s:s, s:s}", "oneshot", 0, "noTimestamp",
+                            c->gfd_no_timestamp, "sleepInterval", sleep, "outputFile",
+                            c->gfd_output_file, "machineTypeFile", c->machine_type_file);
+
     json_t *flags = json_pack(
-        "{s:s, s:b, s:s, s:s, s:s, s:b, s:b, s:b, s:n, s:s, s:o}", "migStrategy",
+        "{s:s, s:b, s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:s, s:o, s:o}", "migStrategy",
         config_mig_strategy_name(c->mig_strategy), "failOnInitError", c->fail_on_init_error,
         "mpsRoot", c->mps_root ? c->mps_root : "", "nvidiaDriverRoot", c->driver_root,
         "nvidiaDevRoot", c->dev_root, "gdrcopyEnabled", c->gdrcopy_enabled, "gdsEnabled",
         c->gds_enabled, "mofedEnabled", c->mofed_enabled, "useNodeFeatureAPI",
-        "deviceDiscoveryStrategy", c->device_discovery_strategy, "plugin", plugin);
+        c->use_node_feature_api, "deviceDiscoveryStrategy", c->device_discovery_strategy,
+        "plugin", plugin, "gfd", gfd);
 
     json_t *resources = json_object();
     if (c->n_gpu_patterns)
@@ -94,12 +104,13 @@ static json_t *config_json(const struct config *c)
     json_t *imex = json_pack("{s:o, s:b}", "channelIDs", ids, "required", c->imex_required);
 
     json_t *ext = json_pack(
-        "{s:s?, s:s, s:o, s:o, s:s, s:s, s:s, s:i, s:s, s:b}", "configFile", c->config_file,
+        "{s:s?, s:s, s:o, s:o, s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b}", "configFile",
+        c->config_file,
         "kubeletSocket", c->kubelet_socket, "cdiFeatureFlags", strv_json(c->cdi_feature_flags),
         "cdiDisableHooks", strv_json(c->cdi_disable_hooks), "sysfsRoot", c->sysfs_root,
         "procRoot", c->proc_root, "cdiSpecDir", c->cdi_spec_dir, "logVerbosity",
         c->log_verbosity, "logFormat", c->log_json ? "json" : "text", "healthChecksDisabled",
-        c->health.disabled);
+        c->health.disabled, "gfd", c->gfd, "nodeLabelsPatch", c->node_labels_patch);
 
     const struct config_cluster *k = &c->cluster;
     json_object_set_new(
@@ -140,10 +151,12 @@ int config_print_json(const struct config *c, FILE *f)
 void config_print_help(FILE *f, const char *argv0)
 {
         fprintf(f,
-            "Usage: %s [flags] [list|config] [args]\n\n"
+            "Usage: %s [flags] [list|labels|config] [args]\n\n"
             "Kubernetes device plugin for NVIDIA GPUs (drop-in for NVIDIA's "
             "k8s-device-plugin).\nPrecedence per setting: flag > environment > "
-            "--config-file > default.\n",
+            "--config-file > default.\n\n"
+            "Commands: (none) serve; list [--output table|json]: what this node advertises; "
+            "labels: its GPU node labels (gpu-feature-discovery's); config print.\n",
             argv0 ? argv0 : "gpu-device-plugin");
     for (size_t g = 0; config_option_groups[g]; g++) {
         fprintf(f, "\n%s:\n", config_option_groups[g]);

@@ -42,6 +42,8 @@ void config_free(struct config *c)
     free(c->kubelet_socket);
     config_strv_free(c->cdi_feature_flags);
     config_strv_free(c->cdi_disable_hooks);
+    free(c->gfd_output_file);
+    free(c->machine_type_file);
     free(c->sysfs_root);
     free(c->proc_root);
     free(c->cdi_spec_dir);

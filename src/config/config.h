@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config/config-health.h"
 #include "core/error.h"
@@ -19,6 +20,7 @@ enum device_list_strategy {
 };
 enum shared_alloc_policy { SHARED_ALLOC_DISTRIBUTED, SHARED_ALLOC_PACKED };
 enum sharing_strategy { SHARING_NONE, SHARING_TIME_SLICING, SHARING_MPS };
+#define CONFIG_SLEEP_INFINITE UINT64_MAX
 
 /* `resources.gpus[]` / `resources.mig[]` entry. */
 struct config_pattern {
@@ -90,6 +92,16 @@ struct config {
     char *kubelet_socket;              /* "/var/lib/kubelet/device-plugins/kubelet.sock" */
     char **cdi_feature_flags;          /* NULL-terminated */
     char **cdi_disable_hooks;          /* NULL-terminated */
+
+    /* GPU node labels: gpu-feature-discovery's settings (docs/labels.md) */
+    bool gfd;                          /* serve also publishes the labels (ours) */
+    bool use_node_feature_api;         /* deliver as an NFD NodeFeature object */
+    char *gfd_output_file;             /* NFD feature file; "" = stdout */
+    bool gfd_output_file_given;        /* by flag or env (`labels` then writes it) */
+    bool node_labels_patch;            /* patch the Node's labels directly (ours) */
+    bool gfd_no_timestamp;
+    char *machine_type_file;
+    uint64_t gfd_sleep_interval_ms;    /* CONFIG_SLEEP_INFINITE: "infinite" */
 
     /* ours (documented in docs/configuration.md) */
     char *sysfs_root;                  /* "/sys": NUMA from <root>/bus/pci/devices/... */

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "daemon/node-state.h"
 #include "node/discover.h"
+#include "node/host.h"
 #include "nvml/nvml.h"
 #include "output/cdi.h"
 
@@ -44,6 +45,17 @@ static int select_imex_channels(struct config *cfg, struct error *err)
     return 0;
 }
 
+static void read_host_facts(struct node_state *s, const struct node_state_options *opt)
+{
+    if (!opt->host_facts)
+        return;
+    struct host_options hopt = {
+        .sysfs_root = s->cfg->sysfs_root,
+        .machine_type_file = s->cfg->machine_type_file,
+    };
+    host_discover(&hopt, &s->inv.host);
+}
+
 int node_state_build(struct node_state *s, const struct node_state_options *opt,
                      struct error *err)
 {
@@ -60,6 +72,7 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
         log_warning("Failed to initialize NVML: %s; --fail-on-init-error=false, continuing "
                     "without resources", err->msg);
         memset(err, 0, sizeof(*err));
+        read_host_facts(s, opt);
         return 0;
     }
     s->nvml_open = true;
@@ -73,6 +86,9 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
     };
     if ((r = discover_node(&dopt, &s->inv, err)) < 0)
         return error_prefix(err, "discovering GPUs");
+    read_host_facts(s, opt);
+    if (opt->labels_only)
+        return 0;
     if ((r = resources_build(&s->inv, cfg, &s->rs, err)) < 0)
         return r;
     if (!opt->serve)

@@ -33,6 +33,13 @@ struct node_state_options {
      * the CDI specs when a CDI device-list strategy is on. `list` shows the resources
      * without them (the same resources: they come from the inventory alone). */
     bool serve;
+    /* Also read the host facts the GPU node labels need (node/host.c: machine type, vGPU
+     * capability), even when NVML cannot be opened: serve with --gfd, and `labels`. */
+    bool host_facts;
+    /* The `labels` command: stop after discovery. GFD labels a node the plugin refuses
+     * to serve (mig-strategy=single with mixed MIG modes is labelled MIG-INVALID), so
+     * the resources, which would refuse it, are not built. */
+    bool labels_only;
 };
 
 /* Fill s (zeroed, with s->cfg set) from s->cfg. Returns 0 or -errno with err naming what

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "discover.h"
+#include "node/host.h"
 #include "node/mig.h"
 #include "nvml/nvml.h"
 
@@ -113,6 +114,12 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
     if (bad)
         log_warning("GPU %s: %s/bus/pci/devices/%s/numa_node is not a number, sending no "
                     "topology, ignoring", g->uuid, opt->sysfs_root, g->bus_id);
+
+    if ((r = host_pci_class(opt->sysfs_root, g->bus_id, &g->pci_class)) < 0) {
+        log_debug("GPU %s: PCI class unreadable under %s: %s (gpu.mode label unknown)", g->uuid,
+                  opt->sysfs_root, strerror(-r));
+        g->pci_class = 0;
+    }
 
     bool enabled = false;
     struct error mig_err = { 0 };
@@ -259,9 +266,11 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
     if ((r = nvml_system_driver_version(out->driver_version, sizeof(out->driver_version), NULL)) < 0)
         out->driver_version[0] = 0;
     int cuda = 0;
-    if (nvml_system_cuda_version(&cuda, NULL) == 0 && cuda > 0)
+    if (nvml_system_cuda_version(&cuda, NULL) == 0 && cuda > 0) {
+        out->cuda_version = cuda;
         snprintf(out->cuda_driver_version, sizeof(out->cuda_driver_version), "%d.%d",
                  cuda / 1000, (cuda % 1000) / 10);
+    }
 
     if ((r = nvml_device_count(&count, err)) < 0)
         return r;

@@ -39,6 +39,9 @@ struct inv_gpu {
     uint64_t memory_bytes;            /* 0 if NVML could not tell */
     int cc_major, cc_minor;
     int numa_node;                    /* -1: unknown (no topology sent) */
+    /* PCI class code from <sysfs>/bus/pci/devices/<bus id>/class (0x030200 3D controller
+     * = compute mode, 0x030000 VGA = graphics mode); 0 if unreadable. Labels only. */
+    uint32_t pci_class;
     bool mig_capable, mig_enabled;
     /* Known from the previous discovery but not answering NVML now (GPU_IS_LOST during a
      * reload): kept with its old record so its IDs stay advertised (Unhealthy) and come
@@ -54,9 +57,29 @@ struct inv_link {
     unsigned nvlinks;                 /* number of NVLinks joining the pair */
 };
 
+/* Facts about the host rather than its GPUs, read from files by node/host.c (not from
+ * NVML, so they are known even when NVML is not): what the GPU node labels need. */
+enum inv_vgpu {
+    INV_VGPU_UNKNOWN,                 /* PCI devices or their config space unreadable */
+    INV_VGPU_ABSENT,
+    INV_VGPU_PRESENT,                 /* an NVIDIA PCI device carries the vGPU capability */
+};
+
+struct inv_host {
+    bool read;                        /* node/host.c filled this */
+    char machine_type[256];           /* DMI product name, trimmed; "unknown" if unreadable */
+    enum inv_vgpu vgpu;
+    /* With INV_VGPU_PRESENT: the host driver record of the capability (the last vGPU
+     * device's, as GFD), or record_missing naming the device whose record is absent. */
+    char vgpu_host_driver_version[16], vgpu_host_driver_branch[16];
+    char vgpu_record_missing[32];
+};
+
 struct inventory {
-    char driver_version[80];
+    char driver_version[80];          /* nvmlSystemGetDriverVersion, "" if it failed */
     char cuda_driver_version[16];     /* "12.4", empty if unknown */
+    int cuda_version;                 /* nvmlSystemGetCudaDriverVersion: 12040; 0 unknown */
+    struct inv_host host;
     struct inv_gpu *gpus;
     size_t n_gpus;
     struct inv_link *links;           /* n_gpus * n_gpus, row-major; diagonal unused */

@@ -566,7 +566,9 @@ static void test_file_sections(void)
         CHECK(streq(json_string_value(json_object_get(j, "version")), "v1"), "version");
         CHECK(streq(json_string_value(json_object_get(fl, "migStrategy")), "single"), "mig");
         CHECK(json_is_false(json_object_get(fl, "failOnInitError")), "foie");
-        CHECK(json_is_null(json_object_get(fl, "useNodeFeatureAPI")), "nfd");
+        CHECK(json_is_true(json_object_get(fl, "useNodeFeatureAPI")), "nfd");
+        CHECK(streq(json_string_value(json_object_get(json_object_get(fl, "gfd"), "sleepInterval")),
+                    "60000ms"), "gfd sleep");
         CHECK(streq(json_string_value(json_object_get(pl, "sharedDevicesAllocationPolicy")),
                     "packed"),
               "policy");
