@@ -3,9 +3,12 @@
  * resource that comes out the same handed over (hitless), and the per-resource plugin
  * lifecycle: serve, register, retry, rebind after a kubelet restart. Loop-thread only. */
 #include <stdio.h>
+#include <time.h>
 
+#include "cluster/cluster.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "daemon/daemon-cluster.h"
 #include "daemon/daemon.h"
 #include "daemon/node-state.h"
 #include "kubelet/dp_service.h"
@@ -45,6 +48,8 @@ struct daemon {
     struct health_monitor *health;   /* one per process, retargeted by every state */
     struct kwatch *watch;
     char *watched_socket;
+    struct cluster *cluster;         /* not owned; NULL: no cluster features */
+    struct daemon_health_view hview; /* for Events on health transitions */
 };
 
 static void state_free(struct serving *s)
@@ -81,6 +86,9 @@ static void on_health_changed(void *userdata)
     for (size_t i = 0; i < s->n_plugins; i++)
         if (s->plugins[i].dp)
             dp_plugin_devices_changed(s->plugins[i].dp);
+    struct daemon *m = userdata;
+    if (m->cluster && m->health)
+        daemon_health_view_update(&m->hview, m->cluster, m->health, &s->node);
 }
 
 /* The MPS control daemon (NVIDIA's mps-control-daemon) writes <root>/<resource>/.started
@@ -327,6 +335,12 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
     state_free(old);
     m->state = s;
     state_start_plugins(m, s);
+    if (m->cluster) {
+        /* GFD computes its timestamp once per (re)start: here, once per state. */
+        daemon_health_view_reset(&m->hview, &s->node, m->health);
+        daemon_cluster_publish_labels(m->cluster, &s->node,
+                                      cfg->gfd_no_timestamp ? 0 : (uint64_t)time(NULL));
+    }
     return 0;
 }
 
@@ -338,6 +352,11 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
 int daemon_reload(struct daemon *m, struct config *cfg, struct error *err)
 {
     return swap_state(m, cfg, err);
+}
+
+void daemon_set_cluster(struct daemon *m, struct cluster *c)
+{
+    m->cluster = c;
 }
 
 void daemon_kubelet_restarted(struct daemon *m)
@@ -375,5 +394,6 @@ void daemon_free(struct daemon *m)
     health_monitor_stop(m->health);
     kwatch_free(m->watch);
     free(m->watched_socket);
+    daemon_health_view_clear(&m->hview);
     free(m);
 }
