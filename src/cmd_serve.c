@@ -170,6 +170,8 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
         loop_del_io(s.loop, sfd);
         loop_free(s.loop);
         goto fail_cfg;
+    } else {
+        s.started = true;
     }
     int lr = loop_run(s.loop);
     rc = lr != 0 ? 1 : 0;
