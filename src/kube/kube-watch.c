@@ -304,6 +304,9 @@ static void watch_chunk(struct kube_req *r, void *userdata)
 {
     struct kube_watch *w = userdata;
     w->last_data_ms = loop_now_ms();
+    /* Anything but 200 is a Status for watch_done, not events. */
+    if (r->status != 200)
+        return;
     size_t start = 0;
     for (;;) {
         uint8_t *nl = memchr(r->buf + start, '\n', r->len - start);

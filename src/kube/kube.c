@@ -170,7 +170,7 @@ static void conclude(struct kube *k, struct kube_req *r)
         return;
     }
     json_t *body = NULL;
-    if (r->len > 0 && !r->chunk)
+    if (r->len > 0 && (!r->chunk || status != 200))
         body = json_loadb((const char *)r->buf, r->len, JSON_DECODE_ANY, NULL);
     if (status == 403)
         log_forbidden(k, r, body);
