@@ -135,6 +135,10 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
     log_info("Starting gpu-device-plugin %s (%s)", GDP_VERSION, GDP_REVISION);
     _cleanup_free_ char *dump = config_to_json_string(cfg, false);
     log_info("Running with config: %s", dump);
+    if (cfg->gfd_sleep_interval_ms != 60000) /* GFD's default */
+        log_info("--sleep-interval is accepted for compatibility with gpu-feature-discovery and "
+                 "not used: labels are republished at start, on reload and when the GPUs "
+                 "change, never on a timer");
 
     sigemptyset(&mask);
     sigaddset(&mask, SIGHUP);

@@ -19,8 +19,8 @@ static unsigned gi_minor(unsigned gpu, unsigned gi) { return 3 + gpu * CAP_GIS *
 static unsigned ci_minor(unsigned gpu, unsigned gi, unsigned ci) { return gi_minor(gpu, gi) + 1 + ci; }
 
 
-/* Write `text` to dir/name, creating dir. */
-static int write_file(const char *dir, const char *name, const char *text)
+/* Write len bytes of `data` to dir/name, creating dir. */
+static int write_bytes(const char *dir, const char *name, const void *data, size_t len)
 {
     _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
     _cleanup_free_ char *parent = xstrdup(path);
@@ -31,23 +31,41 @@ static int write_file(const char *dir, const char *name, const char *text)
         return r;
     }
     _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t len = strlen(text);
-    if (fd < 0 || write(fd, text, len) != (ssize_t)len) {
+    if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
         fprintf(stderr, "nvml-sim-render: write %s: %s\n", path, strerror(errno));
         return -EIO;
     }
     return 0;
 }
 
+static int write_file(const char *dir, const char *name, const char *text)
+{
+    return write_bytes(dir, name, text, strlen(text));
+}
+
+/* Per GPU: its NUMA node, and what the node labels read (the PCI class of a compute GPU,
+ * the NVIDIA vendor id, a 256-byte config space as root reads it, without the vGPU
+ * vendor capability: a bare-metal node). */
 static int render_sysfs(const struct sim_node *nd, const char *root)
 {
     for (unsigned i = 0; i < nd->n_devs; i++) {
         const struct sim_device *d = &nd->devs[i];
+        char dir[128], name[160], val[16];
+        snprintf(dir, sizeof(dir), "bus/pci/devices/%04x:%02x:%02x.%x", d->bdf.domain, d->bdf.bus,
+                 d->bdf.device, d->bdf.function);
+        uint8_t config[256] = { 0xde, 0x10 };
+        snprintf(name, sizeof(name), "%s/class", dir);
+        if (write_file(root, name, "0x030200\n") < 0)
+            return -EIO;
+        snprintf(name, sizeof(name), "%s/vendor", dir);
+        if (write_file(root, name, "0x10de\n") < 0)
+            return -EIO;
+        snprintf(name, sizeof(name), "%s/config", dir);
+        if (write_bytes(root, name, config, sizeof(config)) < 0)
+            return -EIO;
         if (d->numa_node < 0)
             continue;
-        char name[128], val[16];
-        snprintf(name, sizeof(name), "bus/pci/devices/%04x:%02x:%02x.%x/numa_node", d->bdf.domain, d->bdf.bus,
-                 d->bdf.device, d->bdf.function);
+        snprintf(name, sizeof(name), "%s/numa_node", dir);
         snprintf(val, sizeof(val), "%d\n", d->numa_node);
         if (write_file(root, name, val) < 0)
             return -EIO;

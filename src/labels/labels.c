@@ -4,7 +4,7 @@
  * order (timestamp, machine type, versions, MIG capability, MPS capability, full-GPU
  * resources, MIG resources, GPU mode, vGPU) so the overrides come out the same. Where
  * GFD's result depends on Go map iteration order (several GPU models on one node), the
- * GPU with the lowest NVML index wins (docs/labels.md). */
+ * model of the GPU with the lowest NVML index is labelled (docs/labels.md). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -150,29 +150,24 @@ static void full_gpu_labels(const struct inv_gpu *g, size_t count, const struct 
 }
 
 /* GFD's newGPULabelers: one labeler per GPU model, counted over all GPUs of that name
- * (MIG enabled or not). MIG-enabled models first and without sharing, then full-GPU
- * models, which override. Within each group the lowest-indexed model is applied last
- * so it is the one that stays. */
+ * (MIG enabled or not); MIG-enabled models first and without sharing, then full-GPU
+ * models, which override. With several models in a group GFD applies them in Go map
+ * order, so its result is random and can mix two models' values (one's product, the
+ * other's memory); we apply only the lowest-indexed model of each group. */
 static void gpu_labels(const struct inventory *inv, const struct config *cfg, struct labels *l)
 {
     for (int pass = 0; pass < 2; pass++) {
         bool want_mig = pass == 0;
-        for (size_t i = inv->n_gpus; i-- > 0;) {
-            const struct inv_gpu *g = &inv->gpus[i];
-            if (g->mig_enabled != want_mig)
-                continue;
-            size_t count = 0;
-            bool first = true;
-            for (size_t j = 0; j < inv->n_gpus; j++) {
-                if (!streq(inv->gpus[j].name, g->name))
-                    continue;
-                count++;
-                if (j < i && inv->gpus[j].mig_enabled == want_mig)
-                    first = false;
-            }
-            if (first)
-                full_gpu_labels(g, count, want_mig ? NULL : cfg, l);
-        }
+        const struct inv_gpu *first = NULL;
+        for (size_t i = 0; i < inv->n_gpus && !first; i++)
+            if (inv->gpus[i].mig_enabled == want_mig)
+                first = &inv->gpus[i];
+        if (!first)
+            continue;
+        size_t count = 0;
+        for (size_t j = 0; j < inv->n_gpus; j++)
+            count += streq(inv->gpus[j].name, first->name);
+        full_gpu_labels(first, count, want_mig ? NULL : cfg, l);
     }
 }
 
