@@ -29,7 +29,8 @@ Order (each step builds on the cluster the previous one left):
                and resource
   node-config  config.map with several named configs: the node label picks one live (capacity
                GPUs x 4), the applied name in an annotation; a config with the same resources
-               keeps the registration; a bad config emits an Event and keeps the old state
+               keeps the registration; a bad config emits an Event and keeps the old state;
+               an Xid gives a GPUUnhealthy Event on the Node
 """
 
 import argparse
@@ -512,6 +513,20 @@ def s_node_config(ctx):
     if annotation() != "ts-quiet":
         raise Fail(f"annotation {annotation()} after a rejected config")
     print("  the running state kept: capacity and annotation unchanged")
+
+    # A health transition is an Event on the Node too.
+    uuid = ctx["uuids"][1]
+    fd = wait("the simulator's control FIFO open in the plugin",
+              lambda: _open_fifo(os.path.join(A.state, "driver", "run", "ctl")))
+    os.write(fd, f"xid {uuid} 32\n".encode())
+    os.close(fd)
+
+    def unhealthy():
+        ev = kjson("get", "events", "-n", "default", "--field-selector",
+                   f"involvedObject.name={NODE},reason=GPUUnhealthy")["items"]
+        return [e for e in ev if uuid in e.get("message", "")]
+    ev = wait(f"Event GPUUnhealthy for {uuid}", unhealthy)
+    print(f"  Event {ev[0]['type']} {ev[0]['reason']}: {ev[0]['message'][:200]}")
     kubectl("label", "node", NODE, "nvidia.com/device-plugin.config-")
 
 
