@@ -4,6 +4,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "cluster/cluster-evcache.h"
 #include "cluster/cluster.h"
@@ -19,6 +20,8 @@ struct cluster {
     struct kube *kube;              /* NULL: no feature needed it yet, or it could not start */
     bool kube_failed;               /* kube_new failed (logged once) */
     char *kubeconfig;               /* NULL: in-cluster */
+    double qps;                     /* --kube-api-qps, --kube-api-burst */
+    uint32_t burst;
     cluster_apply_fn apply;
     void *userdata;
 

@@ -24,7 +24,11 @@ struct kube *cluster_kube(struct cluster *c)
 {
     if (c->kube)
         return c->kube;
-    const struct kube_options o = { .kubeconfig = c->kubeconfig };
+    const struct kube_options o = {
+        .kubeconfig = c->kubeconfig,
+        .qps = c->qps,
+        .burst = c->burst,
+    };
     struct error err = { 0 };
     if (c->kube_failed)
         return NULL;
@@ -300,6 +304,8 @@ struct cluster *cluster_new(struct loop *l, const struct config *cfg,
     c->userdata = userdata;
     c->inotify_fd = -1;
     c->kubeconfig = dup_nonempty(k->kubeconfig);
+    c->qps = k->kube_api_qps;
+    c->burst = k->kube_api_burst > 0 ? (uint32_t)k->kube_api_burst : 0;
     c->node = dup_nonempty(k->node_name);
     c->ns = xstrdup(k->namespace && *k->namespace ? k->namespace : "default");
     c->pod = dup_nonempty(k->pod_name);

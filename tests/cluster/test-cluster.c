@@ -68,6 +68,7 @@ static void test_select(void)
     CHECK(symlink("..data/ts", "cm/ts") == 0);
     CHECK(symlink("..data/gone", "cm/dangling") == 0);
     mkdir("cm/subdir", 0755);
+    write_file("cm/..stray", "a file of the mount's machinery\n");
 
     char **names = NULL;
     struct error err = { 0 };
