@@ -177,7 +177,10 @@ def chart_values(config=None, **more):
     if isinstance(config, dict):
         v["config"] = config
     elif config:
+        # One config for every node, no API access (this cluster's pods cannot reach the
+        # API server without render_chart_api).
         v["config"] = {"map": {"default": config}}
+        v["configSelection"] = "static"
     v.update(more)
     return v
 
