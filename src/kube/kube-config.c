@@ -39,7 +39,9 @@ void kube_creds_clear(struct kube_creds *c)
 static int read_bounded(const char *path, char **out, size_t *len, struct stat *st,
                         struct error *err)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO or device named as a credential file fails the regular-file
+     * check below instead of blocking the loop in open(). */
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return error_set(err, -errno, "%s: %s", path, strerror(errno));
     struct stat sb;

@@ -29,6 +29,8 @@ struct loop_timer;
  * resourceVersion) and is dropped as dead when silent this long past that. */
 #define KUBE_WATCH_TIMEOUT_S 300u
 #define KUBE_WATCH_SILENCE_MARGIN_MS 60000u
+/* The silence after which a watch is dropped (tests shorten it). */
+extern unsigned kube_watch_silence_ms;
 /* The token file is looked at before a request at most this often. */
 #define KUBE_TOKEN_CHECK_MS 1000u
 /* Caps on what a kubeconfig or credential file may be. */
@@ -166,6 +168,9 @@ struct kube {
 };
 
 /* kube-conn.c */
+/* A random point in the upper half of [0, ms]: backoff that clients restarted together
+ * do not follow in lockstep. */
+uint64_t kube_jitter(unsigned ms);
 /* TLS material from the credentials (CA, client certificate and key); no socket yet. */
 int kube_conn_init(struct kube *k, struct error *err);
 void kube_conn_free(struct kube *k);
@@ -197,6 +202,9 @@ void kube_req_fail(struct kube_req *r, int err);
 
 /* kube-watch.c: stop every watch (kube_free). */
 void kube_watches_free(struct kube *k);
+
+/* kube-names.c: the RBAC line of a 403, once per (verb, group, resource) per client. */
+void kube_log_forbidden(struct kube *k, enum kube_method m, const char *path, json_t *body);
 
 /* "get", "list", "watch", "create", "update", "patch", "delete", "deletecollection". */
 const char *kube_verb(enum kube_method m, const char *path);

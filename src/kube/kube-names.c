@@ -1,7 +1,9 @@
-/* Pure naming helpers of the API client: which RBAC verb and resource a request needs
- * (for the 403 line), the Status message of a response, percent-escaping. */
+/* Naming helpers of the API client: which RBAC verb and resource a request needs and the
+ * 403 line that says so (once per verb and resource), the Status message of a response,
+ * percent-escaping. */
 #include <stdio.h>
 
+#include "core/log.h"
 #include "core/macro.h"
 #include "kube/kube-internal.h"
 
@@ -100,4 +102,23 @@ char *kube_escape(const char *s)
     }
     *p = '\0';
     return out;
+}
+
+void kube_log_forbidden(struct kube *k, enum kube_method m, const char *path, json_t *body)
+{
+    char res[128], group[128];
+    kube_path_resource(path, res, sizeof(res), group, sizeof(group));
+    const char *verb = kube_verb(m, path);
+    _cleanup_free_ char *key = xasprintf("%s %s %s", verb, group, res);
+    for (size_t i = 0; i < k->n_forbidden; i++)
+        if (streq(k->forbidden_logged[i], key))
+            return;
+    k->forbidden_logged = grow_array(k->forbidden_logged, &k->alloc_forbidden, k->n_forbidden + 1,
+                                     sizeof(char *));
+    k->forbidden_logged[k->n_forbidden++] = TAKE_PTR(key);
+    const char *msg = kube_status_message(body);
+    size_t plen = strcspn(path, "?");
+    log_error("kube: RBAC: forbidden to %s %s (%.*s): grant verb \"%s\" on resource \"%s\"%s%s%s%s%s",
+              verb, res, (int)plen, path, verb, res, *group ? " in API group \"" : "", group,
+              *group ? "\"" : "", msg ? ": " : "", msg ? msg : "");
 }

@@ -31,6 +31,8 @@ struct kube_watch {
     char *last_error;
 };
 
+unsigned kube_watch_silence_ms = KUBE_WATCH_TIMEOUT_S * 1000u + KUBE_WATCH_SILENCE_MARGIN_MS;
+
 static void start_list(struct kube_watch *w);
 static void start_watch(struct kube_watch *w);
 
@@ -132,8 +134,8 @@ static void fail(struct kube_watch *w, const char *fmt, ...)
         log_warning("kube: watch %s: %s; retrying with backoff", w->collection, why);
         set_str(&w->last_error, why);
     }
-    w->retry_timer = loop_timer_add(w->k->loop, w->backoff_ms / 2 + (uint64_t)random() % (w->backoff_ms / 2 + 1),
-                                    retry_cb, w);
+    loop_timer_cancel(w->k->loop, w->retry_timer);
+    w->retry_timer = loop_timer_add(w->k->loop, kube_jitter(w->backoff_ms), retry_cb, w);
 }
 
 static char *status_text(int status, json_t *body)
@@ -230,6 +232,16 @@ static void start_list(struct kube_watch *w)
 
 static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata);
 
+/* Stop reading the current stream (from inside its chunk hook too: the request is freed
+ * once the hook returns). */
+static void end_stream(struct kube_watch *w)
+{
+    kube_request_cancel(w->req);
+    w->req = NULL;
+    loop_timer_cancel(w->k->loop, w->silence_timer);
+    w->silence_timer = NULL;
+}
+
 static void arm_silence(struct kube_watch *w, uint64_t ms)
 {
     w->silence_timer = loop_timer_add(w->k->loop, ms, silence_cb, w);
@@ -238,7 +250,7 @@ static void arm_silence(struct kube_watch *w, uint64_t ms)
 static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct kube_watch *w = userdata;
-    uint64_t limit = KUBE_WATCH_TIMEOUT_S * 1000ull + KUBE_WATCH_SILENCE_MARGIN_MS;
+    uint64_t limit = kube_watch_silence_ms;
     uint64_t quiet = loop_now_ms() - w->last_data_ms;
     w->silence_timer = NULL;
     if (!w->req)
@@ -259,8 +271,7 @@ static bool handle_line(struct kube_watch *w, const char *line, size_t len)
     const char *type;
     struct error err = { 0 };
     if (kube_watch_parse_line(line, len, &ev, &type, &obj, &err) < 0) {
-        kube_request_cancel(w->req);
-        w->req = NULL;
+        end_stream(w);
         fail(w, "%s", err.msg);
         return false;
     }
@@ -268,8 +279,7 @@ static bool handle_line(struct kube_watch *w, const char *line, size_t len)
     const char *rv = meta_str(obj, "resourceVersion");
     if (streq(type, "ERROR")) {
         json_t *code = json_object_get(obj, "code");
-        kube_request_cancel(w->req);
-        w->req = NULL;
+        end_stream(w);
         go_on = false;
         if (json_integer_value(code) == 410) {
             log_info("kube: watch %s: resourceVersion %s is gone (410): relisting", w->collection,
@@ -338,6 +348,12 @@ static void watch_done(struct kube *k, int status, json_t *body, void *userdata)
         start_list(w);
         return;
     }
+    if (status == -ESHUTDOWN) {
+        log_info("kube: watch %s: the server is going away; resuming from resourceVersion %s on a new connection",
+                 w->collection, w->rv);
+        start_watch(w);
+        return;
+    }
     /* A stream the server ended after its timeout resumes at once; one that ends right
      * away again and again (or fails) backs off. */
     if (status == 200 && loop_now_ms() - w->started_ms >= 1000) {
@@ -357,7 +373,8 @@ static void start_watch(struct kube_watch *w)
     w->req = kube_req_new(w->k, KUBE_GET, path, NULL, watch_done, w);
     kube_req_set_stream(w->req, watch_chunk, w->k->max_response);
     w->started_ms = w->last_data_ms = loop_now_ms();
-    arm_silence(w, KUBE_WATCH_TIMEOUT_S * 1000ull + KUBE_WATCH_SILENCE_MARGIN_MS);
+    loop_timer_cancel(w->k->loop, w->silence_timer);
+    arm_silence(w, kube_watch_silence_ms);
     kube_req_submit(w->req);
 }
 

@@ -1,6 +1,6 @@
 /* The API client's requests: the queue (rate limited like client-go's token bucket),
  * HTTP/2 streams on the one connection, deadlines, the response size cap, the token
- * re-read and single retry on 401, the once-per-(verb, resource) RBAC line on 403, and
+ * re-read and single retry on 401, the RBAC line on 403 (worded in kube-names.c), and
  * calling back exactly once, always from the loop. */
 #include <math.h>
 #include <stdio.h>
@@ -117,25 +117,6 @@ static void req_free(struct kube_req *r)
 
 /* ------------------------------------------------------------------ outcome */
 
-static void log_forbidden(struct kube *k, struct kube_req *r, json_t *body)
-{
-    char res[128], group[128];
-    kube_path_resource(r->path, res, sizeof(res), group, sizeof(group));
-    const char *verb = kube_verb(r->method, r->path);
-    _cleanup_free_ char *key = xasprintf("%s %s %s", verb, group, res);
-    for (size_t i = 0; i < k->n_forbidden; i++)
-        if (streq(k->forbidden_logged[i], key))
-            return;
-    k->forbidden_logged = grow_array(k->forbidden_logged, &k->alloc_forbidden, k->n_forbidden + 1,
-                                     sizeof(char *));
-    k->forbidden_logged[k->n_forbidden++] = TAKE_PTR(key);
-    const char *msg = kube_status_message(body);
-    size_t plen = strcspn(r->path, "?");
-    log_error("kube: RBAC: forbidden to %s %s (%.*s): grant verb \"%s\" on resource \"%s\"%s%s%s%s%s",
-              verb, res, (int)plen, r->path, verb, res, *group ? " in API group \"" : "", group,
-              *group ? "\"" : "", msg ? ": " : "", msg ? msg : "");
-}
-
 /* The request is finished (or must be retried): call back once, or requeue. */
 static void conclude(struct kube *k, struct kube_req *r)
 {
@@ -173,7 +154,7 @@ static void conclude(struct kube *k, struct kube_req *r)
     if (r->len > 0 && (!r->chunk || status != 200))
         body = json_loadb((const char *)r->buf, r->len, JSON_DECODE_ANY, NULL);
     if (status == 403)
-        log_forbidden(k, r, body);
+        kube_log_forbidden(k, r->method, r->path, body);
     r->ready = false;
     if (r->done)
         r->done(k, status, body, r->userdata);
@@ -297,6 +278,23 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
     return 0;
 }
 
+/* A GOAWAY: the server is shutting down (or rebalancing) and takes no new streams here.
+ * Unary requests it already has get their answers; watch streams would keep this
+ * connection (and every request queued behind it) open until the server gives up on
+ * them, so they end now with -ESHUTDOWN and resume on a new connection. */
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
+{
+    struct kube *k = ud;
+    if (frame->hd.type != NGHTTP2_GOAWAY)
+        return 0;
+    for (struct kube_req *r = k->active, *next; r; r = next) {
+        next = r->next;
+        if (r->chunk)
+            kube_req_fail(r, -ESHUTDOWN);
+    }
+    return 0;
+}
+
 static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
@@ -318,6 +316,7 @@ nghttp2_session_callbacks *kube_h2_callbacks(void)
         nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_close);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     }
     return cbs;
 }

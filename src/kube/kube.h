@@ -51,7 +51,8 @@ struct kube_options {
  * and re-opened with capped backoff when it drops). Returns 0 or -errno with err
  * naming the file or variable at fault. */
 int kube_new(struct loop *l, const struct kube_options *o, struct kube **out, struct error *err);
-/* Cancels every request and watch without calling their callbacks. NULL is ignored. */
+/* Cancels every request and watch without calling their callbacks. NULL is ignored.
+ * Not from inside one of this client's callbacks. */
 void kube_free(struct kube *k);
 
 enum kube_method {

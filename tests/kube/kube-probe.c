@@ -7,7 +7,7 @@
  *   quit (or end of stdin)
  *
  *   kube-probe [--kubeconfig F] [--sa-dir D] [--timeout-ms N] [--max-bytes N]
- *              [--qps Q] [--burst B] [options]
+ *              [--qps Q] [--burst B] [--watch-silence-ms N] [options]
  * `options` prints the effective options (the defaults when none are given) and exits. */
 #include <fcntl.h>
 #include <getopt.h>
@@ -140,6 +140,7 @@ int main(int argc, char **argv)
         { "kubeconfig", required_argument, NULL, 'k' }, { "sa-dir", required_argument, NULL, 's' },
         { "timeout-ms", required_argument, NULL, 't' }, { "max-bytes", required_argument, NULL, 'm' },
         { "qps", required_argument, NULL, 'q' },        { "burst", required_argument, NULL, 'b' },
+        { "watch-silence-ms", required_argument, NULL, 'w' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -151,6 +152,7 @@ int main(int argc, char **argv)
         case 'm': o.max_response_bytes = strtoul(optarg, NULL, 10); break;
         case 'q': o.qps = strtod(optarg, NULL); break;
         case 'b': o.burst = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'w': kube_watch_silence_ms = (unsigned)strtoul(optarg, NULL, 10); break;
         default: return 2;
         }
     }
@@ -163,8 +165,8 @@ int main(int argc, char **argv)
         return 1;
     }
     if (optind < argc && streq(argv[optind], "options")) {
-        out("request_timeout_ms %u\nmax_response_bytes %zu\nqps %g\nburst %u\n", kube->timeout_ms,
-            kube->max_response, kube->qps, kube->burst);
+        out("request_timeout_ms %u\nmax_response_bytes %zu\nqps %g\nburst %u\nwatch_silence_ms %u\n",
+            kube->timeout_ms, kube->max_response, kube->qps, kube->burst, kube_watch_silence_ms);
         kube_free(kube);
         loop_free(loop);
         return 0;

@@ -15,7 +15,7 @@ class LineProc:
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, bufsize=1, **kw)
         self.lines, self.errlines = queue.Queue(), []
-        self.seen = []
+        self.seen, self.pending = [], []
         self.threads = [
             threading.Thread(target=self._pump, args=(self.p.stdout, self.lines.put), daemon=True),
             threading.Thread(target=self._pump, args=(self.p.stderr, self.errlines.append),
@@ -33,8 +33,15 @@ class LineProc:
         self.p.stdin.flush()
 
     def expect(self, pattern, timeout=WAIT):
-        """The next output line matching pattern (earlier lines are kept in self.seen)."""
+        """The first output line not taken yet that matches pattern. Lines skipped stay
+        for later calls (an event may come before the reply that is waited for); every
+        line is in self.seen."""
         rx = re.compile(pattern)
+        for i, line in enumerate(self.pending):
+            m = rx.search(line)
+            if m:
+                del self.pending[i]
+                return m
         end = time.monotonic() + timeout
         while True:
             left = end - time.monotonic()
@@ -49,6 +56,7 @@ class LineProc:
             m = rx.search(line)
             if m:
                 return m
+            self.pending.append(line)
 
     def stderr_has(self, pattern, timeout=WAIT):
         rx = re.compile(pattern)

@@ -135,6 +135,12 @@ static void test_kubeconfig(void)
         CHECK_STR_CONTAINS(err.msg, cases[i][1]);
         kube_creds_clear(&c);
     }
+    /* A FIFO named as a credential file is refused at once, not waited on. */
+    char fifo[128];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    check_bad("{server: \"https://h\", certificate-authority: fifo}", "{token: a}", "fifo: not a regular file");
+
     snprintf(err.msg, sizeof(err.msg), "%s", "");
     CHECK(load("/nonexistent/kubeconfig", &c, &err) == -ENOENT);
     CHECK_STR_CONTAINS(err.msg, "/nonexistent/kubeconfig");

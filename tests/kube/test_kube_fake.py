@@ -21,6 +21,7 @@ class Base(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="kube-fake-")
         self.srv = kt.LineProc([FAKE, self.dir])
+        self.h2c_port = int(self.srv.expect(r"^h2c (\d+)$").group(1))
         self.port = int(self.srv.expect(r"^listening (\d+)$").group(1))
         self.url = "https://127.0.0.1:%d" % self.port
         self.ca = os.path.join(self.dir, "ca.crt")
@@ -30,10 +31,12 @@ class Base(unittest.TestCase):
         self.probes = []
 
     def tearDown(self):
-        for p in self.probes:
-            p.stop()
+        # The probe exits 0 only if it shut down cleanly (and, in a sanitizer build,
+        # without a leak or memory error).
+        codes = [p.stop() for p in self.probes]
         self.srv.stop()
         shutil.rmtree(self.dir)
+        self.assertEqual(codes, [0] * len(codes), [p.errlines[-5:] for p in self.probes])
 
     def cmd(self, line):
         self.srv.send(line)
@@ -107,6 +110,7 @@ class Requests(Base):
         self.assertEqual(out.expect(r"^max_response_bytes (\d+)$").group(1), str(4 << 20))
         self.assertEqual(out.expect(r"^qps (\S+)$").group(1), "5")
         self.assertEqual(out.expect(r"^burst (\d+)$").group(1), "10")
+        self.assertEqual(out.expect(r"^watch_silence_ms (\d+)$").group(1), "360000")
         self.assertEqual(out.stop(), 0)
 
     def test_oversize_response_is_emsgsize(self):
@@ -145,6 +149,20 @@ class Requests(Base):
         self.probes.append(p)
         self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
         self.server_req(r"GET /api/v1/nodes Bearer tok1 ")
+
+    def test_rate_limit_holds_requests(self):
+        # One token, refilled every 100 s: the second request waits in the client for a
+        # token until its (shortened) deadline, and never reaches the server.
+        p = self.probe("--qps", "0.01", "--burst", "1", "--timeout-ms", "1000")
+        self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
+        self.assertEqual(p.request("GET", "/api/v1/nodes/n1")[0], -errno.ETIMEDOUT)
+        self.cmd("add n2")  # the server has logged every request it got before this
+        self.assertFalse([l for l in self.srv.seen + self.srv.pending if "/api/v1/nodes/n1" in l])
+
+    def test_h2c_prior_knowledge(self):
+        p = self.probe(server="http://127.0.0.1:%d" % self.h2c_port, ca=None, token="tok1")
+        self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
+        self.server_req(r"GET /api/v1/nodes Bearer tok1 .* proto=HTTP/2.0$")
 
     def test_401_without_a_token_file_is_returned(self):
         p = self.probe(token="wrong")
@@ -271,6 +289,37 @@ class Watch(Base):
         p.expect(r"^event ADDED /n2 103$")
         lists = [l for l in self.srv.seen if re.match(r"req GET /api/v1/nodes\?limit=", l)]
         self.assertEqual(len(lists), 1, "resumed, not relisted")
+
+    def test_graceful_shutdown_ends_the_watch_and_resumes(self):
+        # The server's GOAWAY ends the watch stream at once (Shutdown waits for it), and
+        # the watch resumes from its resourceVersion on the next server, no relist.
+        self.cmd("add n1")
+        p = self.start()
+        p.expect(r"^event SYNCED$")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&")
+        self.cmd("shutdown")
+        self.cmd("start")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&")
+        self.cmd("modify n1")
+        p.expect(r"^event MODIFIED /n1 102$")
+        self.assertEqual(sum("SYNCED" in l for l in p.seen), 1)
+
+    def test_silent_watch_is_dropped_and_resumed(self):
+        # Waits on exactly the silence limit: shortened (the default, 300 s asked of the
+        # server + 60 s, is checked in test_default_deadline_is_10_s).
+        self.cmd("add n1")
+        p = self.probe("--watch-silence-ms", "1500")
+        p.send("watch /api/v1/nodes")
+        p.expect(r"^event SYNCED$")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&")
+        self.cmd("mute")
+        self.cmd("modify n1")  # held back (or sent just before the mute took effect)
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=10[12]&")
+        p.stderr_has(r"watch from resourceVersion 10[12]: Connection timed out")
+        self.cmd("unmute")
+        self.cmd("modify n1")
+        p.expect(r"^event MODIFIED /n1 102$")
+        p.expect(r"^event MODIFIED /n1 103$")
 
     def test_field_selector(self):
         self.cmd("add n1")

@@ -5,12 +5,13 @@
 // bodies, token rotation, dropped connections, a stopped or restarted listener.
 //
 // usage: fake-apiserver DIR   (writes DIR/ca.crt, DIR/client.crt, DIR/client.key)
-// stdout: "listening PORT", then one "req METHOD URI AUTH" line per request and "ok" per
+// stdout: "h2c PORT" (plain HTTP/2), "listening PORT" (TLS), then one "req METHOD URI AUTH" line per request and "ok" per
 // command. stdin: one command per line (see command()).
 package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -29,6 +30,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
 )
 
 type event struct {
@@ -44,6 +48,7 @@ type server struct {
 	history   []event
 	compacted int // watches from an RV below this get 410
 	gone410   string
+	muted     bool // watch streams send nothing (a silent, half-dead server)
 	tokens    map[string]bool
 	forbid    map[string]bool // HTTP methods answered 403
 	watchers  map[chan event]bool
@@ -186,9 +191,20 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		end = time.After(time.Duration(timeout) * time.Second)
 	}
 	enc := json.NewEncoder(w)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for {
+		// Muted: events wait in the channel (nothing is lost, nothing is sent).
+		s.mu.Lock()
+		in := ch
+		if s.muted {
+			in = nil
+		}
+		s.mu.Unlock()
 		select {
-		case e := <-ch:
+		case <-tick.C:
+			continue
+		case e := <-in:
 			if e.typ != "BOOKMARK" && !matches(sel, e.node) {
 				continue
 			}
@@ -362,6 +378,10 @@ func (s *server) command(line string) {
 		s.history = nil
 		s.compacted = s.rv + 1
 		s.mu.Unlock()
+	case "mute", "unmute":
+		s.mu.Lock()
+		s.muted = f[0] == "mute"
+		s.mu.Unlock()
 	case "gone410":
 		s.mu.Lock()
 		s.gone410 = arg
@@ -390,6 +410,10 @@ func (s *server) command(line string) {
 		s.dropConns()
 	case "stop":
 		s.stop()
+	case "shutdown":
+		// Graceful, as kube-apiserver on SIGTERM: GOAWAY, then wait (without a limit)
+		// for the streams in flight to end.
+		s.srv.Shutdown(context.Background())
 	case "start":
 		s.serve()
 	}
@@ -410,6 +434,13 @@ func main() {
 			ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool},
 	}
 	s.serve()
+	// Plain HTTP/2 with prior knowledge (h2c) on a second port: same handler.
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go (&http.Server{Handler: h2c.NewHandler(s, &http2.Server{})}).Serve(hl)
+	s.say("h2c %d", hl.Addr().(*net.TCPAddr).Port)
 	s.say("listening %d", s.port)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
