@@ -210,7 +210,9 @@ class Labels(harness.PluginTestCase):
         self.assertIn("invalid --sleep-interval \"soon\"", r.stderr)
         self.start_kubelet()
         p = self.start_plugin(["--sleep-interval=infinite"])
-        p.wait_log("--sleep-interval is accepted for compatibility")
+        at, _ = p.wait_log("--sleep-interval is accepted for compatibility")
+        # serving (signals handled) before the teardown stops it
+        p.wait_log(harness.REGISTERED_LINE, start=at)
 
 
 if __name__ == "__main__":
