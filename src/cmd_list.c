@@ -103,7 +103,11 @@ static void pick_config(struct config *cfg, int argc, char **argv, struct cluste
     }
     struct config *c = xcalloc(1, sizeof(*c));
     struct config_command cmd = { 0 };
-    if (config_load_with_file(c, argc, argv, environ, &cmd, s->path ? s->path : "", &err) != 0) {
+    int r = config_load_with_file(c, argc, argv, environ, &cmd, s->path ? s->path : "", &err);
+    config_command_free(&cmd); /* list's own arguments: main parsed them already */
+    if (r != 0) {
+        if (r > 0) /* --help / --version: main has handled those already */
+            error_set(&err, -EINVAL, "unexpected --help/--version");
         _cleanup_free_ char *desc = cluster_selection_describe(s, k->config_node_label, false);
         log_warning("Config %s rejected: %s; listing the configuration of the flags, "
                     "environment and --config-file",
@@ -112,7 +116,6 @@ static void pick_config(struct config *cfg, int argc, char **argv, struct cluste
         config_freep(&c);
         return;
     }
-    config_command_free(&cmd);
     *out = c;
     *lc = (struct list_config){
         .name = s->name ? s->name : "",

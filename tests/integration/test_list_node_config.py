@@ -112,6 +112,24 @@ class ListNodeConfig(harness.PluginTestCase):
                                          "(node label %s=bad) rejected: " % KEY), first)
         self.assertIn("migStrategy", first)
 
+    def test_serve_and_list_say_the_same(self):
+        """serve's log line, its annotations and `list` describe the selection in the same
+        words (cluster_selection_describe)."""
+        self.cmd("label n1 %s=ts" % KEY)
+        self.start_kubelet()
+        p = self.start_plugin(["--kubeconfig", self.kubeconfig, "--node-name", "n1",
+                               "--config-dir", self.configs, "--events=false"],
+                              extra_env={"GDP_SYSFS_ROOT": self.sys_root})
+        _, line = p.wait_log("Applied per-node config ")
+        served = line.split("Applied per-node config ", 1)[1]
+        self.assertEqual(served, "ts (node label %s=ts)" % KEY, line)
+        patch = json.loads(self.srv.expect(r"^patch n1 (.*)$").group(1))
+        self.assertEqual(patch["metadata"]["annotations"], {
+            "gpu-device-plugin.github.io/config": "ts",
+            "gpu-device-plugin.github.io/config-source": "node label %s=ts" % KEY}, patch)
+        r = self.list()
+        self.assertEqual(r.stdout.splitlines()[0], "Config: " + served, r.stdout)
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):

@@ -5,8 +5,8 @@
 // bodies, token rotation, dropped connections, a stopped or restarted listener.
 //
 // usage: fake-apiserver DIR   (writes DIR/ca.crt, DIR/client.crt, DIR/client.key)
-// stdout: "h2c PORT" (plain HTTP/2), "listening PORT" (TLS), then one "req METHOD URI AUTH" line per request and "ok" per
-// command. stdin: one command per line (see command()).
+// stdout: "h2c PORT" (plain HTTP/2), "listening PORT" (TLS), then one "req METHOD URI AUTH" line per request
+// (and "patch NAME BODY" per Node PATCH) and "ok" per command. stdin: one command per line (see command()).
 package main
 
 import (
@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -261,6 +262,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case strings.HasPrefix(p, "/api/v1/nodes/"):
 		name := strings.TrimPrefix(p, "/api/v1/nodes/")
+		if r.Method == "PATCH" {
+			// The body on a line of its own ("patch NAME BODY"), for tests of what a
+			// patch says; the stored Node is not merged with it.
+			b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			s.say("patch %s %s", name, strings.ReplaceAll(string(b), "\n", " "))
+		}
 		s.mu.Lock()
 		n, found := s.nodes[name]
 		var body []byte
