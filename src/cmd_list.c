@@ -1,10 +1,14 @@
 /* `gpu-device-plugin list`: build the node state exactly as serve mode does
  * (daemon/node-state.c: same discovery, IMEX selection, resources), print what is
- * advertised, without any kubelet. Health comes from the running plugin when one serves
+ * advertised, without any kubelet. With per-node configuration on, the configuration is
+ * the one serve would select now (cluster_config_select_now: the Node's label read once),
+ * and the listing says which. Health comes from the running plugin when one serves
  * the resource's socket (its live health and the reason), else from a one-shot probe of
  * each physical device through NVML. */
 #include <stdio.h>
 
+#include "cluster/cluster-select.h"
+#include "cluster/cluster.h"
 #include "commands.h"
 #include "core/log.h"
 #include "daemon/node-state.h"
@@ -66,7 +70,63 @@ static json_t *query_running(const struct config *cfg, const struct resource_set
     return live;
 }
 
-int cmd_list(struct config *cfg, const struct config_command *cmd)
+static void config_freep(struct config **c)
+{
+    if (*c) {
+        config_free(*c);
+        free(*c);
+    }
+}
+
+/* What to list: the per-node selection's config when per-node configuration is on and a
+ * config is selected and loads (then *out is it, to free), else cfg, as serve at start.
+ * lc's strings point into s, *why or cfg. */
+static void pick_config(struct config *cfg, int argc, char **argv, struct cluster_selection *s,
+                        char **why, struct config **out, struct list_config *lc)
+{
+    const struct config_cluster *k = &cfg->cluster;
+    struct error err = { 0 };
+    *lc = (struct list_config){ .how = "flags and --config-file", .file = cfg->config_file };
+    if (!cluster_config_on(k)) {
+        if (k->config_dir && *k->config_dir)
+            lc->note = *why = xasprintf("per-node config (--config-dir %s) off: no node name "
+                                        "(--node-name, NODE_NAME)",
+                                        k->config_dir);
+        return;
+    }
+    if (cluster_config_select_now(k, s, &err) < 0) {
+        log_warning("Per-node configuration: %s; listing the configuration of the flags, "
+                    "environment and --config-file",
+                    err.msg);
+        lc->note = *why = xasprintf("per-node config: %s", err.msg);
+        return;
+    }
+    struct config *c = xcalloc(1, sizeof(*c));
+    struct config_command cmd = { 0 };
+    int r = config_load_with_file(c, argc, argv, environ, &cmd, s->path ? s->path : "", &err);
+    config_command_free(&cmd); /* list's own arguments: main parsed them already */
+    if (r != 0) {
+        if (r > 0) /* --help / --version: main has handled those already */
+            error_set(&err, -EINVAL, "unexpected --help/--version");
+        _cleanup_free_ char *desc = cluster_selection_describe(s, k->config_node_label, false);
+        log_warning("Config %s rejected: %s; listing the configuration of the flags, "
+                    "environment and --config-file",
+                    desc, err.msg);
+        lc->note = *why = xasprintf("per-node config %s rejected: %s", desc, err.msg);
+        config_freep(&c);
+        return;
+    }
+    *out = c;
+    *lc = (struct list_config){
+        .name = s->name ? s->name : "",
+        .how = s->how,
+        .note = s->note,
+        .file = c->config_file,
+    };
+    lc->source = *why = cluster_selection_source(s, k->config_node_label);
+}
+
+int cmd_list(struct config *cfg, const struct config_command *cmd, int argc, char **argv)
 {
     bool json = false;
     for (size_t i = 0; i < cmd->n_args; i++) {
@@ -89,9 +149,21 @@ int cmd_list(struct config *cfg, const struct config_command *cmd)
         }
     }
 
+    struct cluster_selection sel = { 0 };
+    _cleanup_free_ char *why = NULL;
+    _cleanup_(config_freep) struct config *picked = NULL;
+    struct list_config lc;
+    pick_config(cfg, argc, argv, &sel, &why, &picked, &lc);
+    _cleanup_free_ char *desc =
+        picked ? cluster_selection_describe(&sel, cfg->cluster.config_node_label, true)
+               : xasprintf("%s%s%s%s", lc.how, lc.note ? " (" : "", lc.note ? lc.note : "",
+                           lc.note ? ")" : "");
+    lc.description = desc;
+
     struct error err = { 0 };
-    /* borrowed: main frees it (the build narrows its IMEX channels like serve's) */
-    struct node_state node = { .cfg = cfg };
+    /* borrowed: main (or picked) frees it (the build narrows its IMEX channels like
+     * serve's) */
+    struct node_state node = { .cfg = picked ? picked : cfg };
     struct node_state_options opt = { 0 };
     int rc = 1;
     if (node_state_build(&node, &opt, &err) < 0) {
@@ -100,12 +172,13 @@ int cmd_list(struct config *cfg, const struct config_command *cmd)
     }
     struct list_health lh = { .live = query_running(node.cfg, &node.rs) };
     if (json)
-        rc = list_print_json(stdout, &node.inv, &node.rs, list_health, &lh) < 0;
+        rc = list_print_json(stdout, &lc, &node.inv, &node.rs, list_health, &lh) < 0;
     else
-        rc = list_print_table(stdout, &node.inv, &node.rs, list_health, &lh) < 0;
+        rc = list_print_table(stdout, &lc, &node.inv, &node.rs, list_health, &lh) < 0;
     json_decref(lh.live);
 out:
     node.cfg = NULL;
     node_state_clear(&node);
+    cluster_selection_clear(&sel);
     return rc;
 }

@@ -35,7 +35,7 @@ static void config_freep(struct config **c)
 static struct config *load(struct serve *s, const char *file, struct error *err)
 {
     _cleanup_(config_freep) struct config *cfg = xcalloc(1, sizeof(*cfg));
-    int r = file ? config_load_with_file(cfg, s->argc, s->argv, environ, file, err)
+    int r = file ? config_load_with_file(cfg, s->argc, s->argv, environ, NULL, file, err)
                  : config_load(cfg, s->argc, s->argv, environ, NULL, err);
     if (r > 0)
         error_set(err, -EINVAL, "unexpected --help/--version");

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
         return cmd_serve(cfg, argc, argv); /* takes cfg */
     }
     if (streq(cmd.name, "list"))
-        rc = cmd_list(cfg, &cmd);
+        rc = cmd_list(cfg, &cmd, argc, argv);
     else if (streq(cmd.name, "labels"))
         rc = cmd_labels(cfg, &cmd);
     else if (streq(cmd.name, "config"))

@@ -19,9 +19,8 @@ struct cluster {
     struct loop *loop;
     struct kube *kube;              /* NULL: no feature needed it yet, or it could not start */
     bool kube_failed;               /* kube_new failed (logged once) */
-    char *kubeconfig;               /* NULL: in-cluster */
-    double qps;                     /* --kube-api-qps, --kube-api-burst */
-    uint32_t burst;
+    struct config_cluster kube_cfg; /* for cluster_kube_new(): kubeconfig (owned; NULL:
+                                     * in-cluster), kube_api_qps, kube_api_burst only */
     cluster_apply_fn apply;
     void *userdata;
 
@@ -39,6 +38,7 @@ struct cluster {
     bool label_known;               /* the watch delivered the Node once */
     char *label;                    /* its value; NULL: absent */
     char *annotation;               /* CLUSTER_CONFIG_ANNOTATION on the Node; NULL: none */
+    char *annotation_source;        /* CLUSTER_CONFIG_SOURCE_ANNOTATION; NULL: none */
     bool applied_once;
     char *applied_path;             /* what the last successful apply got (NULL, "" or a file) */
     char *applied_content;

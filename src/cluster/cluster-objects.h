@@ -13,6 +13,9 @@
 #define CLUSTER_OWNED_LABELS_ANNOTATION "gpu-device-plugin.github.io/owned-labels"
 /* The per-node config applied on this node ("" for the empty config). */
 #define CLUSTER_CONFIG_ANNOTATION "gpu-device-plugin.github.io/config"
+/* How it was chosen, in cluster_selection_source()'s words ("node label
+ * nvidia.com/device-plugin.config=ts", "default", "fallback named", ...). */
+#define CLUSTER_CONFIG_SOURCE_ANNOTATION "gpu-device-plugin.github.io/config-source"
 
 #define CLUSTER_NODEFEATURE_GROUP_VERSION "nfd.k8s-sigs.io/v1alpha1"
 #define CLUSTER_NODEFEATURE_NODE_LABEL "nfd.node.kubernetes.io/node-name"

@@ -148,3 +148,19 @@ void cluster_selection_clear(struct cluster_selection *s)
     free(s->note);
     *s = (struct cluster_selection){ 0 };
 }
+
+char *cluster_selection_source(const struct cluster_selection *s, const char *label_key)
+{
+    if (s->name && s->how && streq(s->how, "node label"))
+        return xasprintf("node label %s=%s", label_key, s->name);
+    return xstrdup(s->how ? s->how : "");
+}
+
+char *cluster_selection_describe(const struct cluster_selection *s, const char *label_key,
+                                 bool with_note)
+{
+    _cleanup_free_ char *source = cluster_selection_source(s, label_key);
+    bool note = with_note && s->note && *s->note;
+    return xasprintf("%s (%s%s%s)", s->name ? s->name : "(empty config)", source,
+                     note ? "; " : "", note ? s->note : "");
+}

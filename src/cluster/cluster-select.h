@@ -40,3 +40,13 @@ int cluster_select_config(const char *dir, const char *label, const char *label_
                           const char *default_name, char *const *fallbacks,
                           struct cluster_selection *out, struct error *err);
 void cluster_selection_clear(struct cluster_selection *s);
+
+/* How a selection came about, in the words serve's log, the Node annotation and `list`
+ * all use: "node label <label_key>=<name>" for a label's pick, else s->how ("default",
+ * "fallback named", ...). The note is not part of it. Returns malloc'd. */
+char *cluster_selection_source(const struct cluster_selection *s, const char *label_key);
+/* The one-line description: "<name> (<source>)", or "<name> (<source>; <note>)" when
+ * with_note and there is a note; the empty config is named "(empty config)". Returns
+ * malloc'd. */
+char *cluster_selection_describe(const struct cluster_selection *s, const char *label_key,
+                                 bool with_note);

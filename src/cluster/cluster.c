@@ -20,19 +20,30 @@ static char *dup_nonempty(const char *s)
     return s && *s ? xstrdup(s) : NULL;
 }
 
+int cluster_kube_new(struct loop *l, const struct config_cluster *k, struct kube **out,
+                     struct error *err)
+{
+    const struct kube_options o = {
+        .kubeconfig = k->kubeconfig && *k->kubeconfig ? k->kubeconfig : NULL,
+        .qps = k->kube_api_qps,
+        .burst = k->kube_api_burst > 0 ? (uint32_t)k->kube_api_burst : 0,
+    };
+    return kube_new(l, &o, out, err);
+}
+
+bool cluster_config_on(const struct config_cluster *k)
+{
+    return k->config_dir && *k->config_dir && k->node_name && *k->node_name;
+}
+
 struct kube *cluster_kube(struct cluster *c)
 {
     if (c->kube)
         return c->kube;
-    const struct kube_options o = {
-        .kubeconfig = c->kubeconfig,
-        .qps = c->qps,
-        .burst = c->burst,
-    };
     struct error err = { 0 };
     if (c->kube_failed)
         return NULL;
-    if (kube_new(c->loop, &o, &c->kube, &err) < 0) {
+    if (cluster_kube_new(c->loop, &c->kube_cfg, &c->kube, &err) < 0) {
         /* One line for the process: every API feature is off from here on. */
         log_error("Kubernetes API client unavailable: %s; node labels via the API, per-node "
                   "configuration and Events are off",
@@ -71,7 +82,7 @@ static int read_bounded(const char *path, char **out, size_t *len)
     return 0;
 }
 
-static void annotate(struct cluster *c, const char *name);
+static void annotate(struct cluster *c, const char *name, const char *source);
 
 /* Choose the config for the current label and directory and apply it if it differs
  * from the one applied (name or content). Refusals keep the running state. */
@@ -113,6 +124,9 @@ static void reselect(struct cluster *c)
     if (c->applied_once && streq_ptr(c->applied_path, path) && len == c->applied_len &&
         (len == 0 || memcmp(content, c->applied_content, len) == 0)) {
         log_debug("Per-node configuration \"%s\" unchanged", s.name ? s.name : "");
+        /* Same file, maybe chosen another way (a label naming the default). */
+        _cleanup_free_ char *source = cluster_selection_source(&s, c->label_key);
+        annotate(c, s.name ? s.name : "", source);
         cluster_selection_clear(&s);
         return;
     }
@@ -136,11 +150,12 @@ static void reselect(struct cluster *c)
     free(c->applied_content);
     c->applied_content = TAKE_PTR(content);
     c->applied_len = len;
-    log_info("Applied per-node config \"%s\" (%s%s%s)", s.name ? s.name : "(empty)", s.how,
-             c->label ? ": " : "", c->label ? c->label_key : "");
-    cluster_event(c, "Normal", "ConfigApplied", "config \"%s\" applied (%s)",
-                  s.name ? s.name : "", s.how);
-    annotate(c, s.name ? s.name : "");
+    /* The same words as `list` (cluster_selection_describe) and the annotations. */
+    _cleanup_free_ char *desc = cluster_selection_describe(&s, c->label_key, false);
+    _cleanup_free_ char *source = cluster_selection_source(&s, c->label_key);
+    log_info("Applied per-node config %s", desc);
+    cluster_event(c, "Normal", "ConfigApplied", "config %s applied", desc);
+    annotate(c, s.name ? s.name : "", source);
     cluster_selection_clear(&s);
 }
 
@@ -154,18 +169,21 @@ static void on_annotated(struct kube *k, int status, json_t *body, void *userdat
                     status < 0 ? -status : status);
 }
 
-/* The applied name on the Node, for `kubectl get node -o yaml` (NVIDIA's config-manager
- * exposes nothing). Only when it differs from what the Node already says. */
-static void annotate(struct cluster *c, const char *name)
+/* The applied name and how it was chosen on the Node, for `kubectl get node -o yaml`
+ * (NVIDIA's config-manager exposes nothing). Only when they differ from what the Node
+ * already says. */
+static void annotate(struct cluster *c, const char *name, const char *source)
 {
-    if (!c->label_known || streq_ptr(c->annotation, name))
+    if (!c->label_known ||
+        (streq_ptr(c->annotation, name) && streq_ptr(c->annotation_source, source)))
         return;
     struct kube *k = cluster_kube(c);
     if (!k)
         return;
     kube_request_cancel(c->annotate_req);
-    json_t *patch =
-        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", CLUSTER_CONFIG_ANNOTATION, name);
+    json_t *patch = json_pack("{s:{s:{s:s,s:s}}}", "metadata", "annotations",
+                              CLUSTER_CONFIG_ANNOTATION, name,
+                              CLUSTER_CONFIG_SOURCE_ANNOTATION, source);
     _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", c->node);
     struct error err = { 0 };
     c->annotate_req = kube_request(k, KUBE_PATCH_MERGE, path, patch, on_annotated, c, &err);
@@ -210,8 +228,15 @@ static void on_node(struct kube_watch *w, enum kube_watch_event ev, json_t *obj,
                           ? NULL
                           : json_string_value(json_object_get(json_object_get(meta, "annotations"),
                                                               CLUSTER_CONFIG_ANNOTATION));
+    const char *ann_source =
+        ev == KUBE_WATCH_DELETED
+            ? NULL
+            : json_string_value(json_object_get(json_object_get(meta, "annotations"),
+                                                CLUSTER_CONFIG_SOURCE_ANNOTATION));
     free(c->annotation);
     c->annotation = ann ? xstrdup(ann) : NULL;
+    free(c->annotation_source);
+    c->annotation_source = ann_source ? xstrdup(ann_source) : NULL;
     bool first = !c->label_known;
     c->label_known = true;
     if (!first && streq_ptr(c->label, value) && c->applied_once)
@@ -303,9 +328,9 @@ struct cluster *cluster_new(struct loop *l, const struct config *cfg,
     c->apply = apply;
     c->userdata = userdata;
     c->inotify_fd = -1;
-    c->kubeconfig = dup_nonempty(k->kubeconfig);
-    c->qps = k->kube_api_qps;
-    c->burst = k->kube_api_burst > 0 ? (uint32_t)k->kube_api_burst : 0;
+    c->kube_cfg.kubeconfig = dup_nonempty(k->kubeconfig);
+    c->kube_cfg.kube_api_qps = k->kube_api_qps;
+    c->kube_cfg.kube_api_burst = k->kube_api_burst;
     c->node = dup_nonempty(k->node_name);
     c->ns = xstrdup(k->namespace && *k->namespace ? k->namespace : "default");
     c->pod = dup_nonempty(k->pod_name);
@@ -322,7 +347,7 @@ struct cluster *cluster_new(struct loop *l, const struct config *cfg,
         c->labels_mode = CLUSTER_LABELS_OFF;
     }
     if (k->config_dir && *k->config_dir) {
-        if (!c->node) {
+        if (!cluster_config_on(k)) {
             log_error("Per-node configuration (--config-dir %s) needs the node name "
                       "(--node-name, NODE_NAME); serving the configuration of the flags, "
                       "environment and --config-file",
@@ -366,7 +391,7 @@ void cluster_free(struct cluster *c)
         loop_del_io(c->loop, c->inotify_fd);
         close(c->inotify_fd);
     }
-    free(c->kubeconfig);
+    free(c->kube_cfg.kubeconfig);
     free(c->node);
     free(c->ns);
     free(c->pod);
@@ -378,6 +403,7 @@ void cluster_free(struct cluster *c)
     free(c->fallbacks);
     free(c->label);
     free(c->annotation);
+    free(c->annotation_source);
     free(c->applied_path);
     free(c->applied_content);
     free(c);

@@ -20,6 +20,8 @@
 struct loop;
 struct labels;
 struct cluster;
+struct kube;
+struct cluster_selection;
 
 enum cluster_labels_mode {
     CLUSTER_LABELS_OFF,
@@ -54,6 +56,26 @@ void cluster_free(struct cluster *c);
 bool cluster_config_enabled(const struct cluster *c);
 void cluster_config_start(struct cluster *c);
 #define CLUSTER_CONFIG_WAIT_MS 10000u
+
+/* Per-node configuration is asked for and possible: --config-dir and a node name (without
+ * the name, cluster_new logs why it is off). The one test serve and `list` share. */
+bool cluster_config_on(const struct config_cluster *k);
+
+/* The per-node selection serve would make now, for one-shot commands (`list`): the
+ * Node read with one GET on a loop of its own (the API client's default deadline), then
+ * cluster_select_config() with serve's arguments. When the Node cannot be read (no
+ * client, no answer, an error status), one warning names the node and the error, and the
+ * selection is made without the label, as serve does after CLUSTER_CONFIG_WAIT_MS; the
+ * selection's note then says so. Only when cluster_config_on(k). Returns 0, or -errno
+ * from the selection itself (err says why; serve then runs the configuration of the
+ * flags, environment and --config-file). */
+int cluster_config_select_now(const struct config_cluster *k, struct cluster_selection *out,
+                              struct error *err);
+
+/* The API client for k's --kubeconfig (or in-cluster credentials), --kube-api-qps and
+ * --kube-api-burst: the one place serve's features and `list` create it. See kube_new. */
+int cluster_kube_new(struct loop *l, const struct config_cluster *k, struct kube **out,
+                     struct error *err);
 
 /* Labels are delivered somewhere (--gfd). */
 bool cluster_labels_enabled(const struct cluster *c);

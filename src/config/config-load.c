@@ -68,8 +68,16 @@ int config_load(struct config *out, int argc, char **argv, char **envp,
 }
 
 int config_load_with_file(struct config *out, int argc, char **argv, char **envp,
-                          const char *config_file, struct error *err)
+                          struct config_command *cmd, const char *config_file,
+                          struct error *err)
 {
     config_init_defaults(out);
-    return load(out, argc, argv, envp, NULL, config_file, err);
+    if (cmd) {
+        *cmd = (struct config_command){ 0 };
+        cmd->args = xcalloc(1, sizeof(char *));
+    }
+    int r = load(out, argc, argv, envp, cmd, config_file, err);
+    if (r < 0)
+        config_command_free(cmd);
+    return r;
 }

@@ -156,7 +156,8 @@ void config_print_help(FILE *f, const char *argv0)
             "Kubernetes device plugin for NVIDIA GPUs (drop-in for NVIDIA's "
             "k8s-device-plugin).\nPrecedence per setting: flag > environment > "
             "--config-file > default.\n\n"
-            "Commands: (none) serve; list [--output table|json]: what this node advertises; "
+            "Commands: (none) serve; list [--output table|json]: what this node advertises, "
+            "with the config serve would use (per-node config: the node label read once); "
             "labels: its GPU node labels (gpu-feature-discovery's); config print.\n",
             argv0 ? argv0 : "gpu-device-plugin");
     for (size_t g = 0; config_option_groups[g]; g++) {

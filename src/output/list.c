@@ -1,5 +1,6 @@
-/* `gpu-device-plugin list` output (see list.h): one row or JSON object per advertised
- * device, with its resource, memory, NUMA node and live health. */
+/* `gpu-device-plugin list` output (see list.h): which configuration is listed, then one
+ * row or JSON object per advertised device, with its resource, memory, NUMA node and live
+ * health. */
 
 #include <jansson.h>
 
@@ -18,9 +19,15 @@ static void format_memory(char *buf, size_t len, uint64_t bytes)
         snprintf(buf, len, "%llu MiB", (unsigned long long)(bytes >> 20));
 }
 
-int list_print_table(FILE *f, const struct inventory *inv, const struct resource_set *rs,
-                     list_health_fn health, void *userdata)
+static json_t *string_or_null(const char *s)
 {
+    return s ? json_string(s) : json_null();
+}
+
+int list_print_table(FILE *f, const struct list_config *c, const struct inventory *inv,
+                     const struct resource_set *rs, list_health_fn health, void *userdata)
+{
+    fprintf(f, "Config: %s\n", c->description);
     fprintf(f, "%-28s %-46s %-9s %-4s %-40s %-26s %s\n", "RESOURCE", "ID", "HEALTH", "NUMA",
             "GPU", "NAME", "MEMORY");
     for (size_t i = 0; i < rs->n_resources; i++) {
@@ -46,10 +53,15 @@ int list_print_table(FILE *f, const struct inventory *inv, const struct resource
     return ferror(f) ? -EIO : 0;
 }
 
-int list_print_json(FILE *f, const struct inventory *inv, const struct resource_set *rs,
-                    list_health_fn health, void *userdata)
+int list_print_json(FILE *f, const struct list_config *c, const struct inventory *inv,
+                    const struct resource_set *rs, list_health_fn health, void *userdata)
 {
     json_t *root = json_object();
+    json_object_set_new(root, "config",
+                        json_pack("{s:o,s:s,s:s,s:o,s:o}", "name", string_or_null(c->name),
+                                  "how", c->how, "source", c->source ? c->source : c->how,
+                                  "note", string_or_null(c->note), "file",
+                                  string_or_null(c->file)));
     json_t *resources = json_array();
     json_object_set_new(root, "driverVersion", json_string(inv->driver_version));
     json_object_set_new(root, "cudaDriverVersion", json_string(inv->cuda_driver_version));

@@ -1,5 +1,6 @@
 /* Unit tests of the cluster features' pure logic: per-node config selection (label
  * present / absent / unknown, default, every fallback, ConfigMap mount machinery),
+ * the description of a selection (log, annotations, `list`),
  * Event aggregation and rate limiting, the Node label merge patch (only owned keys,
  * removals as null), the NodeFeature object and owner references, and the cluster
  * options of the config module. Runs in a scratch directory. */
@@ -327,12 +328,42 @@ static void test_options(void)
     write_file("base.yaml", "version: v1\nflags:\n  migStrategy: single\n");
     write_file("picked.yaml", "version: v1\nflags:\n  migStrategy: mixed\n");
     char *withfile[] = { (char *)"gdp", (char *)"--config-file=base.yaml", NULL };
-    CHECK(config_load_with_file(&c, 2, withfile, NULL, "picked.yaml", &err) == 0);
+    CHECK(config_load_with_file(&c, 2, withfile, NULL, NULL, "picked.yaml", &err) == 0);
     CHECK(c.mig_strategy == MIG_STRATEGY_MIXED);
     config_free(&c);
-    CHECK(config_load_with_file(&c, 2, withfile, NULL, "", &err) == 0);
+    CHECK(config_load_with_file(&c, 2, withfile, NULL, NULL, "", &err) == 0);
     CHECK(c.mig_strategy == MIG_STRATEGY_NONE && c.config_file == NULL);
     config_free(&c);
+}
+
+/* The words serve's log, the annotations and `list` share. */
+static void test_describe(void)
+{
+    const char *key = "nvidia.com/device-plugin.config";
+    struct cluster_selection s = { .name = "ts", .path = "d/ts", .how = "node label" };
+    char *t = cluster_selection_source(&s, key);
+    CHECK_STR(t, "node label nvidia.com/device-plugin.config=ts");
+    free(t);
+    t = cluster_selection_describe(&s, key, true);
+    CHECK_STR(t, "ts (node label nvidia.com/device-plugin.config=ts)");
+    free(t);
+
+    s = (struct cluster_selection){ .name = "default", .how = "fallback named",
+                                    .note = "config \"x\" named by node label L does not exist" };
+    t = cluster_selection_source(&s, key);
+    CHECK_STR(t, "fallback named");
+    free(t);
+    t = cluster_selection_describe(&s, key, true);
+    CHECK_STR(t, "default (fallback named; config \"x\" named by node label L does not exist)");
+    free(t);
+    t = cluster_selection_describe(&s, key, false);
+    CHECK_STR(t, "default (fallback named)");
+    free(t);
+
+    s = (struct cluster_selection){ .how = "fallback empty" };
+    t = cluster_selection_describe(&s, key, true);
+    CHECK_STR(t, "(empty config) (fallback empty)");
+    free(t);
 }
 
 int main(void)
@@ -343,6 +374,7 @@ int main(void)
         return 1;
     }
     test_select();
+    test_describe();
     test_evcache();
     test_node_patch();
     test_nodefeature();

@@ -35,7 +35,11 @@ class List(unittest.TestCase):
     def check(self, want, doc, text):
         got = {r["resource"]: r for r in doc["resources"]}
         self.assertEqual(sorted(got), sorted(want), doc)
-        lines = [l.split() for l in text.splitlines()[1:]]
+        text_lines = text.splitlines()
+        # "Config: ..." (which configuration is listed), then the header, then the rows.
+        self.assertTrue(text_lines[0].startswith("Config: flags and --config-file"), text)
+        self.assertTrue(text_lines[1].startswith("RESOURCE"), text)
+        lines = [l.split() for l in text_lines[2:]]
         for name, devs in want.items():
             self.assertEqual(got[name].get("socket"), compat.resource_socket(name))
             rows = {d["id"]: d for d in got[name]["devices"]}

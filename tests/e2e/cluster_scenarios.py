@@ -138,6 +138,14 @@ def registrations(log):
     return log.count("Registered device plugin for 'nvidia.com/gpu'")
 
 
+def plugin_list(*args):
+    """`gpu-device-plugin list` run in the plugin's container (kubectl exec: its
+    environment, its service account, the same per-node selection serve makes)."""
+    pod = h.wait_one_plugin_pod()
+    return h.kubectl("exec", "-n", "kube-system", pod["metadata"]["name"], "-c",
+                     "gpu-device-plugin-ctr", "--", "gpu-device-plugin", "list", *args)
+
+
 def s_node_config(ctx):
     n = ctx["ngpus"]
     h.kubectl("label", "node", h.NODE, "nvidia.com/device-plugin.config-", check=False)
@@ -151,7 +159,19 @@ def s_node_config(ctx):
     h.kubectl("label", "node", h.NODE, "nvidia.com/device-plugin.config=ts", "--overwrite")
     h.wait_node_gpus(4 * n, 4 * n)
     h.wait("annotation config=ts", lambda: annotation() == "ts")
+    source = h.kjson("get", "node", h.NODE)["metadata"]["annotations"].get(
+        "gpu-device-plugin.github.io/config-source")
+    if source != "node label nvidia.com/device-plugin.config=ts":
+        raise h.Fail(f"annotation config-source={source}")
     h.show_node_gpus()
+    first = plugin_list().splitlines()[0]
+    if first != "Config: ts (node label nvidia.com/device-plugin.config=ts)":
+        raise h.Fail(f"list in the plugin's pod: {first}")
+    doc = json.loads(plugin_list("--output", "json"))
+    rows = [d for r in doc["resources"] for d in r["devices"]]
+    if doc["config"]["name"] != "ts" or len(rows) != 4 * n:
+        raise h.Fail(f"list --output json: config {doc['config']}, {len(rows)} devices")
+    print(f"  list in the plugin's pod: {first}; {len(rows)} devices")
     before = registrations(plugin_log())
     h.kubectl("label", "node", h.NODE, "nvidia.com/device-plugin.config=ts-quiet", "--overwrite")
     h.wait("annotation config=ts-quiet", lambda: annotation() == "ts-quiet")
@@ -172,6 +192,11 @@ def s_node_config(ctx):
     if annotation() != "ts-quiet":
         raise h.Fail(f"annotation {annotation()} after a rejected config")
     print("  the running state kept: capacity and annotation unchanged")
+    first = plugin_list().splitlines()[0]
+    if not first.startswith("Config: flags and --config-file (per-node config bad (node label "
+                            "nvidia.com/device-plugin.config=bad) rejected: "):
+        raise h.Fail(f"list in the plugin's pod with config bad: {first}")
+    print(f"  list names the rejection: {first[:160]}")
 
     # A health transition is an Event on the Node too.
     uuid = ctx["uuids"][1]

@@ -6,8 +6,9 @@ void/none), it does to the OCI spec what the NVIDIA runtime does with a real dri
 bind-mounts the driver's libnvidia-ml.so.1 (here the simulator) read-only into the
 container's library directory. What a real driver has in /dev and /proc the simulator
 takes from a profile and a control FIFO, so the driver's run directory (profile, FIFO,
-acknowledgements) is mounted too and MOCK_NVML_* point at it. The image stays free of
-any NVML, as the shipped image is.
+acknowledgements) is mounted too and MOCK_NVML_* point at it; `runc exec` into such a
+container (kubectl exec) gets MOCK_NVML_* too. The image stays free of any NVML, as the
+shipped image is.
 
 usage (as BinaryName): sim-runtime.py --driver DIR --runc PATH -- <runc arguments>"""
 
@@ -19,13 +20,37 @@ LIBDIR = "/usr/lib/x86_64-linux-gnu"
 RUNDIR = "/run/nvidia-sim"
 
 
+MOCK_ENV = [f"MOCK_NVML_CONFIG={RUNDIR}/profile.yaml", f"MOCK_NVML_CONTROL={RUNDIR}/ctl",
+            f"MOCK_NVML_CONTROL_ACK={RUNDIR}/ack"]
+
+
+def wants_gpus(env):
+    vis = [e.split("=", 1)[1] for e in env if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
+    return vis and vis[-1] not in ("", "void", "none")
+
+
+def inject_exec(process):
+    """`kubectl exec` into a GPU container: runc exec gets a process spec built from the
+    container's spec as containerd knows it, without what inject() added; the mounts are
+    already in the container, its simulator environment is added again here."""
+    with open(process) as f:
+        proc = json.load(f)
+    env = proc.setdefault("env", [])
+    if not wants_gpus(env) or any(e.startswith("MOCK_NVML_CONFIG=") for e in env):
+        return
+    env += MOCK_ENV
+    tmp = process + ".sim"
+    with open(tmp, "w") as f:
+        json.dump(proc, f)
+    os.rename(tmp, process)
+
+
 def inject(bundle, driver):
     path = os.path.join(bundle, "config.json")
     with open(path) as f:
         spec = json.load(f)
     env = spec.get("process", {}).get("env", [])
-    vis = [e.split("=", 1)[1] for e in env if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
-    if not vis or vis[-1] in ("", "void", "none"):
+    if not wants_gpus(env):
         return
     mounts = spec.setdefault("mounts", [])
     if any(m.get("destination") == RUNDIR for m in mounts):
@@ -35,8 +60,7 @@ def inject(bundle, driver):
                    "options": ["rbind", "ro", "nosuid", "nodev"]})
     mounts.append({"destination": RUNDIR, "type": "bind", "source": os.path.join(driver, "run"),
                    "options": ["rbind", "rw", "nosuid", "nodev", "noexec"]})
-    env += [f"MOCK_NVML_CONFIG={RUNDIR}/profile.yaml", f"MOCK_NVML_CONTROL={RUNDIR}/ctl",
-            f"MOCK_NVML_CONTROL_ACK={RUNDIR}/ack"]
+    env += MOCK_ENV
     tmp = path + ".sim"
     with open(tmp, "w") as f:
         json.dump(spec, f)
@@ -53,6 +77,11 @@ def main():
         for flag in ("--bundle", "-b"):
             if flag in args:
                 inject(args[args.index(flag) + 1], driver)
+                break
+    elif "exec" in args:
+        for flag in ("--process", "-p"):
+            if flag in args:
+                inject_exec(args[args.index(flag) + 1])
                 break
     os.execv(runc, [runc] + args)
 

@@ -2,6 +2,7 @@
 """`gpu-device-plugin list`, text and JSON, without a kubelet."""
 import json
 import os
+import socket
 
 import harness
 
@@ -50,6 +51,61 @@ class List(harness.PluginTestCase):
         b = self.run_plugin(["list", "--output=json"], env=self.env())
         self.assertEqual(a.returncode, 0, a.stderr)
         self.assertEqual(json.loads(a.stdout), json.loads(b.stdout))
+
+
+class ListConfig(harness.PluginTestCase):
+    """Which configuration `list` lists, said in its first line and its "config" field."""
+
+    def env(self):
+        return self.plugin_env(extra={"GDP_SYSFS_ROOT": self.sys_root})
+
+    def test_per_node_config_off(self):
+        self.render("t4")
+        r = self.run_plugin(["list"], env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines()[0], "Config: flags and --config-file", r.stdout)
+        r = self.run_plugin(["list", "--output", "json"], env=self.env())
+        self.assertEqual(json.loads(r.stdout)["config"], {
+            "name": None, "how": "flags and --config-file", "source": "flags and --config-file",
+            "note": None, "file": None})
+        # --config-dir without a node name: off, as in serve, and said so.
+        r = self.run_plugin(["--config-dir", self.tmp, "list"], env=self.env())
+        self.assertEqual(r.stdout.splitlines()[0], "Config: flags and --config-file "
+                         "(per-node config (--config-dir %s) off: no node name "
+                         "(--node-name, NODE_NAME))" % self.tmp, r.stdout)
+
+    def test_api_server_unreachable(self):
+        """Per-node config on, nothing listening at the API server's address: one warning
+        naming the node and the error, then the selection without the label. Waits for the
+        API client's request deadline, at its default (10 s): there is no option for it."""
+        self.render("t4")
+        configs = os.path.join(self.tmp, "configs")
+        os.mkdir(configs)
+        for name in ("default", "other"):
+            with open(os.path.join(configs, name), "w") as f:
+                f.write("version: v1\n")
+        with socket.socket() as s:  # a port nothing listens on once closed
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        kubeconfig = os.path.join(self.tmp, "kubeconfig")
+        with open(kubeconfig, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "t",
+                       "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
+                       "clusters": [{"name": "t", "cluster": {
+                           "server": "https://127.0.0.1:%d" % port,
+                           "insecure-skip-tls-verify": True}}],
+                       "users": [{"name": "t", "user": {"token": "x"}}]}, f)
+        r = self.run_plugin(["--kubeconfig", kubeconfig, "--node-name", "n1", "--config-dir",
+                             configs, "list", "--output", "json"], env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        warn = [l for l in r.stderr.splitlines() if "Node n1 not read from the API server" in l]
+        self.assertEqual(len(warn), 1, r.stderr)
+        self.assertTrue(warn[0].startswith("W"), warn[0])
+        self.assertIn("Connection timed out", warn[0])
+        config = json.loads(r.stdout)["config"]
+        self.assertEqual((config["name"], config["how"]), ("default", "fallback named"), config)
+        self.assertEqual(config["note"], "node label nvidia.com/device-plugin.config not read: "
+                         "Connection timed out", config)
 
 
 def device_rows(doc, resource=None):

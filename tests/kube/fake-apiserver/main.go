@@ -1,12 +1,12 @@
 // A fake Kubernetes API server for the API client's deterministic tests: TLS with HTTP/2
 // (net/http + crypto/tls) under a CA made for this run, a small Node store with
 // resourceVersions, list and watch (bookmarks, 410 Gone as HTTP status or ERROR event),
-// and faults on command: 403 with a Status body, a handler that never answers, oversize
+// labels set on command, and faults on command: 403 with a Status body, a handler that never answers, oversize
 // bodies, token rotation, dropped connections, a stopped or restarted listener.
 //
 // usage: fake-apiserver DIR   (writes DIR/ca.crt, DIR/client.crt, DIR/client.key)
-// stdout: "h2c PORT" (plain HTTP/2), "listening PORT" (TLS), then one "req METHOD URI AUTH" line per request and "ok" per
-// command. stdin: one command per line (see command()).
+// stdout: "h2c PORT" (plain HTTP/2), "listening PORT" (TLS), then one "req METHOD URI AUTH" line per request
+// (and "patch NAME BODY" per Node PATCH) and "ok" per command. stdin: one command per line (see command()).
 package main
 
 import (
@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -45,6 +46,7 @@ type server struct {
 	mu        sync.Mutex
 	rv        int
 	nodes     map[string]map[string]interface{}
+	labels    map[string]map[string]string // node -> its labels (kept across modify)
 	history   []event
 	compacted int // watches from an RV below this get 410
 	gone410   string
@@ -260,6 +262,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case strings.HasPrefix(p, "/api/v1/nodes/"):
 		name := strings.TrimPrefix(p, "/api/v1/nodes/")
+		if r.Method == "PATCH" {
+			// The body on a line of its own ("patch NAME BODY"), for tests of what a
+			// patch says; the stored Node is not merged with it.
+			b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			s.say("patch %s %s", name, strings.ReplaceAll(string(b), "\n", " "))
+		}
 		s.mu.Lock()
 		n, found := s.nodes[name]
 		var body []byte
@@ -292,8 +300,16 @@ func (s *server) record(typ string, n map[string]interface{}) {
 }
 
 func (s *server) node(name string) map[string]interface{} {
-	return map[string]interface{}{"kind": "Node", "apiVersion": "v1", "metadata": map[string]interface{}{
-		"name": name, "resourceVersion": strconv.Itoa(s.rv), "uid": "uid-" + name}}
+	md := map[string]interface{}{
+		"name": name, "resourceVersion": strconv.Itoa(s.rv), "uid": "uid-" + name}
+	if l := s.labels[name]; len(l) > 0 {
+		labels := map[string]interface{}{}
+		for k, v := range l {
+			labels[k] = v
+		}
+		md["labels"] = labels
+	}
+	return map[string]interface{}{"kind": "Node", "apiVersion": "v1", "metadata": md}
 }
 
 func (s *server) modify(name string) {
@@ -373,6 +389,24 @@ func (s *server) command(line string) {
 			s.compacted = s.rv + 1
 		}
 		s.mu.Unlock()
+	case "label":
+		// label NODE KEY=VALUE sets, label NODE KEY- removes (kubectl's syntax); a
+		// MODIFIED event when the node exists.
+		s.mu.Lock()
+		if len(f) > 2 {
+			if s.labels[arg] == nil {
+				s.labels[arg] = map[string]string{}
+			}
+			if kv := strings.SplitN(f[2], "=", 2); len(kv) == 2 {
+				s.labels[arg][kv[0]] = kv[1]
+			} else {
+				delete(s.labels[arg], strings.TrimSuffix(f[2], "-"))
+			}
+			if _, found := s.nodes[arg]; found {
+				s.modify(arg)
+			}
+		}
+		s.mu.Unlock()
 	case "compact":
 		s.mu.Lock()
 		s.history = nil
@@ -427,7 +461,8 @@ func main() {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPem)
 	s := &server{
-		nodes: map[string]map[string]interface{}{}, tokens: map[string]bool{"tok1": true},
+		nodes: map[string]map[string]interface{}{}, labels: map[string]map[string]string{},
+		tokens: map[string]bool{"tok1": true},
 		forbid: map[string]bool{}, watchers: map[chan event]bool{}, conns: map[net.Conn]bool{},
 		out: &sync.Mutex{}, rv: 100,
 		tlsConf: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"},
