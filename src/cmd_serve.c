@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "core/log.h"
+#include "core/mem.h"
 #include "core/loop.h"
 #include "daemon/daemon.h"
 #include "version.h"
@@ -36,6 +37,7 @@ static void reload(struct serve *s)
         return;
     }
     log_set_level(level);
+    mem_release_free(); /* the old state and the reload's parsing are freed */
     log_info("Reloaded configuration and devices");
 }
 
@@ -102,6 +104,7 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
         loop_free(s.loop);
         goto fail_cfg;
     }
+    mem_release_free(); /* startup's parsing and discovery are freed */
     rc = loop_run(s.loop) < 0 ? 1 : 0;
     daemon_free(s.daemon);
     loop_del_io(s.loop, sfd);
