@@ -5,9 +5,9 @@ Starts DIR/src/gpu-device-plugin the way bench-plugin.py does (rendered a100 hos
 simulated NVML, benchmark kubelet in this process), waits for registration and the first
 ListAndWatch list on one open stream, then reads /proc/<pid>/smaps and prints, per
 object (library, executable, [heap], thread stacks, other anonymous mappings), the
-resident KiB split into file-backed clean pages (shared with other processes that map the
-same file), private dirty pages (relocations, GOT, .data/.bss, heap: this process's own)
-and the mappings' permissions. Totals are given with and without the simulated
+resident KiB split into file-backed pages (page cache, shared with every process that
+maps the same file; a freshly linked binary's pages are dirty until written back) and
+anonymous pages (relocated GOT/.data, .bss, heap, stacks: this process's own). Totals are given with and without the simulated
 libnvidia-ml.so.1 (the real NVML is loaded in production too; its figure is not ours).
 
 This is a benchmark: it prints figures and asserts nothing.
@@ -76,12 +76,11 @@ def classify(pid):
     rows = {}
 
     def add(key, m):
-        r = rows.setdefault(key, {"rss": 0, "file_clean": 0, "private_dirty": 0,
-                                  "anon": 0, "size": 0, "perms": set(), "n": 0})
+        r = rows.setdefault(key, {"rss": 0, "file": 0, "anon": 0, "size": 0, "perms": set(),
+                                  "n": 0})
         f = m[4]
         r["rss"] += f.get("Rss", 0)
-        r["file_clean"] += f.get("Shared_Clean", 0) + f.get("Private_Clean", 0)
-        r["private_dirty"] += f.get("Private_Dirty", 0) + f.get("Shared_Dirty", 0)
+        r["file"] += f.get("Rss", 0) - f.get("Anonymous", 0)
         r["anon"] += f.get("Anonymous", 0)
         r["size"] += f.get("Size", 0)
         r["perms"].add(m[2])
@@ -131,17 +130,17 @@ def nvml_share(key, own):
 def print_rows(rows, own, out=sys.stdout):
     total = sum(r["rss"] for r in rows.values())
     sim = sum(r["rss"] for k, r in rows.items() if nvml_share(k, own))
-    print("%-44s %7s %9s %9s %9s" % ("mapping (* = there for NVML)", "Rss", "fileClean",
-                                     "privDirty", "Size"), file=out)
+    print("%-44s %7s %9s %9s %9s" % ("mapping (* = there for NVML)", "Rss", "file",
+                                     "anon", "Size"), file=out)
     for k, r in sorted(rows.items(), key=lambda kv: -kv[1]["rss"]):
         if r["rss"] == 0:
             continue
         print("%-44s %7d %9d %9d %9d" % (("* " if nvml_share(k, own) else "") + k[:42], r["rss"],
-                                         r["file_clean"], r["private_dirty"], r["size"]), file=out)
-    dirty = sum(r["private_dirty"] for r in rows.values())
-    print("total Rss %d KiB (%.2f MiB); private dirty %d KiB; without the rows marked * "
+                                         r["file"], r["anon"], r["size"]), file=out)
+    anon = sum(r["anon"] for r in rows.values())
+    print("total Rss %d KiB (%.2f MiB); anonymous %d KiB; without the rows marked * "
           "(the simulated NVML's mappings, its thread, libraries only it loads; its heap "
-          "share stays in) %d KiB (%.2f MiB)" % (total, total / 1024, dirty, total - sim,
+          "share stays in) %d KiB (%.2f MiB)" % (total, total / 1024, anon, total - sim,
                                                  (total - sim) / 1024), file=out)
     return total, sim
 
@@ -173,8 +172,8 @@ def main():
         total, sim = print_rows(rows, own_libraries(host.plugin))
         if a.vma:
             for lo, hi, perms, name, f in read_smaps(p.pid):
-                print("%012x %7d KiB %s Rss %5d dirty %5d %s" % (
-                    lo, (hi - lo) // 1024, perms, f.get("Rss", 0), f.get("Private_Dirty", 0), name))
+                print("%012x %7d KiB %s Rss %5d anon %5d %s" % (
+                    lo, (hi - lo) // 1024, perms, f.get("Rss", 0), f.get("Anonymous", 0), name))
             for tid, (comm, sp) in thread_stacks(p.pid).items():
                 print("thread %d %s sp %x" % (tid, comm, sp))
         if a.json:
