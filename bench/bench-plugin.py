@@ -19,7 +19,12 @@ endpoint, GetDevicePluginOptions, ListAndWatch) and are reported separately.
 This is a benchmark, not a test: it prints figures and asserts nothing about time. It
 fails (exit 1) only when the plugin does not do the thing being measured.
 
-Usage: bench-plugin.py --build DIR [--quick] [--only NAME[,NAME...]] [--profile P]
+With --metrics every plugin runs with its metrics listener on (--metrics-address
+127.0.0.1:0), so the figures can be set side by side with the default (off); the idle
+section then scrapes /metrics once and keeps that keep-alive connection open through the
+idle window.
+
+Usage: bench-plugin.py --build DIR [--quick] [--only NAME[,NAME...]] [--profile P] [--metrics]
 """
 
 import argparse
@@ -38,6 +43,8 @@ import tempfile
 import threading
 import time
 from concurrent import futures
+
+import http.client
 
 import grpc
 
@@ -134,6 +141,7 @@ class Host:
         if r.returncode != 0:
             raise BenchError("nvml-sim-render failed: %s%s" % (r.stdout, r.stderr))
         self.roots = roots
+        self.extra_args = []   # given to every plugin (--metrics)
         self.kubelet_socket = os.path.join(self.dp, dpapi.KUBELET_SOCKET)
         self.plugin_socket = os.path.join(self.dp, ENDPOINT)
 
@@ -149,7 +157,8 @@ class Host:
 
     def args(self, extra=()):
         return ["--kubelet-socket", self.kubelet_socket, "--sysfs-root", self.roots["sys"],
-                "--proc-root", self.roots["proc"], "--dev-root", self.roots["dev"]] + list(extra)
+                "--proc-root", self.roots["proc"], "--dev-root", self.roots["dev"]] + \
+            self.extra_args + list(extra)
 
     def inject(self, line):
         # The simulator holds the FIFO open O_RDWR, so this open never blocks once the
@@ -797,18 +806,30 @@ def idle_run(host, rep, seconds, wait_timeout):
             f.write("version: v1\nhealth:\n  waitTimeout: %s\n" % wait_timeout)
         extra = ["--config-file", cfg]
     p = Plugin(host, extra)
+    scrape = None
     try:
         kub.next_register()
         wait_socket(host.plugin_socket)
         ch = dpapi.dial(host.plugin_socket)
         watch = Watch(ch)
         watch.wait_for(lambda d: len(d) > 0, 0)
+        if host.extra_args:
+            # one scrape, and its keep-alive connection left open while idle
+            line = [l for l in p.wait_log("Serving metrics and probes on") if "(port " in l][0]
+            port = int(re.search(r"\(port (\d+)\)", line).group(1))
+            scrape = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+            scrape.request("GET", "/metrics")
+            r = scrape.getresponse()
+            if r.status != 200 or b"gpu_device_plugin_build_info" not in r.read():
+                raise BenchError("/metrics did not answer")
         time.sleep(1.0)
         a = ctx_switches(p)
         time.sleep(seconds)
         b = ctx_switches(p)
         watch.close()
         ch.close()
+        if scrape:
+            scrape.close()
     finally:
         p.stop()
         kub.stop()
@@ -824,9 +845,11 @@ def idle_run(host, rep, seconds, wait_timeout):
         per.append({"tid": tid, "name": name, "voluntary_per_min": round(v, 1),
                     "nonvoluntary_per_min": round(nv, 1), "new": tid not in a, "gone": tid not in b})
     what = "health.waitTimeout %s" % (wait_timeout or "default")
-    rep.add("idle context switches, all threads, %s" % what, "per min", value=round(total, 1),
+    rep.add("idle context switches, all threads, %s%s" % (
+                what, ", metrics on" if host.extra_args else ""), "per min", value=round(total, 1),
             target=0, reference=633, window_s=seconds, threads=per,
-            note="registered, one open ListAndWatch stream, nothing else happening")
+            note="registered, one open ListAndWatch stream%s, nothing else happening" % (
+                " and one idle keep-alive /metrics connection" if host.extra_args else ""))
     for t in per:
         rep.add("  thread %d %s" % (t["tid"], t["name"]), "per min",
                 value=round(t["voluntary_per_min"] + t["nonvoluntary_per_min"], 1),
@@ -844,6 +867,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer samples, 10 s idle window")
     ap.add_argument("--only", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
     ap.add_argument("--profile", default=os.path.join(REFERENCE, "nvml-mock-profiles", "a100.yaml"))
+    ap.add_argument("--metrics", action="store_true",
+                    help="run the plugin with its metrics listener on (127.0.0.1:0)")
     a = ap.parse_args()
     only = [s for s in a.only.split(",") if s]
     for s in only:
@@ -855,11 +880,14 @@ def main():
         counts = {"start": 30, "allocate": 10000, "restart": 50, "health": 200, "idle": 60}
 
     host = Host(a.build, a.profile)
+    if a.metrics:
+        host.extra_args = ["--metrics-address", "127.0.0.1:0"]
     rep = Report()
     ver = subprocess.run([host.plugin, "--version"], capture_output=True, text=True).stdout.strip()
     print("# bench-plugin: %s (%s), profile %s, %d CPUs, load %s%s" % (
         host.plugin, ver.replace("\n", " "), os.path.basename(a.profile), os.cpu_count(),
-        " ".join("%.2f" % x for x in os.getloadavg()), " (quick)" if a.quick else ""), flush=True)
+        " ".join("%.2f" % x for x in os.getloadavg()), " (quick)" if a.quick else "") +
+        (", metrics listener on" if a.metrics else ""), flush=True)
     try:
         for s in only:
             {"start": bench_start, "allocate": bench_allocate, "restart": bench_restart,

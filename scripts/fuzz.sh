@@ -18,6 +18,7 @@ ref="$root/../shared/reference"
 # name | libFuzzer binary | replay binary | corpus dirs (first: the one --merge grows) | claimed
 # files ("file@TEXT": only the lines before the first line containing TEXT)
 targets="dp|tests/fuzz/fuzz-dp-libfuzzer|tests/fuzz/fuzz-dp|tests/fuzz/corpus/dp|src/kubelet/dp_service.c src/output/allocate.c src/policy/placement.c src/policy/topo.c src/policy/replicas.c
+http|tests/fuzz/fuzz-http-libfuzzer|tests/fuzz/fuzz-http|tests/fuzz/corpus/http|src/http/http.c src/metrics/metrics.c
 grpc-server|tests/fuzz/fuzz-grpc-server-libfuzzer|tests/fuzz/fuzz-grpc-server|tests/fuzz/corpus/grpc-server|src/grpc/grpc_server.c src/grpc/grpc_server_stream.c src/grpc/grpc_common.c
 config|tests/config/fuzz-config-libfuzzer|tests/config/fuzz-config|tests/config/corpus|src/config/config-file.c src/config/config-file-sections.c src/config/config-health.c src/config/config-options.c src/config/config-load.c src/config/config-check.c src/config/config.c src/config/config-print.c src/config/config-args.c
 vgpu|tests/labels/fuzz-vgpu-libfuzzer|tests/labels/fuzz-vgpu|tests/labels/corpus|src/node/host.c@discover_vgpu src/labels/labels.c

@@ -25,20 +25,24 @@ static void reload(struct serve *s)
     if (r != 0) {
         log_error("Reloading configuration failed, keeping the running configuration: %s",
                   r < 0 ? err.msg : "unexpected --help/--version");
+        daemon_count_reload(s->daemon, DAEMON_RELOAD_REJECTED);
         config_free(cfg);
         free(cfg);
         return;
     }
     int level = config_log_level(cfg);
-    if (daemon_reload(s->daemon, cfg, &err) < 0) {
+    r = daemon_reload(s->daemon, cfg, &err);
+    if (r < 0) {
         log_error("Restart after SIGHUP failed, keeping the running state: %s", err.msg);
+        daemon_count_reload(s->daemon, DAEMON_RELOAD_REJECTED);
         config_free(cfg);
         free(cfg);
         return;
     }
     log_set_level(level);
     mem_release_free(); /* the old state and the reload's parsing are freed */
-    log_info("Reloaded configuration and devices");
+    daemon_count_reload(s->daemon, r == 1 ? DAEMON_RELOAD_UNCHANGED : DAEMON_RELOAD_APPLIED);
+    log_info("Reloaded configuration and devices%s", r == 1 ? " (nothing changed)" : "");
 }
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *userdata)

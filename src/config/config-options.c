@@ -83,6 +83,9 @@ const struct config_option_def config_options[_OPT_MAX] = {
         "klog verbosity: 0 info, >= 1 debug", NULL },
     [OPT_LOG_FORMAT] = { { "log-format" }, { "GDP_LOG_FORMAT" }, KIND_STRING, G_EXT, "text",
         "log format: text (klog) or json", NULL },
+    [OPT_METRICS_ADDRESS] = { { "metrics-address" }, { "GDP_METRICS_ADDRESS" }, KIND_STRING,
+        G_EXT, "", "serve /metrics, /healthz and /readyz over HTTP on host:port or :port "
+        "(empty: off)", NULL },
     [OPT_HEALTH_QUIET_PERIOD] = { { "health-quiet-period" }, { "GDP_HEALTH_QUIET_PERIOD" },
         KIND_STRING, G_HEALTH, "1m",
         "how long a device must stay quiet before a probe may bring it back (health.quietPeriod)",
@@ -439,6 +442,7 @@ static int set_option(struct config *c, enum config_opt opt, const char *value,
     case OPT_SYSFS_ROOT: set_str(&c->sysfs_root, value); return 0;
     case OPT_PROC_ROOT: set_str(&c->proc_root, value); return 0;
     case OPT_CDI_SPEC_DIR: set_str(&c->cdi_spec_dir, value); return 0;
+    case OPT_METRICS_ADDRESS: set_str(&c->metrics_address, value); return 0;
     case OPT_LOG_VERBOSITY: return set_verbosity(c, value, err);
     case OPT_LOG_FORMAT:
         if (streq(value, "text"))

@@ -104,13 +104,14 @@ static json_t *config_json(const struct config *c)
     json_t *imex = json_pack("{s:o, s:b}", "channelIDs", ids, "required", c->imex_required);
 
     json_t *ext = json_pack(
-        "{s:s?, s:s, s:o, s:o, s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b}", "configFile",
+        "{s:s?, s:s, s:o, s:o, s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b, s:s?}", "configFile",
         c->config_file,
         "kubeletSocket", c->kubelet_socket, "cdiFeatureFlags", strv_json(c->cdi_feature_flags),
         "cdiDisableHooks", strv_json(c->cdi_disable_hooks), "sysfsRoot", c->sysfs_root,
         "procRoot", c->proc_root, "cdiSpecDir", c->cdi_spec_dir, "logVerbosity",
         c->log_verbosity, "logFormat", c->log_json ? "json" : "text", "healthChecksDisabled",
-        c->health.disabled, "gfd", c->gfd, "nodeLabelsPatch", c->node_labels_patch);
+        c->health.disabled, "gfd", c->gfd, "nodeLabelsPatch", c->node_labels_patch,
+        "metricsAddress", c->metrics_address);
 
     json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "version", "v1", "flags", flags,
                              "resources", resources, "sharing", sharing, "imex", imex);

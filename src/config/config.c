@@ -47,6 +47,7 @@ void config_free(struct config *c)
     free(c->sysfs_root);
     free(c->proc_root);
     free(c->cdi_spec_dir);
+    free(c->metrics_address);
     patterns_free(c->gpu_patterns, c->n_gpu_patterns);
     patterns_free(c->mig_patterns, c->n_mig_patterns);
     sharing_free(&c->time_slicing);

@@ -93,6 +93,7 @@ struct config {
     char *cdi_spec_dir;                /* "/var/run/cdi" */
     int log_verbosity;                 /* klog -v */
     bool log_json;
+    char *metrics_address;             /* "": no metrics listener */
 
     /* config file sections */
     struct config_pattern *gpu_patterns;

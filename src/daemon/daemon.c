@@ -5,13 +5,16 @@
 #include <stdio.h>
 
 #include "core/log.h"
+#include "config/config-load.h"
 #include "core/loop.h"
 #include "daemon/daemon.h"
+#include "daemon/daemon-metrics.h"
 #include "daemon/node-state.h"
 #include "kubelet/dp_service.h"
 #include "kubelet/kubelet_watch.h"
 #include "kubelet/registration.h"
 #include "health/monitor.h"
+#include "grpc/grpc.h"
 #include "nvml/nvml.h"
 
 struct daemon;
@@ -45,6 +48,7 @@ struct daemon {
     struct health_monitor *health;   /* one per process, retargeted by every state */
     struct kwatch *watch;
     char *watched_socket;
+    struct daemon_metrics *metrics;  /* NULL: --metrics-address off or failed */
 };
 
 static void state_free(struct serving *s)
@@ -108,6 +112,7 @@ static struct dp_context plugin_context(const struct plugin *p)
         .topo = &s->node.topo,
         .callbacks = { .device_healthy = device_healthy },
         .userdata = p->daemon,
+        .metrics = daemon_metrics_resource(p->daemon->metrics, p->res->name),
     };
 }
 
@@ -130,6 +135,7 @@ static void plugin_register(struct plugin *p)
         return;
     }
     p->reg = reg_new(p->daemon->loop, cfg->kubelet_socket, p->res->socket_name, p->res->name);
+    daemon_metrics_registration(p->daemon->metrics, p->res->name, p->reg);
     reg_restart(p->reg);
 }
 
@@ -203,9 +209,11 @@ static struct plugin *keepable_plugin(struct serving *old, const struct serving 
 /* Set up the plugins of s: a resource the old state already serves the same way is
  * handed over (re-registered only if its device IDs changed); any other starts. The
  * old state must be freed (releasing the sockets it does not hand over) before
- * state_start_plugins binds the new ones. */
-static void state_adopt_plugins(struct daemon *m, struct serving *s, struct serving *old)
+ * state_start_plugins binds the new ones. Returns whether every plugin was handed over
+ * with the same device IDs and none was dropped (a reload that changed nothing). */
+static bool state_adopt_plugins(struct daemon *m, struct serving *s, struct serving *old)
 {
+    size_t same = 0;
     s->socket_dir = node_state_socket_dir(s->node.cfg);
     s->plugins = xcalloc(s->node.rs.n_resources ? s->node.rs.n_resources : 1, sizeof(*s->plugins));
     for (size_t i = 0; i < s->node.rs.n_resources; i++) {
@@ -220,6 +228,7 @@ static void state_adopt_plugins(struct daemon *m, struct serving *s, struct serv
         if (!o)
             continue;
         bool ids_changed = !same_ids(o->res, res);
+        same += !ids_changed;
         p->dp = TAKE_PTR(o->dp);
         p->reg = TAKE_PTR(o->reg);
         p->kept = true;
@@ -235,6 +244,7 @@ static void state_adopt_plugins(struct daemon *m, struct serving *s, struct serv
                      dp_plugin_socket_path(p->dp));
         }
     }
+    return old && same == s->n_plugins && same == old->n_plugins;
 }
 
 static void state_start_plugins(struct daemon *m, struct serving *s)
@@ -264,9 +274,19 @@ static void state_start_health(struct daemon *m, struct serving *s)
     else if (s->node.nvml_open && s->node.inv.n_gpus > 0)
         r = health_monitor_start(m->loop, &s->node.inv, s->node.health_cfg, on_health_changed, m,
                                  &m->health, &err);
+    if (m->health)
+        health_monitor_count_xids(m->health, daemon_metrics_xids(m->metrics));
     if (r < 0)
         log_warning("Health checks unavailable: %s; continuing with health checks disabled",
                     err.msg);
+}
+
+/* The same configuration: the same effective settings, whatever their source. */
+static bool config_same(const struct config *a, const struct config *b)
+{
+    _cleanup_free_ char *ja = config_to_json_string(a, false);
+    _cleanup_free_ char *jb = config_to_json_string(b, false);
+    return streq(ja, jb);
 }
 
 static void on_kubelet_restart(void *userdata) { daemon_kubelet_restarted(userdata); }
@@ -296,7 +316,8 @@ struct daemon *daemon_new(struct loop *l)
 }
 
 /* Build a complete new state from cfg and swap it in. On failure nothing changes and
- * cfg is still the caller's. */
+ * cfg is still the caller's. Returns 1 when the new state is the old one again: same
+ * config, every resource kept with the same device IDs. */
 static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
 {
     int r = ensure_watch(m, cfg, err);
@@ -318,21 +339,35 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
     if (s->node.nvml_open)
         log_info("Loaded NVML from %s", nvml_library_path());
     struct serving *old = TAKE_PTR(m->state);
+    bool same = old && config_same(old->node.cfg, cfg);
     /* Health first: the plugins handed over stream their lists from it at once. */
     state_start_health(m, s);
-    state_adopt_plugins(m, s, old);
+    same &= state_adopt_plugins(m, s, old);
     /* The old plugins that were not handed over must let go of their socket paths
      * before the new ones bind. A resource whose socket cannot be bound retries on its
      * own (plugin_try_start). */
     state_free(old);
     m->state = s;
     state_start_plugins(m, s);
-    return 0;
+    return same ? 1 : 0;
 }
 
 int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
 {
-    return swap_state(m, cfg, err);
+    /* Metrics are for watching the plugin, not part of serving: a bad address or a port
+     * in use is one error line and the plugin serves the kubelet without them (failing
+     * here would crash-loop every pod of the DaemonSet over a monitoring setting). The
+     * address comes from a flag or the environment only, so no reload can change it. */
+    if (cfg->metrics_address && *cfg->metrics_address) {
+        struct error merr = { 0 };
+        if (daemon_metrics_new(m->loop, m, cfg->metrics_address, &m->metrics, &merr) < 0)
+            log_error("%s; serving without metrics", merr.msg);
+        else
+            log_info("Serving metrics and probes on %s (port %u)", cfg->metrics_address,
+                     daemon_metrics_port(m->metrics));
+    }
+    int r = swap_state(m, cfg, err);
+    return r < 0 ? r : 0;
 }
 
 int daemon_reload(struct daemon *m, struct config *cfg, struct error *err)
@@ -367,11 +402,37 @@ unsigned daemon_registrations(const struct daemon *m)
     return n;
 }
 
+void daemon_count_reload(struct daemon *m, enum daemon_reload_outcome o)
+{
+    daemon_metrics_reload(m->metrics, o);
+}
+
+void daemon_visit(const struct daemon *m, const struct daemon_visitor *v, void *userdata)
+{
+    const struct serving *s = m->state;
+    for (size_t i = 0; s && i < s->n_plugins; i++) {
+        const struct plugin *p = &s->plugins[i];
+        const struct rs_resource *res = p->res;
+        if (v->resource)
+            v->resource(userdata, res->name, p->dp, p->reg, p->reg && reg_registered(p->reg),
+                        p->dp ? grpc_server_connections(dp_plugin_server(p->dp)) : 0);
+        for (size_t j = 0; v->device && j < res->n_devices; j++) {
+            const struct rs_device *d = &res->devices[j];
+            uint64_t xid = health_monitor_last_xid(m->health, d->gpu, d->mig);
+            const char *cls =
+                xid ? config_health_class_name(health_classify(s->node.health_cfg, xid)) : "none";
+            v->device(userdata, res->name, d->id, s->node.inv.gpus[d->gpu].uuid,
+                      device_healthy((void *)m, d, NULL), xid, cls);
+        }
+    }
+}
+
 void daemon_free(struct daemon *m)
 {
     if (!m)
         return;
     state_free(m->state);
+    daemon_metrics_free(TAKE_PTR(m->metrics));
     health_monitor_stop(m->health);
     kwatch_free(m->watch);
     free(m->watched_socket);

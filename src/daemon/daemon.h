@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "daemon/daemon-metrics.h"
 
 struct loop;
 struct daemon;
@@ -19,8 +20,13 @@ struct daemon *daemon_new(struct loop *l);
  * keeps running with no resources. Returns 0 or -errno (err set; cfg still the
  * caller's). */
 int daemon_start(struct daemon *m, struct config *cfg, struct error *err);
-/* Same as start, replacing the running state only if the new one builds. */
+/* Same as start, replacing the running state only if the new one builds. Returns 0, 1
+ * when nothing changed (same config, resources and device IDs), or -errno. */
 int daemon_reload(struct daemon *m, struct config *cfg, struct error *err);
+/* Count a reload's outcome in the metrics (cmd_serve.c knows all three). */
+void daemon_count_reload(struct daemon *m, enum daemon_reload_outcome o);
+/* Report every served resource and its devices, as they are now (metrics, /readyz). */
+void daemon_visit(const struct daemon *m, const struct daemon_visitor *v, void *userdata);
 /* The kubelet socket was created again: rebind every plugin socket, re-register. */
 void daemon_kubelet_restarted(struct daemon *m);
 void daemon_free(struct daemon *m);

@@ -110,6 +110,8 @@ int grpc_server_new(struct loop *l, const char *path, const struct grpc_method *
 void grpc_server_free(struct grpc_server *srv);
 /* Number of open connections (tests and metrics). */
 unsigned grpc_server_connections(const struct grpc_server *srv);
+/* Bytes every server of the process holds for peers now (the process budget's use). */
+size_t grpc_server_buffered_bytes(void);
 
 /* Queue one message on a server stream (copied). If an earlier message is still
  * unsent it is replaced (coalescing). Returns 0, or -EPIPE if the stream is closing. */

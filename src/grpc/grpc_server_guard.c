@@ -346,6 +346,8 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *userdata)
     }
 }
 
+size_t grpc_server_buffered_bytes(void) { return held_total; }
+
 void grpc_server_counters(const struct grpc_server *srv, struct grpc_server_counters *out)
 {
     *out = (struct grpc_server_counters){

@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "health/monitor-wait.h"
+#include "metrics/metrics.h"
 #include "nvml/nvml.h"
 
 struct hm_mig {
@@ -47,6 +48,7 @@ struct health_monitor {
     char wait_reason[200];
 
     uint64_t events, ignored, transitions, recoveries;
+    struct metrics_family *xids; /* counts every Xid handed over, by code */
 };
 
 /* Health checks on: events count, probes run. Off (disabled by config, or the event
@@ -164,6 +166,7 @@ static bool handle_event(struct health_monitor *m, const struct nvml_event *ev, 
         return false;
     }
     uint64_t xid = ev->data;
+    metrics_inc(metrics_series_u64(m->xids, xid));
     enum health_class cls = health_classify(&m->hc, xid);
     if (cls == HEALTH_IGNORE) {
         m->ignored++;
@@ -572,6 +575,16 @@ bool health_monitor_healthy(const struct health_monitor *m, int gpu, int mig,
     }
     return true;
 }
+
+uint64_t health_monitor_last_xid(const struct health_monitor *m, int gpu, int mig)
+{
+    if (!m || gpu < 0 || (size_t)gpu >= m->n_gpus ||
+        (mig >= 0 && (size_t)mig >= m->gpus[gpu].n_migs))
+        return 0;
+    return mig < 0 ? m->gpus[gpu].unit.xid : m->gpus[gpu].migs[mig].unit.xid;
+}
+
+void health_monitor_count_xids(struct health_monitor *m, struct metrics_family *f) { m->xids = f; }
 
 void health_monitor_counters(const struct health_monitor *m, struct health_counters *out)
 {

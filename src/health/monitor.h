@@ -60,6 +60,14 @@ void health_monitor_stop(struct health_monitor *m);
 bool health_monitor_healthy(const struct health_monitor *m, int gpu, int mig,
                             const char **reason);
 
+/* The last Xid that made the unit Unhealthy, kept after it recovers (0: none yet);
+ * gpu/mig as for health_monitor_healthy. */
+uint64_t health_monitor_last_xid(const struct health_monitor *m, int gpu, int mig);
+/* Count every Xid event handed over (ignored ones too) in f, a counter family with one
+ * label, the code (metrics; NULL: not counted). */
+struct metrics_family;
+void health_monitor_count_xids(struct health_monitor *m, struct metrics_family *f);
+
 /* Counters for metrics. */
 struct health_counters {
     uint64_t events, ignored, unhealthy_transitions, recoveries, wait_errors;

@@ -8,6 +8,7 @@
 #include "core/loop.h"
 #include "dp_service.h"
 #include "grpc/grpc.h"
+#include "metrics/metrics.h"
 #include "output/allocate.h"
 #include "policy/placement.h"
 
@@ -107,13 +108,26 @@ static void on_prestart(void *userdata, const uint8_t *req, size_t len, struct g
     reply_message(reply, &resp.base);
 }
 
+/* One RPC answered: counted, and timed from t0 (an error counts in both counters). */
+static void count_rpc(struct metrics_series *requests, struct metrics_series *errors,
+                      struct metrics_series *seconds, bool failed, uint64_t t0)
+{
+    metrics_inc(requests);
+    if (failed)
+        metrics_inc(errors);
+    if (seconds)
+        metrics_observe(seconds, (double)(loop_now_us() - t0) / 1e6);
+}
+
 static void on_allocate(void *userdata, const uint8_t *req, size_t len, struct grpc_reply *reply)
 {
     struct dp_plugin *p = userdata;
+    const struct dp_metrics *m = &p->ctx.metrics;
     uint64_t t0 = loop_now_us();
     V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
     if (!r) {
         reply_error(reply, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: malformed request");
+        count_rpc(m->allocate, m->allocate_errors, m->allocate_seconds, true, t0);
         return;
     }
     V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
@@ -145,6 +159,7 @@ static void on_allocate(void *userdata, const uint8_t *req, size_t len, struct g
         alloc_response_free(resp.container_responses[i]);
     free(resp.container_responses);
     v1beta1__allocate_request__free_unpacked(r, NULL);
+    count_rpc(m->allocate, m->allocate_errors, m->allocate_seconds, rc < 0, t0);
 }
 
 int dp_preferred_container(const struct dp_context *ctx,
@@ -164,9 +179,12 @@ int dp_preferred_container(const struct dp_context *ctx,
 static void on_preferred(void *userdata, const uint8_t *req, size_t len, struct grpc_reply *reply)
 {
     struct dp_plugin *p = userdata;
+    const struct dp_metrics *m = &p->ctx.metrics;
+    uint64_t t0 = loop_now_us();
     V1beta1__PreferredAllocationRequest *r = v1beta1__preferred_allocation_request__unpack(NULL, len, req);
     if (!r) {
         reply_error(reply, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: malformed request");
+        count_rpc(m->preferred, m->preferred_errors, m->preferred_seconds, true, t0);
         return;
     }
     size_t n = r->n_container_requests;
@@ -204,6 +222,7 @@ static void on_preferred(void *userdata, const uint8_t *req, size_t len, struct 
     free(cr);
     free(crp);
     v1beta1__preferred_allocation_request__free_unpacked(r, NULL);
+    count_rpc(m->preferred, m->preferred_errors, m->preferred_seconds, rc < 0, t0);
 }
 
 static void on_status(void *userdata, const uint8_t *req, size_t len, struct grpc_reply *reply)

@@ -25,6 +25,15 @@ struct dp_callbacks {
  * what the running plugin sees. */
 #define DP_STATUS_METHOD "/gpudeviceplugin.v1.Status/Devices"
 
+struct metrics_series;
+/* The series the RPCs of one resource update (daemon/daemon-metrics.c makes them); all
+ * NULL while metrics are off, which makes every update a no-op. Latency is the
+ * handler's time on the loop: decode, decide, encode. */
+struct dp_metrics {
+    struct metrics_series *allocate, *allocate_errors, *allocate_seconds;
+    struct metrics_series *preferred, *preferred_errors, *preferred_seconds;
+};
+
 struct dp_context {
     const struct rs_resource *resource;
     const struct config *config;
@@ -32,6 +41,7 @@ struct dp_context {
     const struct topo_model *topo;      /* NULL: no topology-aware placement */
     struct dp_callbacks callbacks;
     void *userdata;
+    struct dp_metrics metrics;
 };
 
 /* Serve the resource on <socket_dir>/<resource->socket_name>. Returns 0 or -errno with

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "grpc/grpc.h"
+#include "metrics/metrics.h"
 #include "registration.h"
 
 /* The kubelet creates its socket (bind: our inotify fires) a moment before it listens;
@@ -33,6 +34,7 @@ struct reg {
     bool registered;
     unsigned count;
     uint64_t started_us;
+    struct metrics_series *ok, *failed;
 };
 
 static void reg_call(struct reg *r);
@@ -49,6 +51,7 @@ static void on_done(void *userdata, int status, const char *message, const uint8
 {
     struct reg *r = userdata;
     r->call = NULL;
+    metrics_inc(status == GRPC_STATUS_OK ? r->ok : r->failed);
     if (status == GRPC_STATUS_OK) {
         r->registered = true;
         r->count++;
@@ -117,6 +120,12 @@ void reg_restart(struct reg *r)
 
 bool reg_registered(const struct reg *r) { return r->registered; }
 unsigned reg_count(const struct reg *r) { return r->count; }
+
+void reg_set_metrics(struct reg *r, struct metrics_series *ok, struct metrics_series *failed)
+{
+    r->ok = ok;
+    r->failed = failed;
+}
 
 void reg_free(struct reg *r)
 {

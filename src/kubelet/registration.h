@@ -17,4 +17,7 @@ void reg_restart(struct reg *r);
 bool reg_registered(const struct reg *r);
 /* Number of successful registrations so far (tests, metrics). */
 unsigned reg_count(const struct reg *r);
+/* Count every Register outcome in these series (metrics; NULL: not counted). */
+struct metrics_series;
+void reg_set_metrics(struct reg *r, struct metrics_series *ok, struct metrics_series *failed);
 void reg_free(struct reg *r);

@@ -73,6 +73,8 @@ def static_checks():
     d.check(values["config"]["fallbackStrategies"] == ["named", "single"], "fallbackStrategies default")
     d.check(values["priorityClassName"] == "system-node-critical", "priorityClassName default")
     d.check(values["mps"]["root"] == "/run/nvidia/mps", "mps.root default")
+    d.check(values["metrics"] == {"enabled": False, "port": 9808, "scrapeAnnotations": True},
+            "metrics defaults: off, port 9808")
     d.check(values["image"]["repository"] == d.IMAGE, "image.repository")
     chart = d.load_all(os.path.join(d.CHART, "Chart.yaml"))[0]
     d.check(chart["apiVersion"] == "v2" and chart["name"] == "gpu-device-plugin", "Chart.yaml")
@@ -150,6 +152,11 @@ def rendered_checks(renderer, env_names):
             "toleration")
     d.check("nodeAffinity" in pod.get("affinity", {}), "NFD node affinity")
     d.check(not files["configmap.yml"] and not files["rbac.yml"], "no ConfigMap/RBAC by default")
+    d.check("ports" not in ctr and "livenessProbe" not in ctr and "readinessProbe" not in ctr
+            and "GDP_METRICS_ADDRESS" not in env, "no metrics, port or probes by default")
+    d.check(not any(k.startswith("prometheus.io/")
+                    for k in ds["spec"]["template"]["metadata"].get("annotations", {})),
+            "no scrape annotations by default")
     d.check("serviceAccountName" not in pod and "initContainers" not in pod, "no config-manager by default")
     d.check(ds["metadata"]["namespace"] == "kube-system", "release namespace")
     d.check("kube-system" in notes, "NOTES rendered")
@@ -191,6 +198,33 @@ def rendered_checks(renderer, env_names):
             and fl.get("plugin", {}).get("passDeviceSpecs") is True
             and fl.get("nvidiaDriverRoot") == "/run/nvidia/driver",
             f"plugin saw the mapped env: {fl}")
+
+    # Metrics: the env var, a named port, the probes on it and the scrape annotations.
+    for vals, port in (({"metrics": {"enabled": True}}, 9808),
+                       ({"metrics": {"enabled": True, "port": 9500}, "podAnnotations": {"a": "b"}},
+                        9500)):
+        ds, pod = daemonset(render(vals)[0])
+        ctr = plugin_ctr(pod)
+        env = env_of(ctr)
+        d.check(env.get("GDP_METRICS_ADDRESS") == f":{port}", f"GDP_METRICS_ADDRESS for {vals}: {env}")
+        d.check(ctr.get("ports") == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}],
+                f"ports for {vals}: {ctr.get('ports')}")
+        d.check(ctr.get("livenessProbe", {}).get("httpGet") == {"path": "/healthz", "port": "metrics"},
+                f"livenessProbe {ctr.get('livenessProbe')}")
+        d.check(ctr.get("readinessProbe", {}).get("httpGet") == {"path": "/readyz", "port": "metrics"},
+                f"readinessProbe {ctr.get('readinessProbe')}")
+        ann = ds["spec"]["template"]["metadata"].get("annotations", {})
+        want_ann = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
+                    "prometheus.io/path": "/metrics"}
+        d.check(all(ann.get(k) == v for k, v in want_ann.items()), f"scrape annotations {ann}")
+        d.check(ann.get("a") == vals.get("podAnnotations", {}).get("a"), f"podAnnotations kept: {ann}")
+        got = plugin_accepts(env)
+        d.check(got.get("extensions", {}).get("metricsAddress") == f":{port}",
+                f"plugin reads GDP_METRICS_ADDRESS: {got.get('extensions')}")
+    ds, _ = daemonset(render({"metrics": {"enabled": True, "scrapeAnnotations": False}})[0])
+    d.check(not any(k.startswith("prometheus.io/")
+                    for k in ds["spec"]["template"]["metadata"].get("annotations", {}) or {}),
+            "scrapeAnnotations=false")
 
     # Security context rules.
     for vals, want_sc in (

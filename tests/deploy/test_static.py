@@ -36,8 +36,19 @@ def check_daemonset(path, ds, env_names):
     env = {e["name"]: e.get("value") for e in ctr.get("env") or []}
     for k in env:
         d.check(k in env_names or k in d.RUNTIME_ENV, f"{name}: env {k} is not understood by the plugin")
-    d.check("livenessProbe" not in ctr and "readinessProbe" not in ctr,
-            f"{name}: probes need an endpoint the plugin does not have")
+    if "GDP_METRICS_ADDRESS" in env:
+        port = int(env["GDP_METRICS_ADDRESS"].rsplit(":", 1)[1])
+        d.check(ctr.get("ports") == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}],
+                f"{name}: metrics port {ctr.get('ports')}")
+        d.check(ctr.get("livenessProbe", {}).get("httpGet") == {"path": "/healthz", "port": "metrics"}
+                and ctr.get("readinessProbe", {}).get("httpGet") == {"path": "/readyz", "port": "metrics"},
+                f"{name}: probes on the metrics port")
+        ann = spec["template"]["metadata"].get("annotations", {})
+        d.check(ann.get("prometheus.io/scrape") == "true" and ann.get("prometheus.io/port") == str(port),
+                f"{name}: scrape annotations {ann}")
+    else:
+        d.check("livenessProbe" not in ctr and "readinessProbe" not in ctr and "ports" not in ctr,
+                f"{name}: probes need the metrics listener (GDP_METRICS_ADDRESS)")
     req = ctr.get("resources", {}).get("requests", {})
     d.check(req.get("cpu") and req.get("memory"), f"{name}: resource requests")
     sc = ctr.get("securityContext", {})
@@ -76,7 +87,11 @@ def main():
             and env.get("NVIDIA_MIG_MONITOR_DEVICES") == "all"
             and "SYS_ADMIN" in sc.get("capabilities", {}).get("add", []),
             "with-mig: MIG_STRATEGY, NVIDIA_MIG_MONITOR_DEVICES=all, SYS_ADMIN")
-    d.check(len(seen) == 3, f"expected 3 static DaemonSets, found {sorted(seen)}")
+    env, sc = seen.get("gpu-device-plugin-with-metrics.yml", ({}, {}))
+    d.check(env == {"GDP_METRICS_ADDRESS": ":9808"}
+            and sc == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            f"with-metrics: gpu-device-plugin.yml plus GDP_METRICS_ADDRESS=:9808: {env} {sc}")
+    d.check(len(seen) == 4, f"expected 4 static DaemonSets, found {sorted(seen)}")
     d.finish("deploy-static")
 
 

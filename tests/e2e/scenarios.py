@@ -19,6 +19,11 @@ Order (each step builds on the cluster the previous one left):
   xid          the chart with health.quietPeriod 15s (default 60s): an Xid through the simulator's
                control FIFO takes allocatable down by one; it comes back on recovery
   timeslicing  the chart with sharing.timeSlicing replicas 4: capacity = GPUs x 4
+  metrics      the chart with metrics.enabled (and hostNetwork: this cluster's bridge gives
+               the host no route to pod IPs, and the kubelet probes from the host): the pod
+               turns Ready through its /readyz probe, and /metrics scraped from the pod
+               parses (python3-prometheus-client) and shows the resource registered and
+               every GPU Healthy
 """
 
 import argparse
@@ -29,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import urllib.request
 
 import yaml
 
@@ -358,9 +365,41 @@ def s_timeslicing(ctx):
     show_node_gpus()
 
 
+def s_metrics(ctx):
+    from prometheus_client.parser import text_string_to_metric_families
+    pod = apply_chart(ctx, "metrics.enabled")
+    ctr = [c for c in pod["spec"]["containers"] if c["name"] == "gpu-device-plugin-ctr"][0]
+    if not ctr.get("readinessProbe") or not ctr.get("livenessProbe"):
+        raise Fail("the metrics variant has no probes")
+    # Ready (apply_chart waited for it) means the kubelet's /readyz probe answered 200.
+    ip = pod["status"]["podIP"]
+    port = ctr["ports"][0]["containerPort"]
+    print(f"  plugin pod {pod['metadata']['name']} Ready through its /readyz probe; scraping {ip}:{port}")
+    text = urllib.request.urlopen(f"http://{ip}:{port}/metrics", timeout=30).read().decode()
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+    def value(name, **labels):
+        got = [s.value for s in samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+        return got[0] if len(got) == 1 else None
+    p = "gpu_device_plugin_"
+    if value(p + "registered", resource=RES) != 1.0:
+        raise Fail(f"not registered in /metrics:\n{text[:2000]}")
+    healthy = [s for s in samples if s.name == p + "device_healthy" and s.labels["resource"] == RES]
+    if len(healthy) != ctx["ngpus"] or any(s.value != 1.0 for s in healthy):
+        raise Fail(f"device_healthy: {[(s.labels['device'], s.value) for s in healthy]}")
+    if value(p + "registrations_total", resource=RES, outcome="ok") is None:
+        raise Fail("no registrations_total")
+    print(f"  /metrics: {len(samples)} samples parsed; {RES} registered, {len(healthy)} GPUs Healthy")
+    status = urllib.request.urlopen(f"http://{ip}:{port}/healthz", timeout=30).status
+    if status != 200:
+        raise Fail(f"/healthz answered {status}")
+    wait_node_gpus(ctx["ngpus"], ctx["ngpus"])
+
+
 SCENARIOS = [("dry-run", s_dry_run), ("static", s_static), ("walkthrough", s_walkthrough),
              ("plugin-pod", s_plugin_pod), ("kubelet", s_kubelet), ("helm", s_helm),
-             ("xid", s_xid), ("timeslicing", s_timeslicing)]
+             ("xid", s_xid), ("timeslicing", s_timeslicing), ("metrics", s_metrics)]
 
 
 def main():
@@ -381,14 +420,17 @@ def main():
         yaml.safe_dump({"resources": ["gpu-device-plugin.yml"],
                         "images": [{"name": SHIPPED_IMAGE, "newName": IMAGE_NAME, "newTag": IMAGE_TAG}]}, f)
     charts = {}
-    for variant, config in (("default values", None),
-                            ("health.quietPeriod 15s", "version: v1\nhealth:\n  quietPeriod: 15s\n"),
+    for variant, config, extra in (("default values", None, {}),
+                            ("health.quietPeriod 15s", "version: v1\nhealth:\n  quietPeriod: 15s\n", {}),
                             ("sharing.timeSlicing replicas 4",
                              "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
-                             "    - name: nvidia.com/gpu\n      replicas: 4\n")):
+                             "    - name: nvidia.com/gpu\n      replicas: 4\n", {}),
+                            ("metrics.enabled", None,
+                             {"metrics": {"enabled": True},
+                              "devicePlugin": {"enableHostNetwork": True}})):
         path = os.path.join(work, variant.split()[0].replace(".", "-") + ".yaml")
         with open(path, "w") as f:
-            f.write(render_chart(chart_values(config)))
+            f.write(render_chart({**chart_values(config), **extra}))
         charts[variant] = path
     ctx = {"uuids": uuids, "ngpus": len(uuids), "overlay": overlay, "charts": charts}
     print(f"profile {A.profile}: {len(uuids)} GPUs")

@@ -1,0 +1,53 @@
+/* The metrics and probes of `serve` (--metrics-address; docs/metrics.md): the registry
+ * with every family the plugin exports, the series each instrumented place updates, and
+ * the HTTP listener answering /metrics, /healthz and /readyz from the loop.
+ *
+ * With metrics off there is no struct daemon_metrics: every function here takes NULL and
+ * hands out NULL series, which the updates ignore. Loop-thread only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kubelet/dp_service.h"
+
+struct daemon;
+struct daemon_metrics;
+struct error;
+struct loop;
+struct metrics_family;
+struct reg;
+
+/* What daemon_visit() reports to the collectors and /readyz. */
+struct daemon_visitor {
+    /* serving: its socket is up; registering: a registration exists (kubelet socket
+     * set); registered: the kubelet accepted it. */
+    void (*resource)(void *userdata, const char *resource, bool serving, bool registering,
+                     bool registered, unsigned connections);
+    void (*device)(void *userdata, const char *resource, const char *device,
+                   const char *gpu_uuid, bool healthy, uint64_t last_xid,
+                   const char *xid_class);
+};
+
+/* Make the registry and listen on address. Returns 0 or -errno with err naming the flag
+ * and the address. */
+int daemon_metrics_new(struct loop *l, struct daemon *d, const char *address,
+                       struct daemon_metrics **out, struct error *err);
+void daemon_metrics_free(struct daemon_metrics *dm);
+/* The port the listener bound (":0" picks one). */
+unsigned daemon_metrics_port(const struct daemon_metrics *dm);
+
+/* The series of one resource's RPCs (all NULL when dm is NULL). */
+struct dp_metrics daemon_metrics_resource(struct daemon_metrics *dm, const char *resource);
+/* Count r's Register outcomes under resource. */
+void daemon_metrics_registration(struct daemon_metrics *dm, const char *resource,
+                                 struct reg *r);
+/* The Xid counter family for the health monitor (NULL when dm is NULL). */
+struct metrics_family *daemon_metrics_xids(struct daemon_metrics *dm);
+
+enum daemon_reload_outcome {
+    DAEMON_RELOAD_APPLIED,   /* something changed and the new state serves */
+    DAEMON_RELOAD_UNCHANGED, /* same config, same resources and device IDs */
+    DAEMON_RELOAD_REJECTED,  /* bad config or state: the running one keeps serving */
+};
+void daemon_metrics_reload(struct daemon_metrics *dm, enum daemon_reload_outcome o);
