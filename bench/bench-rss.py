@@ -12,10 +12,16 @@ libnvidia-ml.so.1 (the real NVML is loaded in production too; its figure is not 
 
 This is a benchmark: it prints figures and asserts nothing.
 
-Usage: bench-rss.py --build DIR [--profile P] [--json] [-- EXTRA PLUGIN ARGS...]
+With --metrics the metrics listener is on and scraped once (its keep-alive connection
+open) before the figures are taken. --runs N starts the plugin N times and prints the
+median of each row and of the totals: file-backed pages vary from run to run with what the
+page cache holds (the kernel maps up to 64 KiB around each faulting page if it is cached).
+
+Usage: bench-rss.py --build DIR [--runs N] [--metrics] [--vma] [--json] [-- EXTRA PLUGIN ARGS...]
 """
 
 import argparse
+import http.client
 import importlib.util
 import json
 import os
@@ -145,16 +151,8 @@ def print_rows(rows, own, out=sys.stdout):
     return total, sim
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--profile", default=os.path.join(bp.REFERENCE, "nvml-mock-profiles", "a100.yaml"))
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--vma", action="store_true", help="also every mapping, one line each")
-    ap.add_argument("--settle", type=float, default=0.3, help="seconds after the first list")
-    ap.add_argument("extra", nargs="*", help="extra plugin arguments (after --)")
-    a = ap.parse_args()
-    host = bp.Host(a.build, a.profile)
+def measure(host, a):
+    """One plugin start -> (VmRSS KiB, rows) once registered and settled."""
     kub = bp.Kubelet(host)
     kub.serve()
     p = bp.Plugin(host, a.extra)
@@ -164,28 +162,89 @@ def main():
         ch = bp.dpapi.dial(host.plugin_socket)
         watch = bp.Watch(ch)
         watch.wait_for(lambda d: len(d) > 0, 0)
+        if a.metrics:
+            # one scrape, its keep-alive connection left open (as a Prometheus scrape is)
+            line = [l for l in p.wait_log("Serving metrics and probes on") if "(port " in l][0]
+            port = int(re.search(r"\(port (\d+)\)", line).group(1))
+            scrape = http.client.HTTPConnection("127.0.0.1", port, timeout=bp.WAIT)
+            scrape.request("GET", "/metrics")
+            r = scrape.getresponse()
+            if r.status != 200 or b"gpu_device_plugin_build_info" not in r.read():
+                raise bp.BenchError("/metrics did not answer")
+        cpu_ms = p.cpu_ns() / 1e6  # every thread's CPU time so far: exec to registered
+        with open("/proc/%d/stat" % p.pid) as f:
+            minflt = int(f.read().rsplit(")", 1)[1].split()[7])
         time.sleep(a.settle)
         st = p.status()
         rows = classify(p.pid)
-        print("VmRSS %s  RssAnon %s  RssFile %s  threads %s" % (
-            st["VmRSS"], st["RssAnon"], st["RssFile"], st["Threads"]))
-        total, sim = print_rows(rows, own_libraries(host.plugin))
-        if a.vma:
-            for lo, hi, perms, name, f in read_smaps(p.pid):
-                print("%012x %7d KiB %s Rss %5d anon %5d %s" % (
-                    lo, (hi - lo) // 1024, perms, f.get("Rss", 0), f.get("Anonymous", 0), name))
-            for tid, (comm, sp) in thread_stacks(p.pid).items():
-                print("thread %d %s sp %x" % (tid, comm, sp))
-        if a.json:
-            print(json.dumps({"bench": "rss", "vmrss_kib": int(st["VmRSS"].split()[0]),
-                              "rss_kib": total, "rss_without_sim_nvml_kib": total - sim,
-                              "by_mapping": {k: r["rss"] for k, r in rows.items()}}))
+        vma = read_smaps(p.pid) if a.vma else []
+        stacks = thread_stacks(p.pid) if a.vma else {}
         watch.close()
         ch.close()
+        return int(st["VmRSS"].split()[0]), rows, vma, stacks, cpu_ms, minflt
     finally:
         p.stop()
         kub.stop()
+
+
+def median(values):
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--profile", default=os.path.join(bp.REFERENCE, "nvml-mock-profiles", "a100.yaml"))
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--vma", action="store_true", help="also every mapping, one line each")
+    ap.add_argument("--metrics", action="store_true",
+                    help="metrics listener on (127.0.0.1:0), scraped once before measuring")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="starts to take the median of (file-backed pages vary with the page cache)")
+    ap.add_argument("--settle", type=float, default=0.3, help="seconds after the first list")
+    ap.add_argument("extra", nargs="*", help="extra plugin arguments (after --)")
+    a = ap.parse_args()
+    if a.metrics:
+        a.extra = ["--metrics-address", "127.0.0.1:0"] + a.extra
+    host = bp.Host(a.build, a.profile)
+    own = own_libraries(host.plugin)
+    try:
+        runs = [measure(host, a) for _ in range(max(1, a.runs))]
+    finally:
         host.cleanup()
+    # per-row medians over the runs
+    keys = {k for _, rows, _, _, _, _ in runs for k in rows}
+    rows = {}
+    for k in keys:
+        rs = [r[1].get(k) for r in runs]
+        rs = [r for r in rs if r] or [None]
+        rows[k] = {f: median([r[f] if r else 0 for r in rs]) for f in ("rss", "file", "anon", "size")}
+    totals = [sum(r["rss"] for r in rws.values()) for _, rws, _, _, _, _ in runs]
+    sims = [sum(r["rss"] for k, r in rws.items() if nvml_share(k, own)) for _, rws, _, _, _, _ in runs]
+    print("%s, %d run(s)%s; VmRSS per run (KiB): %s" % (
+        host.plugin, len(runs), ", metrics on" if a.metrics else "", " ".join(str(r[0]) for r in runs)))
+    print_rows(rows, own)
+    total, without = median(totals), median([t - s for t, s in zip(totals, sims)])
+    print("median of the runs: total %d KiB (%.2f MiB), without NVML's share %d KiB (%.2f MiB)" % (
+        total, total / 1024, without, without / 1024))
+    print("median CPU time from exec to the first device list (all threads, schedstat): "
+          "%.2f ms; minor page faults: %d" % (median([r[4] for r in runs]),
+                                              median([r[5] for r in runs])))
+    if a.vma:
+        _, _, vma, stacks, _, _ = runs[-1]
+        for lo, hi, perms, name, f in vma:
+            print("%012x %7d KiB %s Rss %5d anon %5d %s" % (
+                lo, (hi - lo) // 1024, perms, f.get("Rss", 0), f.get("Anonymous", 0), name))
+        for tid, (comm, sp) in stacks.items():
+            print("thread %d %s sp %x" % (tid, comm, sp))
+    if a.json:
+        print(json.dumps({"bench": "rss", "runs": len(runs), "metrics": a.metrics,
+                          "vmrss_kib": [r[0] for r in runs], "rss_kib": total,
+                          "rss_without_nvml_kib": without,
+                          "cpu_ms_to_first_list": median([r[4] for r in runs]),
+                          "minflt_to_first_list": median([r[5] for r in runs]),
+                          "by_mapping": {k: r["rss"] for k, r in rows.items()}}))
 
 
 if __name__ == "__main__":
