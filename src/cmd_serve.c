@@ -1,48 +1,121 @@
-/* Serve mode: the one event loop, signals through signalfd, the plugin manager. */
+/* Serve mode: the one event loop, signals through signalfd, the plugin manager, and the
+ * cluster features (src/cluster/), which may choose the config file per node. */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/signalfd.h>
 
+#include "cluster/cluster.h"
 #include "commands.h"
 #include "core/log.h"
-#include "core/mem.h"
 #include "core/loop.h"
+#include "core/mem.h"
 #include "daemon/daemon.h"
 #include "version.h"
 
 struct serve {
     struct loop *loop;
     struct daemon *daemon;
+    struct cluster *cluster;
     int argc;
     char **argv;
+    struct config *initial;   /* per-node config: the start config, until the first apply */
+    bool started;
+    char *selected;           /* per-node config applied (a file, "" empty); NULL: none */
 };
+
+static void config_freep(struct config **c)
+{
+    if (*c) {
+        config_free(*c);
+        free(*c);
+    }
+}
+
+/* The configuration from the command line and environment, its file being the per-node
+ * selection when there is one. */
+static struct config *load(struct serve *s, const char *file, struct error *err)
+{
+    _cleanup_(config_freep) struct config *cfg = xcalloc(1, sizeof(*cfg));
+    int r = file ? config_load_with_file(cfg, s->argc, s->argv, environ, file, err)
+                 : config_load(cfg, s->argc, s->argv, environ, NULL, err);
+    if (r > 0)
+        error_set(err, -EINVAL, "unexpected --help/--version");
+    return r == 0 ? TAKE_PTR(cfg) : NULL;
+}
 
 static void reload(struct serve *s)
 {
-    struct config *cfg = xcalloc(1, sizeof(*cfg));
     struct error err = { 0 };
-    int r = config_load(cfg, s->argc, s->argv, environ, NULL, &err);
-    if (r != 0) {
+    if (!s->started) {
+        log_info("Not reloading: the per-node config is not selected yet");
+        return;
+    }
+    _cleanup_(config_freep) struct config *cfg = load(s, s->selected, &err);
+    if (!cfg) {
         log_error("Reloading configuration failed, keeping the running configuration: %s",
-                  r < 0 ? err.msg : "unexpected --help/--version");
+                  err.msg);
         daemon_count_reload(s->daemon, DAEMON_RELOAD_REJECTED);
-        config_free(cfg);
-        free(cfg);
         return;
     }
     int level = config_log_level(cfg);
-    r = daemon_reload(s->daemon, cfg, &err);
+    int r = daemon_reload(s->daemon, cfg, &err);
     if (r < 0) {
         log_error("Restart after SIGHUP failed, keeping the running state: %s", err.msg);
         daemon_count_reload(s->daemon, DAEMON_RELOAD_REJECTED);
-        config_free(cfg);
-        free(cfg);
         return;
     }
+    TAKE_PTR(cfg); /* the daemon's now */
     log_set_level(level);
     mem_release_free(); /* the old state and the reload's parsing are freed */
     daemon_count_reload(s->daemon, r == 1 ? DAEMON_RELOAD_UNCHANGED : DAEMON_RELOAD_APPLIED);
     log_info("Reloaded configuration and devices%s", r == 1 ? " (nothing changed)" : "");
+}
+
+/* The cluster chose a per-node config (cluster.h: cluster_apply_fn). The first one
+ * starts the daemon; later ones are reloads, transactional like SIGHUP's. */
+static int apply_config(void *userdata, const char *path, struct error *err)
+{
+    struct serve *s = userdata;
+    _cleanup_(config_freep) struct config *cfg =
+        !path && s->initial ? TAKE_PTR(s->initial) : load(s, path, err);
+    if (!cfg) {
+        if (s->started)
+            daemon_count_reload(s->daemon, DAEMON_RELOAD_REJECTED);
+        return err->code;
+    }
+    int level = config_log_level(cfg);
+    _cleanup_free_ char *dump = config_to_json_string(cfg, false);
+    int r = s->started ? daemon_reload(s->daemon, cfg, err) : daemon_start(s->daemon, cfg, err);
+    if (s->started)
+        daemon_count_reload(s->daemon, r < 0    ? DAEMON_RELOAD_REJECTED
+                                       : r == 1 ? DAEMON_RELOAD_UNCHANGED
+                                                : DAEMON_RELOAD_APPLIED);
+    if (r < 0) {
+        if (!s->started && !path) {
+            /* Nothing left to fall back to: the same exit as without per-node config. */
+            log_error("%s", err->msg);
+            loop_quit(s->loop, 1);
+        }
+        return r;
+    }
+    TAKE_PTR(cfg);
+    s->started = true;
+    log_set_level(level);
+    mem_release_free(); /* the selection's parsing (and a replaced state) are freed */
+    log_info("Running with config: %s", dump);
+    free(s->selected);
+    s->selected = path ? xstrdup(path) : NULL;
+    return 0;
+}
+
+static struct cluster_options cluster_options_of(const struct config *cfg)
+{
+    enum cluster_labels_mode mode = CLUSTER_LABELS_OFF;
+    if (cfg->node_labels_patch)
+        mode = CLUSTER_LABELS_NODE_PATCH;
+    else if (cfg->gfd)
+        mode = cfg->use_node_feature_api ? CLUSTER_LABELS_NODEFEATURE : CLUSTER_LABELS_FILE;
+    return (struct cluster_options){ .labels = mode, .output_file = cfg->gfd_output_file };
 }
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *userdata)
@@ -101,16 +174,30 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
     }
     loop_add_io(s.loop, sfd, EPOLLIN, on_signal, &s);
     s.daemon = daemon_new(s.loop);
-    if (daemon_start(s.daemon, cfg, &err) < 0) {
+    struct cluster_options co = cluster_options_of(cfg);
+    s.cluster = cluster_new(s.loop, cfg, &co, apply_config, &s);
+    daemon_set_cluster(s.daemon, s.cluster);
+    if (cluster_config_enabled(s.cluster)) {
+        /* The daemon starts from the first per-node selection (apply_config). */
+        s.initial = cfg;
+        cluster_config_start(s.cluster);
+    } else if (daemon_start(s.daemon, cfg, &err) < 0) {
         log_error("%s", err.msg);
         daemon_free(s.daemon);
+        cluster_free(s.cluster);
         loop_del_io(s.loop, sfd);
         loop_free(s.loop);
         goto fail_cfg;
+    } else {
+        s.started = true;
     }
     mem_release_free(); /* startup's parsing and discovery are freed */
-    rc = loop_run(s.loop) < 0 ? 1 : 0;
+    int lr = loop_run(s.loop);
+    rc = lr != 0 ? 1 : 0;
     daemon_free(s.daemon);
+    cluster_free(s.cluster);
+    config_freep(&s.initial);
+    free(s.selected);
     loop_del_io(s.loop, sfd);
     loop_free(s.loop);
     log_info("Stopped.");

@@ -58,6 +58,18 @@ enum config_opt {
     OPT_GFD_NO_TIMESTAMP,
     OPT_MACHINE_TYPE_FILE,
     OPT_GFD_SLEEP_INTERVAL,
+    /* Kubernetes API and per-node configuration (struct config_cluster) */
+    OPT_KUBECONFIG,
+    OPT_NODE_NAME,
+    OPT_NAMESPACE,
+    OPT_POD_NAME,
+    OPT_KUBE_API_QPS,
+    OPT_KUBE_API_BURST,
+    OPT_CONFIG_DIR,
+    OPT_CONFIG_NODE_LABEL,
+    OPT_CONFIG_DEFAULT,
+    OPT_CONFIG_FALLBACK_STRATEGIES,
+    OPT_EVENTS,
     OPT_HELP,
     OPT_VERSION,
     _OPT_MAX,
@@ -138,6 +150,10 @@ struct config_command;
 int config_args_apply(struct config *c, int argc, char **argv, char **envp,
                       struct config_command *cmd, bool *set, struct config_marks *marks,
                       struct error *err);
+
+/* Kubernetes API and per-node configuration settings (config-cluster.c). */
+int config_cluster_option_set(struct config *c, enum config_opt opt, const char *value,
+                              struct error *err);
 
 /* Health settings (config-health.c). */
 int config_health_option_set(struct config *c, enum config_opt opt, const char *value,

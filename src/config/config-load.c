@@ -23,7 +23,7 @@ static void marks_clear(struct config_marks *m)
 }
 
 static int load(struct config *out, int argc, char **argv, char **envp,
-                struct config_command *cmd, struct error *err)
+                struct config_command *cmd, const char *file_override, struct error *err)
 {
     _cleanup_(marks_clear) struct config_marks marks = { 0 };
     bool set[_OPT_MAX] = { 0 };
@@ -33,6 +33,10 @@ static int load(struct config *out, int argc, char **argv, char **envp,
     if (r != 0)
         return r;
     out->gfd_output_file_given = set[OPT_GFD_OUTPUT_FILE];
+    if (file_override) {
+        free(out->config_file);
+        out->config_file = xstrdup(file_override);
+    }
 
     if (out->config_file && *out->config_file) {
         r = config_file_load(out, out->config_file, set, &marks, err);
@@ -57,8 +61,15 @@ int config_load(struct config *out, int argc, char **argv, char **envp,
         *cmd = (struct config_command){ 0 };
         cmd->args = xcalloc(1, sizeof(char *));
     }
-    int r = load(out, argc, argv, envp, cmd, err);
+    int r = load(out, argc, argv, envp, cmd, NULL, err);
     if (r < 0)
         config_command_free(cmd);
     return r;
+}
+
+int config_load_with_file(struct config *out, int argc, char **argv, char **envp,
+                          const char *config_file, struct error *err)
+{
+    config_init_defaults(out);
+    return load(out, argc, argv, envp, NULL, config_file, err);
 }

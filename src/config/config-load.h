@@ -36,6 +36,11 @@ struct config_command {
 int config_load(struct config *out, int argc, char **argv, char **envp,
                 struct config_command *cmd, struct error *err);
 void config_command_free(struct config_command *cmd);
+/* config_load() for serve's per-node configuration (src/cluster/): the config file is
+ * `config_file` whatever --config-file / CONFIG_FILE say ("" = none: flags, environment
+ * and defaults only, like NVIDIA's config-manager's empty config). */
+int config_load_with_file(struct config *out, int argc, char **argv, char **envp,
+                          const char *config_file, struct error *err);
 
 /* `--help` text: every flag with aliases, env vars and default, grouped. */
 void config_print_help(FILE *f, const char *argv0);

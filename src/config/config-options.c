@@ -18,6 +18,8 @@ static const char G_SHARE[] = "MIG, sharing and IMEX";
 static const char G_HEALTH[] = "Health checks (gpu-device-plugin extensions; file: health:)";
 static const char G_EXT[] = "gpu-device-plugin extensions (not in NVIDIA's plugin)";
 static const char G_LABELS[] = "GPU node labels (gpu-feature-discovery; see docs/labels.md)";
+static const char G_KUBE[] = "Kubernetes API and per-node configuration (used only by the "
+                             "features that need them)";
 static const char G_MISC[] = "Miscellaneous";
 
 const struct config_option_def config_options[_OPT_MAX] = {
@@ -149,13 +151,41 @@ const struct config_option_def config_options[_OPT_MAX] = {
     [OPT_GFD_SLEEP_INTERVAL] = { { "sleep-interval" }, { "GFD_SLEEP_INTERVAL" }, KIND_STRING,
         G_LABELS, "60s", "GFD's relabel period (Go duration or infinite): accepted, not used; "
         "labels are republished on start, reload and inventory change", NULL },
+    [OPT_KUBECONFIG] = { { "kubeconfig" }, { "KUBECONFIG" }, KIND_STRING, G_KUBE, "",
+        "kubeconfig file for running outside a pod (empty: in-cluster service account)", NULL },
+    [OPT_NODE_NAME] = { { "node-name" }, { "NODE_NAME" }, KIND_STRING, G_KUBE, "",
+        "this node's name (downward API spec.nodeName); needed by labels via the API, "
+        "per-node configuration and events", NULL },
+    [OPT_NAMESPACE] = { { "namespace" }, { "NAMESPACE" }, KIND_STRING, G_KUBE, "default",
+        "namespace of the NodeFeature object", NULL },
+    [OPT_POD_NAME] = { { "pod-name" }, { "POD_NAME" }, KIND_STRING, G_KUBE, "",
+        "this pod's name: the NodeFeature object is owned by its DaemonSet", NULL },
+    [OPT_KUBE_API_QPS] = { { "kube-api-qps" }, { "KUBE_API_QPS" }, KIND_STRING, G_KUBE, "5",
+        "sustained requests per second to the API server", NULL },
+    [OPT_KUBE_API_BURST] = { { "kube-api-burst" }, { "KUBE_API_BURST" }, KIND_STRING, G_KUBE,
+        "10", "requests allowed at once above --kube-api-qps", NULL },
+    [OPT_CONFIG_DIR] = { { "config-dir" }, { "CONFIG_FILE_SRCDIR" }, KIND_STRING, G_KUBE, "",
+        "directory of named config files (the mounted ConfigMap); the node label picks one "
+        "(empty: off)", NULL },
+    [OPT_CONFIG_NODE_LABEL] = { { "config-node-label" }, { "NODE_LABEL" }, KIND_STRING, G_KUBE,
+        "nvidia.com/device-plugin.config", "node label whose value names the config to apply",
+        NULL },
+    [OPT_CONFIG_DEFAULT] = { { "config-default" }, { "DEFAULT_CONFIG" }, KIND_STRING, G_KUBE,
+        "", "config applied when the node label is absent or names no file", NULL },
+    [OPT_CONFIG_FALLBACK_STRATEGIES] = { { "config-fallback-strategies" },
+        { "FALLBACK_STRATEGIES" }, KIND_SLICE, G_KUBE, "named,single",
+        "without label or default: named (the config called \"default\"), single (the only "
+        "config), empty (no config file), tried in order", NULL },
+    [OPT_EVENTS] = { { "events" }, { "GDP_EVENTS" }, KIND_BOOL, G_KUBE, "true",
+        "post Kubernetes Events on the Node for health transitions and rejected configs "
+        "(only with --node-name)", NULL },
     [OPT_HELP] = { { "help", "h" }, { NULL }, KIND_ACTION, G_MISC, NULL, "show help", NULL },
     [OPT_VERSION] = { { "version" }, { NULL }, KIND_ACTION, G_MISC, NULL,
         "print the version (-v is klog verbosity here, not --version)", NULL },
 };
 
 const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_LABELS, G_EXT,
-                                             G_MISC, NULL };
+                                             G_KUBE, G_MISC, NULL };
 
 int config_parse_bool(const char *s)
 {
@@ -478,6 +508,18 @@ static int set_option(struct config *c, enum config_opt opt, const char *value,
     case OPT_DP_DISABLE_HEALTHCHECKS:
     case OPT_DP_ENABLE_HEALTHCHECKS:
         return config_health_option_set(c, opt, value, err);
+    case OPT_KUBECONFIG:
+    case OPT_NODE_NAME:
+    case OPT_NAMESPACE:
+    case OPT_POD_NAME:
+    case OPT_KUBE_API_QPS:
+    case OPT_KUBE_API_BURST:
+    case OPT_CONFIG_DIR:
+    case OPT_CONFIG_NODE_LABEL:
+    case OPT_CONFIG_DEFAULT:
+    case OPT_CONFIG_FALLBACK_STRATEGIES:
+    case OPT_EVENTS:
+        return config_cluster_option_set(c, opt, value, err);
     case OPT_HELP:
     case OPT_VERSION:
     case _OPT_MAX:

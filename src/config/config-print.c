@@ -113,6 +113,16 @@ static json_t *config_json(const struct config *c)
         c->health.disabled, "gfd", c->gfd, "nodeLabelsPatch", c->node_labels_patch,
         "metricsAddress", c->metrics_address);
 
+    const struct config_cluster *k = &c->cluster;
+    json_object_set_new(
+        ext, "cluster",
+        json_pack("{s:s?, s:s?, s:s?, s:s?, s:f, s:i, s:s?, s:s?, s:s?, s:o, s:b}", "kubeconfig",
+                  k->kubeconfig, "nodeName", k->node_name, "namespace", k->namespace, "podName",
+                  k->pod_name, "kubeApiQps", k->kube_api_qps, "kubeApiBurst", k->kube_api_burst,
+                  "configDir", k->config_dir, "configNodeLabel", k->config_node_label,
+                  "configDefault", k->config_default, "configFallbackStrategies",
+                  strv_json(k->config_fallback_strategies), "events", k->events));
+
     json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "version", "v1", "flags", flags,
                              "resources", resources, "sharing", sharing, "imex", imex);
     json_object_set_new(root, "health", config_health_json(&c->health));

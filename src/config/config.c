@@ -53,6 +53,14 @@ void config_free(struct config *c)
     sharing_free(&c->time_slicing);
     sharing_free(&c->mps);
     free(c->health.rules);
+    free(c->cluster.kubeconfig);
+    free(c->cluster.node_name);
+    free(c->cluster.namespace);
+    free(c->cluster.pod_name);
+    free(c->cluster.config_dir);
+    free(c->cluster.config_node_label);
+    free(c->cluster.config_default);
+    config_strv_free(c->cluster.config_fallback_strategies);
     /* leave a struct that is safe to free again */
     *c = (struct config){ 0 };
 }

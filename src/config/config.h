@@ -51,6 +51,22 @@ struct config_sharing {
     size_t n_resources;
 };
 
+/* The Kubernetes API (used only by features that need it) and per-node configuration
+ * selected by a node label (src/cluster/). */
+struct config_cluster {
+    char *kubeconfig;                  /* "": in-cluster credentials */
+    char *node_name;                   /* "": features that need the Node are off */
+    char *namespace;                   /* "default", like GFD */
+    char *pod_name;                    /* "": no owner references */
+    double kube_api_qps;               /* 5 */
+    int kube_api_burst;                /* 10 */
+    char *config_dir;                  /* "": per-node configuration off */
+    char *config_node_label;           /* "nvidia.com/device-plugin.config" */
+    char *config_default;              /* "": use the fallback strategies */
+    char **config_fallback_strategies; /* NULL-terminated: "named", "single", "empty" */
+    bool events;                       /* Events on the Node (with node_name) */
+};
+
 struct config {
     /* where things came from, for messages and `config print` */
     char *config_file;                 /* NULL: none */
@@ -105,6 +121,8 @@ struct config {
 
     /* health checks: flags, GDP_HEALTH_* / DP_*_HEALTHCHECKS and `health:` */
     struct health_config health;
+
+    struct config_cluster cluster;
 };
 
 void config_init_defaults(struct config *c);

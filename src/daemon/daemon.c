@@ -3,10 +3,13 @@
  * resource that comes out the same handed over (hitless), and the per-resource plugin
  * lifecycle: serve, register, retry, rebind after a kubelet restart. Loop-thread only. */
 #include <stdio.h>
+#include <time.h>
 
+#include "cluster/cluster.h"
 #include "core/log.h"
 #include "config/config-load.h"
 #include "core/loop.h"
+#include "daemon/daemon-cluster.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon-metrics.h"
 #include "daemon/node-state.h"
@@ -49,6 +52,8 @@ struct daemon {
     struct kwatch *watch;
     char *watched_socket;
     struct daemon_metrics *metrics;  /* NULL: --metrics-address off or failed */
+    struct cluster *cluster;         /* not owned; NULL: no cluster features */
+    struct daemon_health_view hview; /* for Events on health transitions */
 };
 
 static void state_free(struct serving *s)
@@ -85,6 +90,9 @@ static void on_health_changed(void *userdata)
     for (size_t i = 0; i < s->n_plugins; i++)
         if (s->plugins[i].dp)
             dp_plugin_devices_changed(s->plugins[i].dp);
+    struct daemon *m = userdata;
+    if (m->cluster && m->health)
+        daemon_health_view_update(&m->hview, m->cluster, m->health, &s->node);
 }
 
 /* The MPS control daemon (NVIDIA's mps-control-daemon) writes <root>/<resource>/.started
@@ -329,6 +337,8 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
         .previous = m->state ? &m->state->node.inv : NULL,
         .tolerate_nvml_failure = !cfg->fail_on_init_error,
         .serve = true,
+        /* The machine type, PCI class and vGPU facts only the labels read. */
+        .host_facts = cfg->gfd || cfg->node_labels_patch,
     };
     r = node_state_build(&s->node, &opt, err);
     if (r < 0) {
@@ -349,6 +359,12 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
     state_free(old);
     m->state = s;
     state_start_plugins(m, s);
+    if (m->cluster) {
+        /* GFD computes its timestamp once per (re)start: here, once per state. */
+        daemon_health_view_reset(&m->hview, &s->node, m->health);
+        daemon_cluster_publish_labels(m->cluster, &s->node,
+                                      cfg->gfd_no_timestamp ? 0 : (uint64_t)time(NULL));
+    }
     return same ? 1 : 0;
 }
 
@@ -373,6 +389,11 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
 int daemon_reload(struct daemon *m, struct config *cfg, struct error *err)
 {
     return swap_state(m, cfg, err);
+}
+
+void daemon_set_cluster(struct daemon *m, struct cluster *c)
+{
+    m->cluster = c;
 }
 
 void daemon_kubelet_restarted(struct daemon *m)
@@ -436,5 +457,6 @@ void daemon_free(struct daemon *m)
     health_monitor_stop(m->health);
     kwatch_free(m->watch);
     free(m->watched_socket);
+    daemon_health_view_clear(&m->hview);
     free(m);
 }

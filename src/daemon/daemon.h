@@ -13,6 +13,7 @@
 
 struct loop;
 struct daemon;
+struct cluster;
 
 struct daemon *daemon_new(struct loop *l);
 /* Build the state from cfg (ownership of cfg passes to the daemon on success), serve
@@ -30,6 +31,9 @@ void daemon_visit(const struct daemon *m, const struct daemon_visitor *v, void *
 /* The kubelet socket was created again: rebind every plugin socket, re-register. */
 void daemon_kubelet_restarted(struct daemon *m);
 void daemon_free(struct daemon *m);
+/* Hand every later state's labels and every health transition to c (not owned; it must
+ * outlive the daemon or be unset with NULL). Set before daemon_start. */
+void daemon_set_cluster(struct daemon *m, struct cluster *c);
 
 /* Testing/bench hooks. */
 unsigned daemon_registrations(const struct daemon *m);

@@ -15,7 +15,8 @@
  * Bounds: every request has a deadline (options.request_timeout_ms) and a response
  * size cap (options.max_response_bytes); a watch that goes silent longer than its
  * server-side timeout plus a margin is dropped and resumed. A 401 re-reads the token
- * and retries once; a 403 is logged naming the verb and resource RBAC must allow.
+ * and retries once; a 403 is logged here (once per verb and resource) naming the verb and
+ * resource RBAC must allow, so callers need not log it again.
  *
  * Threading: everything here runs on the loop thread. Callbacks are never called from
  * inside the function that started the request (always from the loop), so a caller may
@@ -39,13 +40,19 @@ struct kube_options {
     /* 0 picks the default: 10000 ms per request, 4 MiB per response body. */
     uint32_t request_timeout_ms;
     size_t max_response_bytes;
+    /* Client-side rate limit like client-go's token bucket: 0 picks 5 requests per second
+     * with bursts of 10 (--kube-api-qps, --kube-api-burst). A watch counts once per
+     * (re)start. */
+    double qps;
+    uint32_t burst;
 };
 
 /* Reads credentials (no network yet: the connection is opened on the first request
  * and re-opened with capped backoff when it drops). Returns 0 or -errno with err
  * naming the file or variable at fault. */
 int kube_new(struct loop *l, const struct kube_options *o, struct kube **out, struct error *err);
-/* Cancels every request and watch without calling their callbacks. NULL is ignored. */
+/* Cancels every request and watch without calling their callbacks. NULL is ignored.
+ * Not from inside one of this client's callbacks. */
 void kube_free(struct kube *k);
 
 enum kube_method {
@@ -97,3 +104,10 @@ struct kube_watch *kube_watch_start(struct kube *k, const char *collection_path,
                                     struct error *err);
 /* fn is not called afterwards. NULL is ignored. */
 void kube_watch_stop(struct kube_watch *w);
+
+/* The "message" of a Kubernetes Status object (borrowed from body), or NULL. */
+const char *kube_status_message(json_t *body);
+
+/* Percent-encode s for a path segment or a query value (everything but RFC 3986
+ * unreserved bytes). Returns malloc'd. */
+char *kube_escape(const char *s);

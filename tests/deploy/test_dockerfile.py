@@ -113,7 +113,8 @@ def main():
     d.check(runtime and runtime[0][1] == "scratch", f"runtime stage FROM {runtime[:1]}")
 
     need_build = {"gcc", "meson", "ninja-build", "pkg-config", "python3", "protobuf-c-compiler",
-                  "libnghttp2-dev", "libprotobuf-c-dev", "libyaml-dev", "libjansson-dev"}
+                  "libnghttp2-dev", "libprotobuf-c-dev", "libyaml-dev", "libjansson-dev",
+                  "libmbedtls-dev"}
     missing = need_build - apt_packages(build)
     d.check(not missing, f"build stage lacks {sorted(missing)}")
     d.check(not any(w == "RUN" for w, _ in runtime), "the scratch runtime stage runs nothing")

@@ -112,7 +112,7 @@ def plugin_accepts(env, config_text=None):
     """Run the built plugin's `config print` with the rendered env: the values
     the chart produces must load. Returns the printed configuration."""
     exe = os.path.join(d.BUILD, "src", "gpu-device-plugin")
-    e = {k: v for k, v in env.items() if k not in d.RUNTIME_ENV and k != "CONFIG_FILE"}
+    e = {k: v for k, v in env.items() if k not in d.RUNTIME_ENV and k != "CONFIG_FILE" and v is not None}
     e["PATH"] = os.environ.get("PATH", "/usr/bin")
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         if config_text is not None:
@@ -238,12 +238,13 @@ def rendered_checks(renderer, env_names):
         mig = env_of(plugin_ctr(pod)).get("NVIDIA_MIG_MONITOR_DEVICES")
         d.check((mig == "all") == (vals.get("migStrategy") == "mixed"), f"MIG monitor env for {vals}")
 
-    # config.map without config-manager: one config for every node at /config/config.yaml.
+    # configSelection static: one config for every node at /config/config.yaml.
     cfg_default = "version: v1\nflags:\n  migStrategy: none\n  plugin:\n    deviceIDStrategy: index\n"
     cfg_mig = "version: v1\nflags:\n  migStrategy: mixed\n"
     for vals, key in (({"config": {"map": {"default": cfg_default, "mig": cfg_mig}}}, "default"),
                       ({"config": {"map": {"default": cfg_default, "mig": cfg_mig}, "default": "mig"}}, "mig"),
                       ({"config": {"map": {"only": cfg_default}}}, "only")):
+        vals = dict(vals, configSelection="static")
         files, _ = render(vals)
         ds, pod = daemonset(files)
         ctr = plugin_ctr(pod)
@@ -256,12 +257,70 @@ def rendered_checks(renderer, env_names):
         d.check(env_of(ctr).get("CONFIG_FILE") == "/config/config.yaml", "CONFIG_FILE")
         d.check("checksum/config" in ds["spec"]["template"]["metadata"].get("annotations", {}),
                 "config checksum annotation")
-        d.check(len(pod["containers"]) == 1 and not files["rbac.yml"], "no config-manager unless enabled")
+        d.check(len(pod["containers"]) == 1 and not files["rbac.yml"], "static: no sidecar, no RBAC")
         d.check((env_of(ctr).get("NVIDIA_MIG_MONITOR_DEVICES") == "all") == ("mig" in vals["config"]["map"]),
                 f"MIG monitor devices iff a config may use MIG: {vals}")
         got = plugin_accepts(env_of(ctr), cm["data"][key])
         d.check(got.get("flags", {}).get("migStrategy") == ("mixed" if key == "mig" else "none"),
                 f"plugin loaded config {key}")
+
+    # configSelection plugin (the default): the plugin selects from the whole ConfigMap by
+    # its Node's label, with NVIDIA's config-manager variables; RBAC for exactly that.
+    vals = {"config": {"map": {"default": cfg_default, "mig": cfg_mig}, "default": "mig",
+                       "fallbackStrategies": ["named", "empty"]}}
+    files, _ = render(vals)
+    ds, pod = daemonset(files)
+    ctr = plugin_ctr(pod)
+    env = env_of(ctr)
+    (cm,) = files["configmap.yml"]
+    vol, _ = mounts_of(pod, ctr).get("/available-configs", ({}, 0))
+    d.check(vol.get("configMap", {}).get("name") == cm["metadata"]["name"] and "items" not in vol["configMap"],
+            f"the whole ConfigMap at /available-configs: {vol}")
+    d.check(env.get("CONFIG_FILE_SRCDIR") == "/available-configs" and env.get("DEFAULT_CONFIG") == "mig"
+            and env.get("FALLBACK_STRATEGIES") == "named,empty"
+            and env.get("NODE_LABEL") == "nvidia.com/device-plugin.config" and "CONFIG_FILE" not in env,
+            f"per-node config env {env}")
+    d.check(len(pod["containers"]) == 1 and "initContainers" not in pod, "no sidecar")
+    d.check("checksum/config" not in ds["spec"]["template"]["metadata"].get("annotations", {}),
+            "no pod roll on config change: the plugin applies it live")
+    rules = rbac_rules(files)
+    d.check(rules == {("", "nodes"): ["get", "list", "watch", "patch"], ("", "events"): ["create", "patch"]},
+            f"per-node config RBAC {rules}")
+    d.check(pod.get("serviceAccountName") and downward(ctr) == {"NODE_NAME": "spec.nodeName",
+            "NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"}, "node name from the downward API")
+    for k in env:
+        d.check(k in env_names or k in d.RUNTIME_ENV, f"rendered env {k} is not understood by the plugin")
+
+    # gfd: labels from the plugin itself, each delivery mode with only its RBAC.
+    for vals, want_rules, want_env, feature_dir in (
+            ({"gfd": {"enabled": True}},
+             {("nfd.k8s-sigs.io", "nodefeatures"): ["get", "list", "watch", "create", "update"],
+              ("", "pods"): ["get"], ("", "events"): ["create", "patch"]},
+             {"GDP_GFD": "true", "USE_NODE_FEATURE_API": "true"}, False),
+            ({"gfd": {"enabled": True, "noTimestamp": True}, "nfd": {"enableNodeFeatureApi": False},
+              "events": {"enabled": False}},
+             {}, {"GDP_GFD": "true", "USE_NODE_FEATURE_API": "false", "GFD_NO_TIMESTAMP": "true",
+                  "GDP_EVENTS": "false"}, True),
+            ({"gfd": {"enabled": True, "nodeLabelsPatch": True}},
+             {("", "nodes"): ["get", "patch"], ("", "events"): ["create", "patch"]},
+             {"GDP_GFD": "true", "GDP_NODE_LABELS_PATCH": "true"}, False),
+            ({"events": {"enabled": True}}, {("", "events"): ["create", "patch"]}, {}, False)):
+        files, _ = render(vals)
+        _, pod = daemonset(files)
+        ctr = plugin_ctr(pod)
+        env = env_of(ctr)
+        rules = rbac_rules(files)
+        d.check(rules == want_rules, f"RBAC for {vals}: {rules}, want {want_rules}")
+        d.check(bool(pod.get("serviceAccountName")) == bool(want_rules), f"ServiceAccount iff RBAC: {vals}")
+        for k, v in want_env.items():
+            d.check(env.get(k) == v, f"{vals}: env {k}={env.get(k)!r}, want {v!r}")
+        d.check("NODE_NAME" in downward(ctr), f"{vals}: NODE_NAME from the downward API")
+        m = mounts_of(pod, ctr).get("/etc/kubernetes/node-feature-discovery/features.d")
+        d.check(bool(m) == feature_dir, f"{vals}: features.d mounted iff the feature file is used")
+        for k in env:
+            d.check(k in env_names or k in d.RUNTIME_ENV, f"rendered env {k} is not understood by the plugin")
+        got = plugin_accepts(env)
+        d.check(got.get("extensions", {}).get("gfd") is bool(vals.get("gfd")), f"plugin saw GDP_GFD: {vals}")
 
     # config-manager: NVIDIA's binary selects a config per node and SIGHUPs us.
     vals = {"config": {"map": {"default": cfg_default, "mig": cfg_mig}}, "configManager": {"enabled": True}}
@@ -282,13 +341,15 @@ def rendered_checks(renderer, env_names):
         d.check(env_of(init).get("ONESHOT") == "true" and env_of(init).get("SEND_SIGNAL") == "false", "init oneshot")
     kinds = sorted(o["kind"] for o in files["rbac.yml"])
     d.check(kinds == ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"], f"RBAC objects {kinds}")
+    d.check(rbac_rules(files) == {("", "nodes"): ["get", "list", "watch"]},
+            f"config-manager only reads nodes: {rbac_rules(files)}")
     sa = [o for o in files["rbac.yml"] if o["kind"] == "ServiceAccount"]
     d.check(sa and pod.get("serviceAccountName") == sa[0]["metadata"]["name"], "pod uses the ServiceAccount")
     vol, _ = mounts_of(pod, ctr).get("/config", ({}, 0))
     d.check("emptyDir" in vol, "config-manager writes into an emptyDir")
 
     # External ConfigMap: nothing rendered for it, key "default", MIG assumed possible.
-    files, _ = render({"config": {"name": "my-configs"}})
+    files, _ = render({"config": {"name": "my-configs"}, "configSelection": "static"})
     _, pod = daemonset(files)
     ctr = plugin_ctr(pod)
     vol, _ = mounts_of(pod, ctr).get("/config", ({}, 0))
@@ -309,10 +370,12 @@ def rendered_checks(renderer, env_names):
 
     # Refused combinations.
     for vals, ns, msg in (({}, "default", "default"),
-                          ({"gfd": {"enabled": True}}, "kube-system", "gpu-feature-discovery"),
+                          ({"config": {"map": {"a": "x"}}, "configSelection": "x"}, "kube-system",
+                           "configSelection"),
                           ({"config": {"name": "a", "map": {"x": "y"}}}, "kube-system", "not both"),
                           ({"configManager": {"enabled": True}}, "kube-system", "configManager"),
-                          ({"config": {"map": {"a": "x", "b": "y"}}}, "kube-system", "no config selected"),
+                          ({"config": {"map": {"a": "x", "b": "y"}}, "configSelection": "static"},
+                           "kube-system", "no config selected"),
                           ({"migStrategy": "bogus"}, "kube-system", "migStrategy")):
         try:
             render(vals, namespace=ns)
@@ -320,6 +383,23 @@ def rendered_checks(renderer, env_names):
         except d.RenderError as e:
             d.check(msg in str(e), f"{vals}: error {e} does not mention {msg!r}")
     render({"allowDefaultNamespace": True}, namespace="default")
+
+
+def rbac_rules(files):
+    """The ClusterRole's rules as {(apiGroup, resource): verbs}."""
+    out = {}
+    for o in files["rbac.yml"]:
+        if o["kind"] == "ClusterRole":
+            for r in o["rules"]:
+                for g in r["apiGroups"]:
+                    for res in r["resources"]:
+                        out[(g, res)] = r["verbs"]
+    return out
+
+
+def downward(ctr):
+    return {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in ctr.get("env", [])
+            if "valueFrom" in e}
 
 
 def main():

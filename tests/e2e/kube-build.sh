@@ -14,7 +14,9 @@ set -eu
 root=${GDP_E2E_CACHE:-/var/cache/gpu-device-plugin/e2e}
 ver=$(apt-cache showsrc kubernetes 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -n1)
 [ -n "$ver" ] || { echo "kube-build: no source package 'kubernetes' (is there a deb-src entry? run tests/e2e/deps.sh)" >&2; exit 1; }
-cache="$root/$ver"
+# "-r2": the recipe's revision, so binaries built by an older recipe are not reused
+# (2: reflect2 1.0.2, below).
+cache="$root/$ver-r2"
 bins="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
 done_() { for b in $bins; do [ -x "$cache/bin/$b" ] || return 1; done; }
 if done_; then echo "$cache/bin"; exit 0; fi
@@ -44,6 +46,22 @@ tree=${tree#./}
 if [ -z "$tree" ] || [ ! -d "$tree/vendor" ]; then
     echo "kube-build: no vendored tree in $work/src" >&2
     exit 1
+fi
+# Kubernetes 1.20 vendors modern-go/reflect2 1.0.1, whose unsafe map iteration faults
+# under Go >= 1.18: kube-apiserver dies ("fatal error: fault" in mapiterinit, from
+# json-iterator) on the first write of a custom resource, such as NFD's NodeFeature
+# (modern-go/reflect2 issue 23, fixed in 1.0.2, which later Kubernetes releases vendor).
+# Debian's golang-github-modern-go-reflect2-dev is 1.0.2: it replaces the vendored copy.
+r2="$tree/vendor/github.com/modern-go/reflect2"
+if [ ! -f "$r2/.debian-reflect2" ]; then
+    (cd "$work" && rm -rf reflect2 golang-github-modern-go-reflect2-dev_*.deb &&
+        apt-get download -qq golang-github-modern-go-reflect2-dev >/dev/null 2>>"$work/apt-source.log" &&
+        dpkg-deb -x golang-github-modern-go-reflect2-dev_*.deb reflect2) || {
+        cat "$work/apt-source.log" >&2; exit 1; }
+    rm -rf "$r2"
+    cp -r "$work/reflect2/usr/share/gocode/src/github.com/modern-go/reflect2" "$r2"
+    rm -f "$r2/go.mod" "$r2/go.sum"
+    touch "$r2/.debian-reflect2"
 fi
 mkdir -p "$work/gopath/src/k8s.io" "$work/out"
 ln -sfn "$work/src/$tree" "$work/gopath/src/k8s.io/kubernetes"

@@ -24,6 +24,19 @@ Order (each step builds on the cluster the previous one left):
                turns Ready through its /readyz probe, and /metrics scraped from the pod
                parses (python3-prometheus-client) and shows the resource registered and
                every GPU Healthy
+  (then cluster_scenarios.py:)
+  nodefeature  gfd.enabled with NFD's NodeFeature CRD installed: the object
+               nvidia-features-for-<node> holds the GPU labels, owned by the DaemonSet
+  feature-file gfd.enabled, nfd.enableNodeFeatureApi=false: NFD's feature file on the host
+  node-labels  gfd.nodeLabelsPatch: the labels on the Node; the feature file removed when
+               that plugin stopped; with gfd.noTimestamp the timestamp label is removed,
+               labels of others kept
+  rbac         the ClusterRole without nodes/patch: the plugin's 403 line names the verb
+               and resource
+  node-config  config.map with several named configs: the node label picks one live (capacity
+               GPUs x 4), the applied name in an annotation; a config with the same resources
+               keeps the registration; a bad config emits an Event and keeps the old state;
+               an Xid gives a GPUUnhealthy Event on the Node
 """
 
 import argparse
@@ -38,6 +51,9 @@ import time
 import urllib.request
 
 import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_scenarios  # noqa: E402  (scenarios 9-13: the plugin talking to the API server)
 
 A = None
 NODE = "localhost"  # cluster.sh names it so (the API server reaches it at 127.0.0.1)
@@ -167,10 +183,16 @@ def render_chart(values):
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
-def chart_values(config=None):
+def chart_values(config=None, **more):
     v = {"image": {"repository": IMAGE_NAME, "tag": IMAGE_TAG}}
-    if config:
+    if isinstance(config, dict):
+        v["config"] = config
+    elif config:
+        # One config for every node, no API access (this cluster's pods cannot reach the
+        # API server without render_chart_api).
         v["config"] = {"map": {"default": config}}
+        v["configSelection"] = "static"
+    v.update(more)
     return v
 
 
@@ -399,7 +421,8 @@ def s_metrics(ctx):
 
 SCENARIOS = [("dry-run", s_dry_run), ("static", s_static), ("walkthrough", s_walkthrough),
              ("plugin-pod", s_plugin_pod), ("kubelet", s_kubelet), ("helm", s_helm),
-             ("xid", s_xid), ("timeslicing", s_timeslicing), ("metrics", s_metrics)]
+             ("xid", s_xid), ("timeslicing", s_timeslicing),
+             ("metrics", s_metrics)] + cluster_scenarios.SCENARIOS
 
 
 def main():
@@ -432,6 +455,7 @@ def main():
         with open(path, "w") as f:
             f.write(render_chart({**chart_values(config), **extra}))
         charts[variant] = path
+    charts.update(cluster_scenarios.render_charts(work))
     ctx = {"uuids": uuids, "ngpus": len(uuids), "overlay": overlay, "charts": charts}
     print(f"profile {A.profile}: {len(uuids)} GPUs")
 

@@ -5,6 +5,7 @@ feature file when asked, follows --fail-on-init-error like GFD, and agrees with 
 and `serve` on how many devices each labelled resource has."""
 import json
 import os
+import signal
 import stat
 import time
 
@@ -214,6 +215,47 @@ class Labels(harness.PluginTestCase):
         # serving (signals handled) before the teardown stops it
         p.wait_log(harness.REGISTERED_LINE, start=at)
 
+    def test_serve_publishes_what_labels_prints(self):
+        """serve --gfd in feature-file mode writes the same set `labels` prints (host facts
+        included: machine type, PCI class), rewrites it after a reload that turns on
+        time-slicing, and removes it when it stops, as GFD does."""
+        case = read_case("mock-t4.txt")
+        self.assertEqual(case["args"], [])
+        r, _ = self.labels(case)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        expected = parse_labels(r.stdout)
+        out = os.path.join(self.tmp, "features.d", "gfd")
+        os.makedirs(os.path.dirname(out))
+        cfg = self.write_config("version: v1\n", name="serve.yaml")
+        self.start_kubelet()
+        p = self.start_plugin(["--machine-type-file", os.path.join(self.tmp, "machine"),
+                               "--no-timestamp", "--gfd", "--use-node-feature-api=false",
+                               "--output-file", out, "--config-file", cfg])
+
+        def published():
+            try:
+                with open(out, encoding="utf-8") as f:
+                    return parse_labels(f.read())
+            except FileNotFoundError:
+                return None
+
+        def wait(pred, what):
+            deadline = time.monotonic() + harness.TIMEOUT
+            while not pred(published()):
+                if time.monotonic() > deadline:
+                    self.fail("%s: feature file is %r" % (what, published()))
+                time.sleep(0.05)
+        wait(lambda got: got == expected, "serve's labels equal `labels`")
+        self.write_config("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                          "    - name: nvidia.com/gpu\n      replicas: 4\n", name="serve.yaml")
+        p.signal(signal.SIGHUP)
+        wait(lambda got: (got or {}).get("nvidia.com/gpu.replicas") == "4",
+             "labels republished after the reload")
+        got = published()
+        self.assertEqual(got["nvidia.com/gpu.sharing-strategy"], "time-slicing")
+        self.assertEqual(got["nvidia.com/gpu.product"], "NVIDIA-T4-SHARED")
+        self.assertEqual(p.finish(), [])
+        self.assertFalse(os.path.exists(out), "feature file removed at exit")
 
 if __name__ == "__main__":
     harness.main()

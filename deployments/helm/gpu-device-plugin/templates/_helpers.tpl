@@ -80,7 +80,7 @@ default
 {{- else if and (has "single" $c.fallbackStrategies) (eq (len $c.map) 1) -}}
 {{- range $key, $_ := $c.map }}{{ $key }}{{ end -}}
 {{- else -}}
-{{- fail "config: no config selected: set config.default, or enable configManager to pick one per node" -}}
+{{- fail "config: no config selected: set config.default, or configSelection=plugin to pick one per node" -}}
 {{- end -}}
 {{- end -}}
 
@@ -182,4 +182,64 @@ capabilities:
   value: {{ ternary "" "1" .oneshot | quote }}
 - name: PROCESS_TO_SIGNAL
   value: {{ ternary "" "gpu-device-plugin" .oneshot | quote }}
+{{- end -}}
+
+{{/*
+How a node's config is chosen from the ConfigMap: "" (no ConfigMap), "plugin" (the
+plugin watches its Node's label itself), "config-manager" (NVIDIA's sidecar writes
+the file and sends SIGHUP) or "static" (one config for every node, chosen here).
+*/}}
+{{- define "gpu-device-plugin.configMode" -}}
+{{- if include "gpu-device-plugin.configMapName" . -}}
+{{- if .Values.configManager.enabled -}}
+config-manager
+{{- else -}}
+{{- .Values.configSelection | default "plugin" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when GFD's labels go through the NodeFeature API (NVIDIA's nfd.enableNodeFeatureApi). */}}
+{{- define "gpu-device-plugin.nodeFeatureApi" -}}
+{{- and .Values.gfd.enabled (not .Values.gfd.nodeLabelsPatch) (ne (toString .Values.nfd.enableNodeFeatureApi) "false") -}}
+{{- end -}}
+
+{{/* "true" when the plugin talks to the API server, so it needs its node name. */}}
+{{- define "gpu-device-plugin.usesApi" -}}
+{{- or .Values.gfd.enabled (eq (include "gpu-device-plugin.configMode" .) "plugin") (eq (toString .Values.events.enabled) "true") -}}
+{{- end -}}
+
+{{/* "true" when the plugin posts Events: with API access, unless events.enabled=false. */}}
+{{- define "gpu-device-plugin.eventsOn" -}}
+{{- and (eq (include "gpu-device-plugin.usesApi" .) "true") (ne (toString .Values.events.enabled) "false") -}}
+{{- end -}}
+
+{{/*
+The RBAC rules the enabled features need, least privilege, as a YAML list ("" when
+none): nodes get/list/watch for label-based config selection (+patch for our
+config annotation and for nodeLabelsPatch), NFD NodeFeatures and pods get (owner
+references) for GFD's NodeFeature mode, events create/patch for Events.
+*/}}
+{{- define "gpu-device-plugin.rbacRules" -}}
+{{- $mode := include "gpu-device-plugin.configMode" . -}}
+{{- $watch := or (eq $mode "plugin") (eq $mode "config-manager") -}}
+{{- $patch := or (eq $mode "plugin") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) -}}
+{{- if or $watch $patch }}
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get"{{ if $watch }}, "list", "watch"{{ end }}{{ if $patch }}, "patch"{{ end }}]
+{{- end }}
+{{- if eq (include "gpu-device-plugin.nodeFeatureApi" .) "true" }}
+- apiGroups: ["nfd.k8s-sigs.io"]
+  resources: ["nodefeatures"]
+  verbs: ["get", "list", "watch", "create", "update"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get"]
+{{- end }}
+{{- if eq (include "gpu-device-plugin.eventsOn" .) "true" }}
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
 {{- end -}}

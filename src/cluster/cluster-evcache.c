@@ -1,0 +1,80 @@
+/* Event aggregation and rate limiting (see cluster-evcache.h). */
+#include "cluster/cluster-evcache.h"
+#include "core/macro.h"
+
+void cluster_evcache_init(struct cluster_evcache *c)
+{
+    *c = (struct cluster_evcache){ .tokens = CLUSTER_EVCACHE_BURST };
+}
+
+static void entry_clear(struct cluster_evcache_entry *e)
+{
+    free(e->key);
+    free(e->name);
+    free(e->first_time);
+    *e = (struct cluster_evcache_entry){ 0 };
+}
+
+void cluster_evcache_clear(struct cluster_evcache *c)
+{
+    for (size_t i = 0; i < CLUSTER_EVCACHE_SIZE; i++)
+        entry_clear(&c->e[i]);
+}
+
+/* One token per CLUSTER_EVCACHE_REFILL_MS, up to the burst; no timer: the bucket is
+ * refilled lazily when an event arrives. */
+static bool take_token(struct cluster_evcache *c, uint64_t now)
+{
+    while (c->tokens < CLUSTER_EVCACHE_BURST && c->refill_at_ms && now >= c->refill_at_ms) {
+        c->tokens++;
+        c->refill_at_ms = c->tokens < CLUSTER_EVCACHE_BURST
+                              ? c->refill_at_ms + CLUSTER_EVCACHE_REFILL_MS
+                              : 0;
+    }
+    if (c->tokens == 0)
+        return false;
+    if (c->tokens-- == CLUSTER_EVCACHE_BURST)
+        c->refill_at_ms = now + CLUSTER_EVCACHE_REFILL_MS;
+    return true;
+}
+
+struct cluster_ev_decision cluster_evcache_observe(struct cluster_evcache *c, const char *type,
+                                                   const char *reason, const char *message,
+                                                   uint64_t now_ms, const char *new_name,
+                                                   const char *now_rfc3339)
+{
+    if (!take_token(c, now_ms)) {
+        c->dropped++;
+        return (struct cluster_ev_decision){ .action = CLUSTER_EV_DROP };
+    }
+    _cleanup_free_ char *key = xasprintf("%s\x1f%s\x1f%s", type, reason, message);
+    struct cluster_evcache_entry *victim = &c->e[0];
+    c->tick++;
+    for (size_t i = 0; i < CLUSTER_EVCACHE_SIZE; i++) {
+        struct cluster_evcache_entry *e = &c->e[i];
+        if (e->key && streq(e->key, key)) {
+            e->count++;
+            e->used = c->tick;
+            return (struct cluster_ev_decision){ CLUSTER_EV_PATCH, e->name, e->first_time,
+                                                 e->count };
+        }
+        if (!e->key ? victim->key != NULL : victim->key && e->used < victim->used)
+            victim = e;
+    }
+    entry_clear(victim);
+    *victim = (struct cluster_evcache_entry){
+        .key = TAKE_PTR(key),
+        .name = xstrdup(new_name),
+        .first_time = xstrdup(now_rfc3339),
+        .count = 1,
+        .used = c->tick,
+    };
+    return (struct cluster_ev_decision){ CLUSTER_EV_CREATE, victim->name, victim->first_time, 1 };
+}
+
+void cluster_evcache_forget(struct cluster_evcache *c, const char *name)
+{
+    for (size_t i = 0; i < CLUSTER_EVCACHE_SIZE; i++)
+        if (c->e[i].name && streq(c->e[i].name, name))
+            entry_clear(&c->e[i]);
+}

@@ -1,0 +1,74 @@
+/* Shared by the files of the cluster module only: cluster.c (the object, the API
+ * client, per-node configuration), cluster-publish.c (label delivery),
+ * cluster-events.c (Events). */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "cluster/cluster-evcache.h"
+#include "cluster/cluster.h"
+
+struct kube;
+struct kube_req;
+struct kube_watch;
+struct loop_timer;
+struct event_req;
+
+struct cluster {
+    struct loop *loop;
+    struct kube *kube;              /* NULL: no feature needed it yet, or it could not start */
+    bool kube_failed;               /* kube_new failed (logged once) */
+    char *kubeconfig;               /* NULL: in-cluster */
+    double qps;                     /* --kube-api-qps, --kube-api-burst */
+    uint32_t burst;
+    cluster_apply_fn apply;
+    void *userdata;
+
+    char *node;                     /* NULL: no node name */
+    char *ns;
+    char *pod;                      /* NULL: no owner references */
+
+    /* per-node configuration */
+    bool config_on;
+    char *config_dir, *label_key, *config_default;
+    char **fallbacks;
+    struct kube_watch *watch;
+    struct loop_timer *wait_timer;
+    int inotify_fd;
+    bool label_known;               /* the watch delivered the Node once */
+    char *label;                    /* its value; NULL: absent */
+    char *annotation;               /* CLUSTER_CONFIG_ANNOTATION on the Node; NULL: none */
+    bool applied_once;
+    char *applied_path;             /* what the last successful apply got (NULL, "" or a file) */
+    char *applied_content;
+    size_t applied_len;
+    struct kube_req *annotate_req;
+
+    /* labels */
+    enum cluster_labels_mode labels_mode;
+    char *output_file;
+    json_t *labels_want;            /* object key -> value; NULL: nothing to deliver yet */
+    json_t *labels_sent;            /* what the server / file has; NULL: unknown */
+    struct kube_req *labels_req;
+    int labels_step;                /* the delivery's state machine (cluster-publish.c) */
+    json_t *owner_refs;             /* NodeFeature owners; NULL: none */
+    bool owner_refs_done;
+    bool labels_again;              /* labels changed while a delivery was running */
+    unsigned labels_retry_ms;
+    struct loop_timer *labels_retry;
+
+    /* events */
+    bool events_on;
+    struct cluster_evcache evcache;
+    unsigned events_inflight;
+    struct event_req *events;       /* in flight, to cancel at exit */
+};
+
+/* Create the API client on first use; NULL (logged once) when it cannot be. */
+struct kube *cluster_kube(struct cluster *c);
+
+void cluster_publish_free(struct cluster *c);
+void cluster_events_free(struct cluster *c);
+/* RFC 3339 UTC of now ("2026-11-23T16:43:05Z"). */
+void cluster_now_rfc3339(char buf[32]);

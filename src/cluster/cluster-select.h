@@ -1,0 +1,42 @@
+/* Per-node configuration: which named config of --config-dir applies, given the value
+ * of the node label (NVIDIA's config-manager semantics, cmd/config-manager/main.go:
+ * a label names a file; without one, --config-default; without that, the fallback
+ * strategies in order: "named" = the file called "default", "single" = the only file,
+ * "empty" = no config file).
+ *
+ * One deliberate difference: a label naming a config that does not exist is reported
+ * (note) and then treated like an absent label, where config-manager exits (and its
+ * pod restarts until someone fixes the label); the issue asks for the default then.
+ *
+ * Pure apart from reading the directory. No logging: notes and errors are returned. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct error;
+
+/* Bounds of what a ConfigMap mount can hold (1 MiB per ConfigMap anyway). */
+#define CLUSTER_SELECT_MAX_FILES 256
+#define CLUSTER_SELECT_MAX_BYTES (1024 * 1024)
+
+struct cluster_selection {
+    char *name;   /* the config name; NULL for the empty config */
+    char *path;   /* <dir>/<name>; NULL for the empty config */
+    char *how;    /* "node label", "default", "fallback named", "fallback single",
+                   * "fallback empty" (static strings copied) */
+    char *note;   /* NULL, or why the label was not used ("config \"x\" named by node
+                   * label L does not exist in DIR") */
+};
+
+/* The names of the config files in dir: regular files (symlinks followed, as a
+ * ConfigMap mount's entries are symlinks into ..data), names not starting with ".."
+ * (the mount's own machinery), sorted. Returns the count or -errno (err names dir). */
+int cluster_select_list(const char *dir, char ***names_out, struct error *err);
+
+/* label: the label's value, NULL or "" when absent. Returns 0 with *out filled, or
+ * -ENOENT / -EINVAL with err saying which rule failed (config-manager's messages). */
+int cluster_select_config(const char *dir, const char *label, const char *label_key,
+                          const char *default_name, char *const *fallbacks,
+                          struct cluster_selection *out, struct error *err);
+void cluster_selection_clear(struct cluster_selection *s);

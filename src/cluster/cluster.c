@@ -1,0 +1,384 @@
+/* The cluster object (see cluster.h): which features run, the API client created on
+ * first use, and per-node configuration: the own Node watched for the config label,
+ * the config directory watched with inotify, the selected config applied through the
+ * daemon's transactional reload (the apply callback), the applied name put on the Node
+ * as an annotation. Label delivery is cluster-publish.c, Events cluster-events.c. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include "cluster/cluster-internal.h"
+#include "cluster/cluster-objects.h"
+#include "cluster/cluster-select.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "kube/kube.h"
+
+static char *dup_nonempty(const char *s)
+{
+    return s && *s ? xstrdup(s) : NULL;
+}
+
+struct kube *cluster_kube(struct cluster *c)
+{
+    if (c->kube)
+        return c->kube;
+    const struct kube_options o = {
+        .kubeconfig = c->kubeconfig,
+        .qps = c->qps,
+        .burst = c->burst,
+    };
+    struct error err = { 0 };
+    if (c->kube_failed)
+        return NULL;
+    if (kube_new(c->loop, &o, &c->kube, &err) < 0) {
+        /* One line for the process: every API feature is off from here on. */
+        log_error("Kubernetes API client unavailable: %s; node labels via the API, per-node "
+                  "configuration and Events are off",
+                  err.msg);
+        c->kube_failed = true;
+        c->kube = NULL;
+    }
+    return c->kube;
+}
+
+/* ---- per-node configuration ---- */
+
+static int read_bounded(const char *path, char **out, size_t *len)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char *buf = xmalloc(CLUSTER_SELECT_MAX_BYTES + 1);
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = RETRY_EINTR(read(fd, buf + n, CLUSTER_SELECT_MAX_BYTES + 1 - n));
+        if (r < 0) {
+            free(buf);
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > CLUSTER_SELECT_MAX_BYTES) {
+            free(buf);
+            return -EFBIG;
+        }
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static void annotate(struct cluster *c, const char *name);
+
+/* Choose the config for the current label and directory and apply it if it differs
+ * from the one applied (name or content). Refusals keep the running state. */
+static void reselect(struct cluster *c)
+{
+    struct cluster_selection s;
+    struct error err = { 0 };
+    int r = cluster_select_config(c->config_dir, c->label, c->label_key, c->config_default,
+                                  c->fallbacks, &s, &err);
+    if (r < 0) {
+        log_error("Per-node configuration: %s; %s", err.msg,
+                  c->applied_once ? "keeping the running configuration"
+                                  : "starting with the configuration of the flags, "
+                                    "environment and --config-file");
+        cluster_event(c, "Warning", "ConfigRejected", "%s", err.msg);
+        if (!c->applied_once && c->apply(c->userdata, NULL, &err) == 0) {
+            c->applied_once = true;
+            free(c->applied_path);
+            c->applied_path = NULL;
+        }
+        return;
+    }
+    if (s.note) {
+        log_warning("Per-node configuration: %s; using \"%s\" (%s)", s.note,
+                    s.name ? s.name : "", s.how);
+        cluster_event(c, "Warning", "ConfigRejected", "%s; using \"%s\" (%s)", s.note,
+                      s.name ? s.name : "", s.how);
+    }
+    _cleanup_free_ char *content = NULL;
+    size_t len = 0;
+    if (s.path && (r = read_bounded(s.path, &content, &len)) < 0) {
+        log_error("Per-node configuration: reading %s: %s; keeping the running "
+                  "configuration",
+                  s.path, strerror(-r));
+        cluster_selection_clear(&s);
+        return;
+    }
+    const char *path = s.path ? s.path : "";
+    if (c->applied_once && streq_ptr(c->applied_path, path) && len == c->applied_len &&
+        (len == 0 || memcmp(content, c->applied_content, len) == 0)) {
+        log_debug("Per-node configuration \"%s\" unchanged", s.name ? s.name : "");
+        cluster_selection_clear(&s);
+        return;
+    }
+    r = c->apply(c->userdata, path, &err);
+    if (r < 0) {
+        log_error("Config \"%s\" (%s) rejected, keeping the running configuration: %s",
+                  s.name ? s.name : "", s.how, err.msg);
+        cluster_event(c, "Warning", "ConfigRejected", "config \"%s\" rejected: %s",
+                      s.name ? s.name : "", err.msg);
+        if (!c->applied_once && c->apply(c->userdata, NULL, &err) == 0) {
+            c->applied_once = true;
+            free(c->applied_path);
+            c->applied_path = NULL;
+        }
+        cluster_selection_clear(&s);
+        return;
+    }
+    c->applied_once = true;
+    free(c->applied_path);
+    c->applied_path = xstrdup(path);
+    free(c->applied_content);
+    c->applied_content = TAKE_PTR(content);
+    c->applied_len = len;
+    log_info("Applied per-node config \"%s\" (%s%s%s)", s.name ? s.name : "(empty)", s.how,
+             c->label ? ": " : "", c->label ? c->label_key : "");
+    cluster_event(c, "Normal", "ConfigApplied", "config \"%s\" applied (%s)",
+                  s.name ? s.name : "", s.how);
+    annotate(c, s.name ? s.name : "");
+    cluster_selection_clear(&s);
+}
+
+static void on_annotated(struct kube *k, int status, json_t *body, void *userdata)
+{
+    struct cluster *c = userdata;
+    c->annotate_req = NULL;
+    if (status != 200)
+        log_warning("Annotating node %s with %s failed: %s%d; ignoring", c->node,
+                    CLUSTER_CONFIG_ANNOTATION, status < 0 ? "error " : "HTTP ",
+                    status < 0 ? -status : status);
+}
+
+/* The applied name on the Node, for `kubectl get node -o yaml` (NVIDIA's config-manager
+ * exposes nothing). Only when it differs from what the Node already says. */
+static void annotate(struct cluster *c, const char *name)
+{
+    if (!c->label_known || streq_ptr(c->annotation, name))
+        return;
+    struct kube *k = cluster_kube(c);
+    if (!k)
+        return;
+    kube_request_cancel(c->annotate_req);
+    json_t *patch =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", CLUSTER_CONFIG_ANNOTATION, name);
+    _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", c->node);
+    struct error err = { 0 };
+    c->annotate_req = kube_request(k, KUBE_PATCH_MERGE, path, patch, on_annotated, c, &err);
+    json_decref(patch);
+    if (!c->annotate_req)
+        log_warning("Annotating node %s: %s; ignoring", c->node, err.msg);
+}
+
+static void on_wait_timeout(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct cluster *c = userdata;
+    c->wait_timer = NULL;
+    if (c->applied_once)
+        return;
+    log_warning("Node %s not read from the API server within %us: selecting the per-node "
+                "config without its label for now",
+                c->node, CLUSTER_CONFIG_WAIT_MS / 1000);
+    reselect(c);
+}
+
+static void on_node(struct kube_watch *w, enum kube_watch_event ev, json_t *obj, void *userdata)
+{
+    struct cluster *c = userdata;
+    if (ev == KUBE_WATCH_SYNCED) {
+        if (!c->label_known) {
+            /* Listed, and our Node is not there (yet): like a Node without the label. */
+            log_warning("Node %s not found by the API server; selecting the per-node config "
+                        "without its label",
+                        c->node);
+            c->label_known = true;
+            if (!c->applied_once)
+                reselect(c);
+        }
+        return;
+    }
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *value = ev == KUBE_WATCH_DELETED
+                            ? NULL
+                            : json_string_value(
+                                  json_object_get(json_object_get(meta, "labels"), c->label_key));
+    const char *ann = ev == KUBE_WATCH_DELETED
+                          ? NULL
+                          : json_string_value(json_object_get(json_object_get(meta, "annotations"),
+                                                              CLUSTER_CONFIG_ANNOTATION));
+    free(c->annotation);
+    c->annotation = ann ? xstrdup(ann) : NULL;
+    bool first = !c->label_known;
+    c->label_known = true;
+    if (!first && streq_ptr(c->label, value) && c->applied_once)
+        return;
+    if (!first || value)
+        log_info("Node label %s=%s", c->label_key, value ? value : "(absent)");
+    free(c->label);
+    c->label = value ? xstrdup(value) : NULL;
+    if (c->wait_timer) {
+        loop_timer_cancel(c->loop, c->wait_timer);
+        c->wait_timer = NULL;
+    }
+    reselect(c);
+}
+
+static void on_dir_event(struct loop *l, int fd, uint32_t events, void *userdata)
+{
+    struct cluster *c = userdata;
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    bool any = false;
+    while (read(fd, buf, sizeof(buf)) > 0)
+        any = true;
+    /* Before the first apply, the first selection is the label's (or the timeout's). */
+    if (any && c->applied_once)
+        reselect(c);
+}
+
+static void on_start_now(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct cluster *c = userdata;
+    c->wait_timer = NULL;
+    reselect(c);
+}
+
+void cluster_config_start(struct cluster *c)
+{
+    if (!cluster_config_enabled(c))
+        return;
+    c->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (c->inotify_fd < 0 ||
+        inotify_add_watch(c->inotify_fd, c->config_dir,
+                          IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE |
+                              IN_ATTRIB | IN_ONLYDIR) < 0) {
+        log_warning("Watching %s: %s; a changed config is applied at the next label change "
+                    "or SIGHUP",
+                    c->config_dir, strerror(errno));
+        if (c->inotify_fd >= 0)
+            close(c->inotify_fd);
+        c->inotify_fd = -1;
+    } else {
+        loop_add_io(c->loop, c->inotify_fd, EPOLLIN, on_dir_event, c);
+    }
+    struct kube *k = cluster_kube(c);
+    struct error err = { 0 };
+    if (k) {
+        _cleanup_free_ char *sel = xasprintf("metadata.name=%s", c->node);
+        c->watch = kube_watch_start(k, "/api/v1/nodes", sel, on_node, c, &err);
+        if (!c->watch)
+            log_error("Watching node %s: %s; the per-node config is selected without its "
+                      "label",
+                      c->node, err.msg);
+    }
+    /* Always from the loop, so serve sees the same order with or without an API. */
+    c->wait_timer = loop_timer_add(c->loop, c->watch ? CLUSTER_CONFIG_WAIT_MS : 0,
+                                   c->watch ? on_wait_timeout : on_start_now, c);
+}
+
+bool cluster_config_enabled(const struct cluster *c)
+{
+    return c && c->config_on;
+}
+
+/* ---- the object ---- */
+
+static const char *const mode_names[] = {
+    [CLUSTER_LABELS_OFF] = "off",
+    [CLUSTER_LABELS_FILE] = "feature file",
+    [CLUSTER_LABELS_NODEFEATURE] = "NodeFeature",
+    [CLUSTER_LABELS_NODE_PATCH] = "node labels patch",
+};
+
+struct cluster *cluster_new(struct loop *l, const struct config *cfg,
+                            const struct cluster_options *o, cluster_apply_fn apply,
+                            void *userdata)
+{
+    const struct config_cluster *k = &cfg->cluster;
+    struct cluster *c = xcalloc(1, sizeof(*c));
+    c->loop = l;
+    c->apply = apply;
+    c->userdata = userdata;
+    c->inotify_fd = -1;
+    c->kubeconfig = dup_nonempty(k->kubeconfig);
+    c->qps = k->kube_api_qps;
+    c->burst = k->kube_api_burst > 0 ? (uint32_t)k->kube_api_burst : 0;
+    c->node = dup_nonempty(k->node_name);
+    c->ns = xstrdup(k->namespace && *k->namespace ? k->namespace : "default");
+    c->pod = dup_nonempty(k->pod_name);
+    cluster_evcache_init(&c->evcache);
+
+    c->labels_mode = o->labels;
+    c->output_file = o->output_file ? xstrdup(o->output_file) : NULL;
+    bool labels_api = c->labels_mode == CLUSTER_LABELS_NODEFEATURE ||
+                      c->labels_mode == CLUSTER_LABELS_NODE_PATCH;
+    if (labels_api && !c->node) {
+        log_error("Node labels via the API (%s) need the node name (--node-name, NODE_NAME "
+                  "from the downward API); node labels are off",
+                  mode_names[c->labels_mode]);
+        c->labels_mode = CLUSTER_LABELS_OFF;
+    }
+    if (k->config_dir && *k->config_dir) {
+        if (!c->node) {
+            log_error("Per-node configuration (--config-dir %s) needs the node name "
+                      "(--node-name, NODE_NAME); serving the configuration of the flags, "
+                      "environment and --config-file",
+                      k->config_dir);
+        } else {
+            c->config_on = true;
+            c->config_dir = xstrdup(k->config_dir);
+            c->label_key = xstrdup(k->config_node_label);
+            c->config_default = dup_nonempty(k->config_default);
+            size_t n = 0;
+            for (char **p = k->config_fallback_strategies; p && *p; p++)
+                n++;
+            c->fallbacks = xcalloc(n + 1, sizeof(char *));
+            for (size_t i = 0; i < n; i++)
+                c->fallbacks[i] = xstrdup(k->config_fallback_strategies[i]);
+        }
+    }
+    /* Events ride along only when the node name is known: without it (NVIDIA's default
+     * deployment) nothing here talks to the API server. */
+    c->events_on = k->events && c->node;
+    if (c->labels_mode != CLUSTER_LABELS_OFF || c->config_on || c->events_on)
+        log_info("Cluster features: node labels %s, per-node config %s, events %s%s%s",
+                 mode_names[c->labels_mode], c->config_on ? "on" : "off",
+                 c->events_on ? "on" : "off", c->node ? ", node " : "",
+                 c->node ? c->node : "");
+    return c;
+}
+
+void cluster_free(struct cluster *c)
+{
+    if (!c)
+        return;
+    cluster_publish_free(c);
+    cluster_events_free(c);
+    kube_watch_stop(c->watch);
+    kube_request_cancel(c->annotate_req);
+    kube_free(c->kube);
+    if (c->wait_timer)
+        loop_timer_cancel(c->loop, c->wait_timer);
+    if (c->inotify_fd >= 0) {
+        loop_del_io(c->loop, c->inotify_fd);
+        close(c->inotify_fd);
+    }
+    free(c->kubeconfig);
+    free(c->node);
+    free(c->ns);
+    free(c->pod);
+    free(c->config_dir);
+    free(c->label_key);
+    free(c->config_default);
+    for (char **p = c->fallbacks; p && *p; p++)
+        free(*p);
+    free(c->fallbacks);
+    free(c->label);
+    free(c->annotation);
+    free(c->applied_path);
+    free(c->applied_content);
+    free(c);
+}

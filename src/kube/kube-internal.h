@@ -1,0 +1,213 @@
+/* What the files of the API client share (kube.c: requests; kube-conn.c: the TLS + HTTP/2
+ * connection; kube-config.c: credentials; kube-watch.c: list + watch), and the pure
+ * helpers the unit tests reach. Not for the rest of the plugin: use kube.h. */
+#pragma once
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+#include <nghttp2/nghttp2.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "kube/kube.h"
+
+struct error;
+struct loop;
+struct loop_timer;
+
+#define KUBE_DEFAULT_TIMEOUT_MS 10000u
+#define KUBE_DEFAULT_MAX_RESPONSE (4u * 1024u * 1024u)
+#define KUBE_DEFAULT_QPS 5.0
+#define KUBE_DEFAULT_BURST 10u
+/* Reconnect and watch-retry backoff: from 100 ms doubling to 30 s, with jitter. */
+#define KUBE_BACKOFF_MIN_MS 100u
+#define KUBE_BACKOFF_MAX_MS 30000u
+/* A watch asks the server to end it after this long (it then resumes from its last
+ * resourceVersion) and is dropped as dead when silent this long past that. */
+#define KUBE_WATCH_TIMEOUT_S 300u
+#define KUBE_WATCH_SILENCE_MARGIN_MS 60000u
+/* The silence after which a watch is dropped (tests shorten it). */
+extern unsigned kube_watch_silence_ms;
+/* The token file is looked at before a request at most this often. */
+#define KUBE_TOKEN_CHECK_MS 1000u
+/* Caps on what a kubeconfig or credential file may be. */
+#define KUBE_MAX_FILE_BYTES (1024u * 1024u)
+
+/* --------------------------------------------------------------- credentials */
+
+struct kube_creds {
+    bool tls;             /* https (else h2c: http with HTTP/2 prior knowledge) */
+    char *host;           /* no brackets ("::1", "10.0.0.1", "api.example") */
+    char *port;           /* decimal */
+    char *authority;      /* host:port as sent in :authority ("[::1]:443") */
+    char *server_name;    /* name the certificate must carry (tls-server-name or host) */
+    bool insecure;        /* insecure-skip-tls-verify */
+    char *ca_pem;         /* NUL-terminated PEM, or NULL (insecure or plain http) */
+    size_t ca_len;
+    char *cert_pem, *key_pem; /* client certificate, NUL-terminated, or NULL */
+    size_t cert_len, key_len;
+    char *token;          /* bearer token or NULL */
+    char *token_file;     /* re-read when it changes, or NULL */
+    dev_t token_dev;
+    ino_t token_ino;
+    struct timespec token_mtime;
+    off_t token_size;
+    uint64_t token_checked_ms;
+    char *source;         /* "kubeconfig FILE" or "in-cluster config", for messages */
+};
+
+/* The service account directory in-cluster credentials come from (tests point it
+ * elsewhere). */
+extern const char *kube_sa_dir;
+
+void kube_creds_clear(struct kube_creds *c);
+/* From the kubeconfig at path (its current context). */
+int kube_creds_from_kubeconfig(struct kube_creds *c, const char *path, struct error *err);
+/* From the in-cluster environment and the service account directory sa_dir. */
+int kube_creds_in_cluster(struct kube_creds *c, const char *sa_dir, struct error *err);
+/* Parse "https://host:port[/]" into c->tls/host/port/authority. */
+int kube_parse_server(struct kube_creds *c, const char *url, struct error *err);
+/* Re-read the token file if it changed since it was read (force: read it anyway).
+ * Returns 1 when the token changed, 0 when not, -errno (err set) when it cannot be read
+ * (the old token is kept). */
+int kube_creds_refresh_token(struct kube_creds *c, bool force, struct error *err);
+
+/* --------------------------------------------------------------- watch lines */
+
+/* One watch event line: {"type": "...", "object": {...}}. On success *type is one of
+ * ADDED, MODIFIED, DELETED, BOOKMARK, ERROR (borrowed from *event, which the caller
+ * owns) and *object is borrowed from *event. */
+int kube_watch_parse_line(const char *line, size_t len, json_t **event, const char **type,
+                          json_t **object, struct error *err);
+
+/* --------------------------------------------------------------- connection */
+
+enum kube_conn_state {
+    KUBE_CONN_IDLE,       /* no socket; opened by the next request */
+    KUBE_CONN_CONNECTING, /* TCP connect in progress */
+    KUBE_CONN_HANDSHAKE,  /* TLS handshake in progress */
+    KUBE_CONN_READY,      /* HTTP/2 session up */
+    KUBE_CONN_BACKOFF,    /* failed; waiting for the backoff timer */
+};
+
+struct kube_conn {
+    enum kube_conn_state state;
+    int fd;
+    uint32_t events;
+    nghttp2_session *h2;
+    bool tls_ready;       /* ssl, ctr_drbg, entropy, certs initialised (once per kube) */
+    mbedtls_ssl_context ssl;
+    mbedtls_ssl_config conf;
+    mbedtls_x509_crt ca, cert;
+    mbedtls_pk_context key;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    bool ssl_live;        /* ssl set up for the current socket */
+    uint8_t *out;         /* bytes from nghttp2 not yet accepted by the socket / TLS */
+    size_t out_len, out_off, out_cap;
+    unsigned backoff_ms;
+    struct loop_timer *backoff_timer;
+    char *last_error;     /* why the last attempt failed, logged once per change */
+};
+
+/* --------------------------------------------------------------- requests */
+
+struct kube_req;
+/* Internal streaming hook: called after each read with the bytes buffered so far in
+ * r->buf (the hook consumes what it wants with kube_req_consume). */
+typedef void (*kube_chunk_fn)(struct kube_req *r, void *userdata);
+
+struct kube_req {
+    struct kube *k;
+    struct kube_req *prev, *next; /* in k->queue or k->active */
+    bool queued, active, ready;   /* ready: in k->ready, to be concluded */
+    struct kube_req *ready_next;
+    enum kube_method method;
+    char *path;
+    uint8_t *body;
+    size_t body_len, body_off;
+    kube_done_fn done;
+    kube_chunk_fn chunk;          /* watch streams only */
+    void *userdata;
+    int32_t stream_id;
+    uint32_t timeout_ms;          /* 0: no deadline (watch streams: silence timer) */
+    struct loop_timer *deadline;
+    int status;                   /* HTTP status once headers came */
+    int error;                    /* -errno decided locally (timeout, size, reset) */
+    bool closed;                  /* stream closed by nghttp2 */
+    uint32_t rst_code;
+    bool retried_401;
+    bool pending_chunk;           /* stream bytes not yet shown to chunk */
+    bool busy, cancelled;         /* inside chunk; cancelled meanwhile (free after) */
+    uint8_t *buf;
+    size_t len, cap, max;
+};
+
+struct kube {
+    struct loop *loop;
+    struct kube_creds creds;
+    uint32_t timeout_ms;
+    size_t max_response;
+    double qps;
+    uint32_t burst;
+    double tokens;
+    uint64_t tokens_at_us;
+    struct loop_timer *rate_timer;
+    struct loop_timer *kick_timer; /* sends what kube_request queued, from the loop */
+    struct kube_conn conn;
+    struct kube_req *queue_head, *queue_tail; /* waiting to be sent */
+    struct kube_req *active;                  /* streams on the connection */
+    struct kube_req *ready;                   /* finished, callbacks pending */
+    struct kube_watch *watches;
+    char **forbidden_logged;
+    size_t n_forbidden, alloc_forbidden;
+    uint64_t requests_sent; /* tests */
+};
+
+/* kube-conn.c */
+/* A random point in the upper half of [0, ms]: backoff that clients restarted together
+ * do not follow in lockstep. */
+uint64_t kube_jitter(unsigned ms);
+/* TLS material from the credentials (CA, client certificate and key); no socket yet. */
+int kube_conn_init(struct kube *k, struct error *err);
+void kube_conn_free(struct kube *k);
+/* Make sure a connection is on its way (no-op unless idle). */
+void kube_conn_want(struct kube *k);
+/* Push nghttp2's pending output to the socket; on failure the connection is dropped. */
+void kube_conn_flush(struct kube *k);
+/* Drop the connection: active streams fail with err (-ECONNRESET...), backoff. */
+void kube_conn_drop(struct kube *k, int err, const char *why);
+
+/* kube.c, called by kube-conn.c */
+nghttp2_session_callbacks *kube_h2_callbacks(void);
+/* The session is up: send what is queued. */
+void kube_on_connected(struct kube *k);
+/* The connection is gone: every active stream fails with err (queued ones wait). */
+void kube_on_disconnected(struct kube *k, int err);
+/* After each batch of input: conclude finished streams, feed watch streams. */
+void kube_dispatch(struct kube *k);
+
+/* kube.c, for kube-watch.c */
+struct kube_req *kube_req_new(struct kube *k, enum kube_method m, const char *path, json_t *body,
+                              kube_done_fn fn, void *userdata);
+/* A watch stream: no deadline, unbounded total size, chunk called as bytes come. */
+void kube_req_set_stream(struct kube_req *r, kube_chunk_fn chunk, size_t max_buffer);
+void kube_req_submit(struct kube_req *r);
+void kube_req_consume(struct kube_req *r, size_t n);
+/* Reset the stream and conclude with err (kube_done_fn gets status err). */
+void kube_req_fail(struct kube_req *r, int err);
+
+/* kube-watch.c: stop every watch (kube_free). */
+void kube_watches_free(struct kube *k);
+
+/* kube-names.c: the RBAC line of a 403, once per (verb, group, resource) per client. */
+void kube_log_forbidden(struct kube *k, enum kube_method m, const char *path, json_t *body);
+
+/* "get", "list", "watch", "create", "update", "patch", "delete", "deletecollection". */
+const char *kube_verb(enum kube_method m, const char *path);
+/* Resource named by an API path ("nodes", "nodes/status", "events"), and its API group
+ * ("" for the core group), written into the buffers. */
+void kube_path_resource(const char *path, char *resource, size_t rlen, char *group, size_t glen);

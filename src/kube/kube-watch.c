@@ -1,0 +1,422 @@
+/* List + watch of one collection: list (paged), then a watch stream from the list's
+ * resourceVersion with bookmarks, its newline-delimited JSON events parsed as they come
+ * (each line bounded by the response cap). A stream that ends or breaks resumes from the
+ * last resourceVersion; 410 Gone (as an HTTP status or an ERROR event) relists, and the
+ * relist reports objects that vanished meanwhile as DELETED, then SYNCED. Failures back
+ * off (capped) and are logged once per new reason. The objects last seen are kept so
+ * that a DELETED found by a relist carries the object. */
+#include <stdio.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/macro.h"
+#include "kube/kube-internal.h"
+
+struct kube_watch {
+    struct kube *k;
+    struct kube_watch *prev, *next; /* in k->watches, so kube_free can stop it */
+    char *collection, *selector;
+    kube_watch_fn fn;
+    void *userdata;
+    char *rv;              /* resume point, NULL before the first list */
+    char *cont;            /* continue token of a paged list in progress */
+    json_t *known;         /* "namespace/name" -> last object seen */
+    json_t *listed;        /* keys seen by the list in progress */
+    struct kube_req *req;
+    struct loop_timer *retry_timer, *silence_timer;
+    uint64_t last_data_ms, started_ms;
+    unsigned backoff_ms;
+    bool busy, stopped;
+    char *last_error;
+};
+
+unsigned kube_watch_silence_ms = KUBE_WATCH_TIMEOUT_S * 1000u + KUBE_WATCH_SILENCE_MARGIN_MS;
+
+static void start_list(struct kube_watch *w);
+static void start_watch(struct kube_watch *w);
+
+int kube_watch_parse_line(const char *line, size_t len, json_t **event, const char **type,
+                          json_t **object, struct error *err)
+{
+    json_error_t jerr;
+    json_t *ev = json_loadb(line, len, 0, &jerr);
+    if (!ev)
+        return error_set(err, -EBADMSG, "watch event: not JSON: %s", jerr.text);
+    json_t *t = json_object_get(ev, "type"), *o = json_object_get(ev, "object");
+    if (!json_is_string(t) || !json_is_object(o)) {
+        json_decref(ev);
+        return error_set(err, -EBADMSG, "watch event: no \"type\" string and \"object\" mapping");
+    }
+    const char *ts = json_string_value(t);
+    if (!streq(ts, "ADDED") && !streq(ts, "MODIFIED") && !streq(ts, "DELETED") &&
+        !streq(ts, "BOOKMARK") && !streq(ts, "ERROR")) {
+        error_set(err, -EBADMSG, "watch event: unknown type \"%.40s\"", ts);
+        json_decref(ev);
+        return -EBADMSG;
+    }
+    *event = ev;
+    *type = ts;
+    *object = o;
+    return 0;
+}
+
+static const char *meta_str(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(json_object_get(obj, "metadata"), key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static char *obj_key(json_t *obj)
+{
+    const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
+    return xasprintf("%s/%s", ns ? ns : "", name ? name : "");
+}
+
+static void set_str(char **p, const char *v)
+{
+    free(*p);
+    *p = v ? xstrdup(v) : NULL;
+}
+
+static void watch_free(struct kube_watch *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        w->k->watches = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    kube_request_cancel(w->req);
+    loop_timer_cancel(w->k->loop, w->retry_timer);
+    loop_timer_cancel(w->k->loop, w->silence_timer);
+    json_decref(w->known);
+    json_decref(w->listed);
+    free(w->collection);
+    free(w->selector);
+    free(w->rv);
+    free(w->cont);
+    free(w->last_error);
+    free(w);
+}
+
+/* Call the user; false when it stopped the watch (the caller must return at once). */
+static bool emit(struct kube_watch *w, enum kube_watch_event ev, json_t *obj)
+{
+    w->busy = true;
+    w->fn(w, ev, obj, w->userdata);
+    w->busy = false;
+    return !w->stopped;
+}
+
+static void retry_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube_watch *w = userdata;
+    w->retry_timer = NULL;
+    if (w->rv)
+        start_watch(w);
+    else
+        start_list(w);
+}
+
+/* Something failed: say so once per new reason, try again after the backoff. */
+static void fail(struct kube_watch *w, const char *fmt, ...) _printf_(2, 3);
+static void fail(struct kube_watch *w, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    w->backoff_ms = w->backoff_ms ? (unsigned)u64_min(w->backoff_ms * 2ull, KUBE_BACKOFF_MAX_MS)
+                                  : KUBE_BACKOFF_MIN_MS;
+    if (!w->last_error || !streq(w->last_error, why)) {
+        log_warning("kube: watch %s: %s; retrying with backoff", w->collection, why);
+        set_str(&w->last_error, why);
+    }
+    loop_timer_cancel(w->k->loop, w->retry_timer);
+    w->retry_timer = loop_timer_add(w->k->loop, kube_jitter(w->backoff_ms), retry_cb, w);
+}
+
+static char *status_text(int status, json_t *body)
+{
+    const char *m = kube_status_message(body);
+    if (status < 0)
+        return xasprintf("%s", strerror(-status));
+    return xasprintf("HTTP %d%s%s", status, m ? ": " : "", m ? m : "");
+}
+
+/* ------------------------------------------------------------------ list */
+
+static void list_done(struct kube *k, int status, json_t *body, void *userdata)
+{
+    struct kube_watch *w = userdata;
+    w->req = NULL;
+    if (status == 410 && w->cont) {
+        /* The continue token expired: the whole list again. */
+        set_str(&w->cont, NULL);
+        json_object_clear(w->listed);
+        start_list(w);
+        return;
+    }
+    json_t *items = json_object_get(body, "items");
+    const char *rv = meta_str(body, "resourceVersion");
+    if (status != 200 || !json_is_array(items) || !rv) {
+        _cleanup_free_ char *t = status == 200 ? xstrdup("not a list") : status_text(status, body);
+        set_str(&w->cont, NULL);
+        json_object_clear(w->listed);
+        fail(w, "list: %s", t);
+        return;
+    }
+    size_t i;
+    json_t *item;
+    json_array_foreach(items, i, item) {
+        _cleanup_free_ char *key = obj_key(item);
+        json_object_set_new(w->listed, key, json_true());
+        json_object_set(w->known, key, item);
+        if (!emit(w, KUBE_WATCH_ADDED, item)) {
+            watch_free(w);
+            return;
+        }
+    }
+    const char *cont = meta_str(body, "continue");
+    if (cont && *cont) {
+        set_str(&w->cont, cont);
+        start_list(w);
+        return;
+    }
+    set_str(&w->cont, NULL);
+    const char *key;
+    json_t *obj;
+    void *iter_tmp;
+    json_object_foreach_safe(w->known, iter_tmp, key, obj) {
+        if (json_object_get(w->listed, key))
+            continue;
+        json_incref(obj);
+        json_object_del(w->known, key);
+        bool go_on = emit(w, KUBE_WATCH_DELETED, obj);
+        json_decref(obj);
+        if (!go_on) {
+            watch_free(w);
+            return;
+        }
+    }
+    json_object_clear(w->listed);
+    set_str(&w->rv, rv);
+    w->backoff_ms = 0;
+    set_str(&w->last_error, NULL);
+    if (!emit(w, KUBE_WATCH_SYNCED, NULL)) {
+        watch_free(w);
+        return;
+    }
+    start_watch(w);
+}
+
+static char *query_path(struct kube_watch *w, const char *params)
+{
+    _cleanup_free_ char *sel = w->selector ? kube_escape(w->selector) : NULL;
+    return xasprintf("%s?%s%s%s", w->collection, params, sel ? "&fieldSelector=" : "", sel ? sel : "");
+}
+
+static void start_list(struct kube_watch *w)
+{
+    _cleanup_free_ char *cont = w->cont ? kube_escape(w->cont) : NULL;
+    _cleanup_free_ char *params = xasprintf("limit=500%s%s", cont ? "&continue=" : "", cont ? cont : "");
+    _cleanup_free_ char *path = query_path(w, params);
+    set_str(&w->rv, NULL);
+    w->req = kube_req_new(w->k, KUBE_GET, path, NULL, list_done, w);
+    kube_req_submit(w->req);
+}
+
+/* ------------------------------------------------------------------ watch stream */
+
+static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata);
+
+/* Stop reading the current stream (from inside its chunk hook too: the request is freed
+ * once the hook returns). */
+static void end_stream(struct kube_watch *w)
+{
+    kube_request_cancel(w->req);
+    w->req = NULL;
+    loop_timer_cancel(w->k->loop, w->silence_timer);
+    w->silence_timer = NULL;
+}
+
+static void arm_silence(struct kube_watch *w, uint64_t ms)
+{
+    w->silence_timer = loop_timer_add(w->k->loop, ms, silence_cb, w);
+}
+
+static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube_watch *w = userdata;
+    uint64_t limit = kube_watch_silence_ms;
+    uint64_t quiet = loop_now_ms() - w->last_data_ms;
+    w->silence_timer = NULL;
+    if (!w->req)
+        return;
+    /* Re-armed only when it fires, not at every byte: data costs no timer work. */
+    if (quiet < limit) {
+        arm_silence(w, limit - quiet);
+        return;
+    }
+    kube_req_fail(w->req, -ETIMEDOUT);
+    kube_dispatch(w->k);
+}
+
+/* One event line. Returns false when the stream must not be read further. */
+static bool handle_line(struct kube_watch *w, const char *line, size_t len)
+{
+    json_t *ev, *obj;
+    const char *type;
+    struct error err = { 0 };
+    if (kube_watch_parse_line(line, len, &ev, &type, &obj, &err) < 0) {
+        end_stream(w);
+        fail(w, "%s", err.msg);
+        return false;
+    }
+    bool go_on = true;
+    const char *rv = meta_str(obj, "resourceVersion");
+    if (streq(type, "ERROR")) {
+        json_t *code = json_object_get(obj, "code");
+        end_stream(w);
+        go_on = false;
+        if (json_integer_value(code) == 410) {
+            log_info("kube: watch %s: resourceVersion %s is gone (410): relisting", w->collection,
+                     w->rv ? w->rv : "");
+            start_list(w);
+        } else {
+            _cleanup_free_ char *t = status_text((int)json_integer_value(code), obj);
+            fail(w, "watch error event: %s", t);
+        }
+    } else if (streq(type, "BOOKMARK")) {
+        if (rv)
+            set_str(&w->rv, rv);
+    } else {
+        _cleanup_free_ char *key = obj_key(obj);
+        enum kube_watch_event e = streq(type, "ADDED")      ? KUBE_WATCH_ADDED
+                                  : streq(type, "MODIFIED") ? KUBE_WATCH_MODIFIED
+                                                            : KUBE_WATCH_DELETED;
+        if (e == KUBE_WATCH_DELETED)
+            json_object_del(w->known, key);
+        else
+            json_object_set(w->known, key, obj);
+        if (rv)
+            set_str(&w->rv, rv);
+        w->backoff_ms = 0;
+        go_on = emit(w, e, obj);
+    }
+    json_decref(ev);
+    return go_on;
+}
+
+static void watch_chunk(struct kube_req *r, void *userdata)
+{
+    struct kube_watch *w = userdata;
+    w->last_data_ms = loop_now_ms();
+    /* Anything but 200 is a Status for watch_done, not events. */
+    if (r->status != 200)
+        return;
+    size_t start = 0;
+    for (;;) {
+        uint8_t *nl = memchr(r->buf + start, '\n', r->len - start);
+        if (!nl)
+            break;
+        size_t len = (size_t)(nl - (r->buf + start));
+        const char *line = (const char *)r->buf + start;
+        start += len + 1;
+        if (len == 0 || (len == 1 && line[0] == '\r'))
+            continue;
+        if (!handle_line(w, line, len)) {
+            if (w->stopped)
+                watch_free(w);
+            return;
+        }
+    }
+    kube_req_consume(r, start);
+}
+
+static void watch_done(struct kube *k, int status, json_t *body, void *userdata)
+{
+    struct kube_watch *w = userdata;
+    w->req = NULL;
+    loop_timer_cancel(k->loop, w->silence_timer);
+    w->silence_timer = NULL;
+    if (status == 410) {
+        log_info("kube: watch %s: resourceVersion %s is gone (410): relisting", w->collection,
+                 w->rv ? w->rv : "");
+        start_list(w);
+        return;
+    }
+    if (status == -ESHUTDOWN) {
+        log_info("kube: watch %s: the server is going away; resuming from resourceVersion %s on a new connection",
+                 w->collection, w->rv);
+        start_watch(w);
+        return;
+    }
+    /* A stream the server ended after its timeout resumes at once; one that ends right
+     * away again and again (or fails) backs off. */
+    if (status == 200 && loop_now_ms() - w->started_ms >= 1000) {
+        start_watch(w);
+        return;
+    }
+    _cleanup_free_ char *t = status == 200 ? xstrdup("the stream ended at once") : status_text(status, body);
+    fail(w, "watch from resourceVersion %s: %s", w->rv, t);
+}
+
+static void start_watch(struct kube_watch *w)
+{
+    _cleanup_free_ char *rv = kube_escape(w->rv);
+    _cleanup_free_ char *params = xasprintf("watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%u",
+                                            rv, KUBE_WATCH_TIMEOUT_S);
+    _cleanup_free_ char *path = query_path(w, params);
+    w->req = kube_req_new(w->k, KUBE_GET, path, NULL, watch_done, w);
+    kube_req_set_stream(w->req, watch_chunk, w->k->max_response);
+    w->started_ms = w->last_data_ms = loop_now_ms();
+    loop_timer_cancel(w->k->loop, w->silence_timer);
+    arm_silence(w, kube_watch_silence_ms);
+    kube_req_submit(w->req);
+}
+
+/* ------------------------------------------------------------------ API */
+
+struct kube_watch *kube_watch_start(struct kube *k, const char *collection_path,
+                                    const char *field_selector, kube_watch_fn fn, void *userdata,
+                                    struct error *err)
+{
+    if (!k || !collection_path || collection_path[0] != '/' || strchr(collection_path, '?') || !fn) {
+        error_set(err, -EINVAL, "kube watch: bad arguments");
+        return NULL;
+    }
+    struct kube_watch *w = xcalloc(1, sizeof(*w));
+    w->k = k;
+    w->collection = xstrdup(collection_path);
+    w->selector = field_selector && *field_selector ? xstrdup(field_selector) : NULL;
+    w->fn = fn;
+    w->userdata = userdata;
+    w->known = json_object();
+    w->listed = json_object();
+    w->next = k->watches;
+    if (k->watches)
+        k->watches->prev = w;
+    k->watches = w;
+    start_list(w);
+    return w;
+}
+
+void kube_watches_free(struct kube *k)
+{
+    while (k->watches)
+        watch_free(k->watches);
+}
+
+void kube_watch_stop(struct kube_watch *w)
+{
+    if (!w)
+        return;
+    if (w->busy) {
+        w->stopped = true;
+        return;
+    }
+    watch_free(w);
+}

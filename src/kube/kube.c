@@ -1,0 +1,586 @@
+/* The API client's requests: the queue (rate limited like client-go's token bucket),
+ * HTTP/2 streams on the one connection, deadlines, the response size cap, the token
+ * re-read and single retry on 401, the RBAC line on 403 (worded in kube-names.c), and
+ * calling back exactly once, always from the loop. */
+#include <stdio.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/macro.h"
+#include "kube/kube-internal.h"
+#include "version.h"
+
+#define NV(n, v, vlen) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vlen), NGHTTP2_NV_FLAG_NONE }
+
+static void kick(struct kube *k);
+
+/* ------------------------------------------------------------------ lists */
+
+static void queue_remove(struct kube *k, struct kube_req *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        k->queue_head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        k->queue_tail = r->prev;
+    r->prev = r->next = NULL;
+    r->queued = false;
+}
+
+static void queue_push(struct kube *k, struct kube_req *r, bool front)
+{
+    r->queued = true;
+    if (front) {
+        r->next = k->queue_head;
+        r->prev = NULL;
+        if (k->queue_head)
+            k->queue_head->prev = r;
+        else
+            k->queue_tail = r;
+        k->queue_head = r;
+    } else {
+        r->prev = k->queue_tail;
+        r->next = NULL;
+        if (k->queue_tail)
+            k->queue_tail->next = r;
+        else
+            k->queue_head = r;
+        k->queue_tail = r;
+    }
+}
+
+static void active_remove(struct kube *k, struct kube_req *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        k->active = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    r->active = false;
+    if (k->conn.h2 && r->stream_id > 0)
+        (void)nghttp2_session_set_stream_user_data(k->conn.h2, r->stream_id, NULL);
+}
+
+static void ready_push(struct kube *k, struct kube_req *r)
+{
+    if (r->ready)
+        return;
+    if (r->active)
+        active_remove(k, r);
+    if (r->queued)
+        queue_remove(k, r);
+    r->ready = true;
+    r->ready_next = NULL;
+    struct kube_req **p = &k->ready;
+    while (*p)
+        p = &(*p)->ready_next;
+    *p = r;
+}
+
+static void ready_remove(struct kube *k, struct kube_req *r)
+{
+    for (struct kube_req **p = &k->ready; *p; p = &(*p)->ready_next)
+        if (*p == r) {
+            *p = r->ready_next;
+            break;
+        }
+    r->ready = false;
+}
+
+static void req_free(struct kube_req *r)
+{
+    struct kube *k = r->k;
+    loop_timer_cancel(k->loop, r->deadline);
+    if (r->active) {
+        if (k->conn.h2 && r->stream_id > 0)
+            (void)nghttp2_submit_rst_stream(k->conn.h2, NGHTTP2_FLAG_NONE, r->stream_id,
+                                            NGHTTP2_CANCEL);
+        active_remove(k, r);
+        kick(k);
+    }
+    if (r->queued)
+        queue_remove(k, r);
+    if (r->ready)
+        ready_remove(k, r);
+    free(r->path);
+    free(r->body);
+    free(r->buf);
+    free(r);
+}
+
+/* ------------------------------------------------------------------ outcome */
+
+/* The request is finished (or must be retried): call back once, or requeue. */
+static void conclude(struct kube *k, struct kube_req *r)
+{
+    int status;
+    if (r->error < 0)
+        status = r->error;
+    else if (r->status > 0 && r->closed && r->rst_code == NGHTTP2_NO_ERROR)
+        status = r->status;
+    else if (r->rst_code == NGHTTP2_REFUSED_STREAM) {
+        /* Not processed by the server (GOAWAY, stream limit): safe to send again. */
+        r->closed = false;
+        r->rst_code = 0;
+        r->status = 0;
+        r->len = 0;
+        queue_push(k, r, true);
+        kick(k);
+        return;
+    } else
+        status = r->status > 0 && r->chunk ? r->status : -ECONNRESET;
+
+    if (status == 401 && !r->retried_401 && k->creds.token_file) {
+        struct error err = { 0 };
+        if (kube_creds_refresh_token(&k->creds, true, &err) < 0)
+            log_warning("kube: after 401 Unauthorized: %s", err.msg);
+        r->retried_401 = true;
+        r->status = 0;
+        r->closed = false;
+        r->len = 0;
+        r->body_off = 0;
+        queue_push(k, r, true);
+        kick(k);
+        return;
+    }
+    json_t *body = NULL;
+    if (r->len > 0 && (!r->chunk || status != 200))
+        body = json_loadb((const char *)r->buf, r->len, JSON_DECODE_ANY, NULL);
+    if (status == 403)
+        kube_log_forbidden(k, r->method, r->path, body);
+    r->ready = false;
+    if (r->done)
+        r->done(k, status, body, r->userdata);
+    json_decref(body);
+    req_free(r);
+}
+
+/* Show a watch stream its new bytes. Returns false when the hook cancelled it (freed). */
+static bool feed_chunk(struct kube_req *r)
+{
+    r->pending_chunk = false;
+    r->busy = true;
+    r->chunk(r, r->userdata);
+    r->busy = false;
+    if (r->cancelled) {
+        req_free(r);
+        return false;
+    }
+    return true;
+}
+
+/* Runs user callbacks: called only from loop callbacks, never from inside nghttp2's. */
+void kube_dispatch(struct kube *k)
+{
+    for (;;) {
+        struct kube_req *c = NULL;
+        for (struct kube_req *r = k->active; r; r = r->next)
+            if (r->pending_chunk) {
+                c = r;
+                break;
+            }
+        if (!c)
+            break;
+        (void)feed_chunk(c);
+    }
+    while (k->ready) {
+        struct kube_req *r = k->ready;
+        k->ready = r->ready_next;
+        r->ready_next = NULL;
+        r->ready = false;
+        /* A watch gets its last bytes before its end. */
+        if (r->pending_chunk && r->chunk && !feed_chunk(r))
+            continue;
+        conclude(k, r);
+    }
+}
+
+void kube_req_fail(struct kube_req *r, int err)
+{
+    struct kube *k = r->k;
+    r->error = err;
+    if (r->active && k->conn.h2 && r->stream_id > 0) {
+        (void)nghttp2_submit_rst_stream(k->conn.h2, NGHTTP2_FLAG_NONE, r->stream_id, NGHTTP2_CANCEL);
+        kick(k);
+    }
+    ready_push(k, r);
+}
+
+void kube_req_consume(struct kube_req *r, size_t n)
+{
+    memmove(r->buf, r->buf + n, r->len - n);
+    r->len -= n;
+}
+
+/* ------------------------------------------------------------------ nghttp2 callbacks */
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+    struct kube *k = ud;
+    struct kube_req *r = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+    if (!r || namelen != 7 || memcmp(name, ":status", 7) != 0)
+        return 0;
+    int st = 0;
+    for (size_t i = 0; i < valuelen && i < 3; i++)
+        st = st * 10 + (value[i] - '0');
+    if (st >= 200)
+        r->status = st;
+    /* The server answers: the connection works, so the next failure starts backoff anew. */
+    k->conn.backoff_ms = 0;
+    return 0;
+}
+
+static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *ud)
+{
+    struct kube *k = ud;
+    struct kube_req *r = nghttp2_session_get_stream_user_data(s, id);
+    if (!r)
+        return 0;
+    if (len > r->max - r->len) {
+        /* Past the cap: reset the stream now rather than buffer more. */
+        r->error = -EMSGSIZE;
+        (void)nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+        ready_push(k, r);
+        return 0;
+    }
+    if (r->len + len > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + len)
+            cap *= 2;
+        r->cap = (size_t)u64_min(cap, r->max);
+        r->buf = xrealloc(r->buf, r->cap);
+    }
+    memcpy(r->buf + r->len, data, len);
+    r->len += len;
+    if (r->chunk)
+        r->pending_chunk = true;
+    return 0;
+}
+
+static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
+{
+    struct kube *k = ud;
+    struct kube_req *r = nghttp2_session_get_stream_user_data(s, id);
+    if (!r)
+        return 0;
+    r->closed = true;
+    r->rst_code = code;
+    ready_push(k, r);
+    return 0;
+}
+
+/* A GOAWAY: the server is shutting down (or rebalancing) and takes no new streams here.
+ * Unary requests it already has get their answers; watch streams would keep this
+ * connection (and every request queued behind it) open until the server gives up on
+ * them, so they end now with -ESHUTDOWN and resume on a new connection. */
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *ud)
+{
+    struct kube *k = ud;
+    if (frame->hd.type != NGHTTP2_GOAWAY)
+        return 0;
+    for (struct kube_req *r = k->active, *next; r; r = next) {
+        next = r->next;
+        if (r->chunk)
+            kube_req_fail(r, -ESHUTDOWN);
+    }
+    return 0;
+}
+
+static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    struct kube_req *r = src->ptr;
+    size_t n = u64_min(length, r->body_len - r->body_off);
+    memcpy(buf, r->body + r->body_off, n);
+    r->body_off += n;
+    if (r->body_off == r->body_len)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+nghttp2_session_callbacks *kube_h2_callbacks(void)
+{
+    static nghttp2_session_callbacks *cbs;
+    if (!cbs) {
+        if (nghttp2_session_callbacks_new(&cbs) != 0)
+            oom();
+        nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
+        nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_close);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+    }
+    return cbs;
+}
+
+/* ------------------------------------------------------------------ sending */
+
+static const char *content_type(enum kube_method m)
+{
+    switch (m) {
+    case KUBE_PATCH_MERGE:
+        return "application/merge-patch+json";
+    case KUBE_PATCH_STRATEGIC:
+        return "application/strategic-merge-patch+json";
+    case KUBE_PATCH_JSON:
+        return "application/json-patch+json";
+    default:
+        return "application/json";
+    }
+}
+
+static const char *method_name(enum kube_method m)
+{
+    static const char *const names[] = { "GET", "POST", "PUT", "DELETE", "PATCH", "PATCH", "PATCH" };
+    return names[m];
+}
+
+static int start_stream(struct kube *k, struct kube_req *r)
+{
+    struct kube_creds *cr = &k->creds;
+    struct error err = { 0 };
+    if (kube_creds_refresh_token(cr, false, &err) < 0)
+        log_warning("kube: %s, keeping the token read before", err.msg);
+    _cleanup_free_ char *auth = cr->token ? xasprintf("Bearer %s", cr->token) : NULL;
+    const char *m = method_name(r->method), *ct = content_type(r->method);
+    const char *scheme = cr->tls ? "https" : "http";
+    static const char ua[] = "gpu-device-plugin/" GDP_VERSION;
+    nghttp2_nv nv[8] = {
+        NV(":method", m, strlen(m)),
+        NV(":scheme", scheme, strlen(scheme)),
+        NV(":path", r->path, strlen(r->path)),
+        NV(":authority", cr->authority, strlen(cr->authority)),
+        NV("accept", "application/json", 16),
+        NV("user-agent", ua, sizeof(ua) - 1),
+    };
+    size_t n = 6;
+    if (auth)
+        nv[n++] = (nghttp2_nv)NV("authorization", auth, strlen(auth));
+    if (r->body)
+        nv[n++] = (nghttp2_nv)NV("content-type", ct, strlen(ct));
+    nghttp2_data_provider prd = { .source.ptr = r, .read_callback = body_read };
+    r->body_off = 0;
+    int32_t id = nghttp2_submit_request(k->conn.h2, NULL, nv, n, r->body ? &prd : NULL, r);
+    if (auth)
+        explicit_bzero(auth, strlen(auth));
+    if (id < 0)
+        return -EIO;
+    r->stream_id = id;
+    r->active = true;
+    r->prev = NULL;
+    r->next = k->active;
+    if (k->active)
+        k->active->prev = r;
+    k->active = r;
+    k->requests_sent++;
+    return 0;
+}
+
+static void rate_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube *k = userdata;
+    k->rate_timer = NULL;
+    kick(k);
+}
+
+/* Take one token from the bucket, or arm the timer for when one is there. */
+static bool rate_take(struct kube *k)
+{
+    uint64_t now = loop_now_us();
+    double refilled = k->tokens + (double)(now - k->tokens_at_us) / 1e6 * k->qps;
+    /* No libm (fmin/ceil) for two operations: it is one more mapped library. */
+    k->tokens = refilled < (double)k->burst ? refilled : (double)k->burst;
+    k->tokens_at_us = now;
+    if (k->tokens >= 1.0) {
+        k->tokens -= 1.0;
+        return true;
+    }
+    if (!k->rate_timer)
+        k->rate_timer = loop_timer_add(k->loop, (uint64_t)((1.0 - k->tokens) / k->qps * 1000.0) + 1,
+                                       rate_cb, k);
+    return false;
+}
+
+/* Move queued requests onto the connection as far as the rate limit allows. */
+static void pump(struct kube *k)
+{
+    if (!k->queue_head)
+        return;
+    if (k->conn.state != KUBE_CONN_READY) {
+        kube_conn_want(k);
+        return;
+    }
+    while (k->queue_head && nghttp2_session_check_request_allowed(k->conn.h2) && rate_take(k)) {
+        struct kube_req *r = k->queue_head;
+        queue_remove(k, r);
+        if (start_stream(k, r) < 0) {
+            r->error = -EIO;
+            ready_push(k, r);
+        }
+    }
+}
+
+static void kick_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube *k = userdata;
+    k->kick_timer = NULL;
+    pump(k);
+    kube_conn_flush(k);
+    kube_dispatch(k);
+}
+
+/* Send from the loop, not from the caller's stack: a failure found while sending must
+ * not call back into a caller that is still inside kube_request(). */
+static void kick(struct kube *k)
+{
+    if (!k->kick_timer)
+        k->kick_timer = loop_timer_add(k->loop, 0, kick_cb, k);
+}
+
+void kube_on_connected(struct kube *k)
+{
+    pump(k);
+}
+
+void kube_on_disconnected(struct kube *k, int err)
+{
+    while (k->active) {
+        struct kube_req *r = k->active;
+        if (r->error == 0)
+            r->error = err;
+        ready_push(k, r);
+    }
+}
+
+static void deadline_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube_req *r = userdata;
+    struct kube *k = r->k;
+    r->deadline = NULL;
+    kube_req_fail(r, -ETIMEDOUT);
+    kube_dispatch(k);
+}
+
+/* ------------------------------------------------------------------ API */
+
+struct kube_req *kube_req_new(struct kube *k, enum kube_method m, const char *path, json_t *body,
+                              kube_done_fn fn, void *userdata)
+{
+    struct kube_req *r = xcalloc(1, sizeof(*r));
+    r->k = k;
+    r->method = m;
+    r->path = xstrdup(path);
+    r->done = fn;
+    r->userdata = userdata;
+    r->timeout_ms = k->timeout_ms;
+    r->max = k->max_response;
+    if (body) {
+        char *s = json_dumps(body, JSON_COMPACT);
+        if (!s)
+            oom();
+        r->body = (uint8_t *)s;
+        r->body_len = strlen(s);
+    }
+    return r;
+}
+
+void kube_req_set_stream(struct kube_req *r, kube_chunk_fn chunk, size_t max_buffer)
+{
+    r->chunk = chunk;
+    r->max = max_buffer;
+    r->timeout_ms = 0;
+}
+
+void kube_req_submit(struct kube_req *r)
+{
+    struct kube *k = r->k;
+    if (r->timeout_ms > 0)
+        r->deadline = loop_timer_add(k->loop, r->timeout_ms, deadline_cb, r);
+    queue_push(k, r, false);
+    kick(k);
+}
+
+struct kube_req *kube_request(struct kube *k, enum kube_method m, const char *path, json_t *body,
+                              kube_done_fn fn, void *userdata, struct error *err)
+{
+    if (!k || !path || path[0] != '/' || !fn || (unsigned)m > KUBE_PATCH_JSON) {
+        error_set(err, -EINVAL, "kube request: bad arguments");
+        return NULL;
+    }
+    if (strlen(path) > 8192) {
+        error_set(err, -ENAMETOOLONG, "kube request: path longer than 8192 bytes");
+        return NULL;
+    }
+    struct kube_req *r = kube_req_new(k, m, path, body, fn, userdata);
+    kube_req_submit(r);
+    return r;
+}
+
+void kube_request_cancel(struct kube_req *r)
+{
+    if (!r)
+        return;
+    if (r->busy) {
+        r->cancelled = true;
+        return;
+    }
+    req_free(r);
+}
+
+int kube_new(struct loop *l, const struct kube_options *o, struct kube **out, struct error *err)
+{
+    struct kube *k = xcalloc(1, sizeof(*k));
+    k->loop = l;
+    k->conn.fd = -1;
+    k->timeout_ms = o && o->request_timeout_ms ? o->request_timeout_ms : KUBE_DEFAULT_TIMEOUT_MS;
+    k->max_response = o && o->max_response_bytes ? o->max_response_bytes : KUBE_DEFAULT_MAX_RESPONSE;
+    k->qps = o && o->qps > 0 ? o->qps : KUBE_DEFAULT_QPS;
+    k->burst = o && o->burst ? o->burst : KUBE_DEFAULT_BURST;
+    k->tokens = k->burst;
+    k->tokens_at_us = loop_now_us();
+    int r;
+    if (o && o->kubeconfig && *o->kubeconfig)
+        r = kube_creds_from_kubeconfig(&k->creds, o->kubeconfig, err);
+    else
+        r = kube_creds_in_cluster(&k->creds, kube_sa_dir, err);
+    if (r < 0) {
+        free(k);
+        return r;
+    }
+    r = kube_conn_init(k, err);
+    if (r < 0) {
+        error_prefix(err, "%s", k->creds.source);
+        kube_free(k);
+        return r;
+    }
+    *out = k;
+    return 0;
+}
+
+void kube_free(struct kube *k)
+{
+    if (!k)
+        return;
+    kube_watches_free(k);
+    while (k->ready)
+        req_free(k->ready);
+    while (k->queue_head)
+        req_free(k->queue_head);
+    while (k->active)
+        req_free(k->active);
+    loop_timer_cancel(k->loop, k->rate_timer);
+    loop_timer_cancel(k->loop, k->kick_timer);
+    kube_conn_free(k);
+    kube_creds_clear(&k->creds);
+    for (size_t i = 0; i < k->n_forbidden; i++)
+        free(k->forbidden_logged[i]);
+    free(k->forbidden_logged);
+    free(k);
+}

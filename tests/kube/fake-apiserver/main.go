@@ -1,0 +1,449 @@
+// A fake Kubernetes API server for the API client's deterministic tests: TLS with HTTP/2
+// (net/http + crypto/tls) under a CA made for this run, a small Node store with
+// resourceVersions, list and watch (bookmarks, 410 Gone as HTTP status or ERROR event),
+// and faults on command: 403 with a Status body, a handler that never answers, oversize
+// bodies, token rotation, dropped connections, a stopped or restarted listener.
+//
+// usage: fake-apiserver DIR   (writes DIR/ca.crt, DIR/client.crt, DIR/client.key)
+// stdout: "h2c PORT" (plain HTTP/2), "listening PORT" (TLS), then one "req METHOD URI AUTH" line per request and "ok" per
+// command. stdin: one command per line (see command()).
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
+)
+
+type event struct {
+	rv   int
+	typ  string
+	node map[string]interface{}
+}
+
+type server struct {
+	mu        sync.Mutex
+	rv        int
+	nodes     map[string]map[string]interface{}
+	history   []event
+	compacted int // watches from an RV below this get 410
+	gone410   string
+	muted     bool // watch streams send nothing (a silent, half-dead server)
+	tokens    map[string]bool
+	forbid    map[string]bool // HTTP methods answered 403
+	watchers  map[chan event]bool
+	conns     map[net.Conn]bool
+	listener  net.Listener
+	srv       *http.Server
+	port      int
+	tlsConf   *tls.Config
+	out       *sync.Mutex
+}
+
+func (s *server) say(format string, a ...interface{}) {
+	s.out.Lock()
+	fmt.Printf(format+"\n", a...)
+	s.out.Unlock()
+}
+
+func pemWrite(path, typ string, der []byte) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0600)
+	if err != nil {
+		panic(err)
+	}
+	pem.Encode(f, &pem.Block{Type: typ, Bytes: der})
+	f.Close()
+}
+
+// A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate.
+func makeCerts(dir string) tls.Certificate {
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fake-apiserver-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDer, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		panic(err)
+	}
+	ca, _ := x509.ParseCertificate(caDer)
+	pemWrite(filepath.Join(dir, "ca.crt"), "CERTIFICATE", caDer)
+
+	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "fake-apiserver"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+	}
+	srvDer, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
+	if err != nil {
+		panic(err)
+	}
+
+	cliKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cliTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "fake-client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+	}
+	cliDer, err := x509.CreateCertificate(rand.Reader, cliTmpl, ca, &cliKey.PublicKey, caKey)
+	if err != nil {
+		panic(err)
+	}
+	pemWrite(filepath.Join(dir, "client.crt"), "CERTIFICATE", cliDer)
+	cliKeyDer, _ := x509.MarshalECPrivateKey(cliKey)
+	pemWrite(filepath.Join(dir, "client.key"), "EC PRIVATE KEY", cliKeyDer)
+
+	return tls.Certificate{Certificate: [][]byte{srvDer}, PrivateKey: srvKey}
+}
+
+func status(w http.ResponseWriter, code int, reason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]interface{}{
+		"kind": "Status", "apiVersion": "v1", "status": "Failure",
+		"message": msg, "reason": reason, "code": code,
+	})
+}
+
+func (s *server) list(sel string) map[string]interface{} {
+	items := []interface{}{}
+	for name, n := range s.nodes {
+		if sel == "" || sel == "metadata.name="+name {
+			items = append(items, n)
+		}
+	}
+	return map[string]interface{}{
+		"kind": "NodeList", "apiVersion": "v1", "items": items,
+		"metadata": map[string]interface{}{"resourceVersion": strconv.Itoa(s.rv)},
+	}
+}
+
+func matches(sel string, n map[string]interface{}) bool {
+	if sel == "" {
+		return true
+	}
+	md := n["metadata"].(map[string]interface{})
+	return sel == "metadata.name="+md["name"].(string)
+}
+
+func (s *server) watch(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	from, _ := strconv.Atoi(q.Get("resourceVersion"))
+	sel := q.Get("fieldSelector")
+	timeout, _ := strconv.Atoi(q.Get("timeoutSeconds"))
+	s.mu.Lock()
+	if from < s.compacted {
+		mode := s.gone410
+		s.mu.Unlock()
+		if mode == "http" {
+			status(w, 410, "Expired", "too old resource version")
+			return
+		}
+		w.WriteHeader(200)
+		json.NewEncoder(w).Encode(map[string]interface{}{"type": "ERROR", "object": map[string]interface{}{
+			"kind": "Status", "apiVersion": "v1", "status": "Failure",
+			"message": "too old resource version", "reason": "Expired", "code": 410}})
+		return
+	}
+	ch := make(chan event, 1000)
+	for _, e := range s.history {
+		if e.rv > from {
+			ch <- e
+		}
+	}
+	s.watchers[ch] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.watchers, ch)
+		s.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	w.(http.Flusher).Flush()
+	var end <-chan time.Time
+	if timeout > 0 {
+		end = time.After(time.Duration(timeout) * time.Second)
+	}
+	enc := json.NewEncoder(w)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// Muted: events wait in the channel (nothing is lost, nothing is sent).
+		s.mu.Lock()
+		in := ch
+		if s.muted {
+			in = nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-tick.C:
+			continue
+		case e := <-in:
+			if e.typ != "BOOKMARK" && !matches(sel, e.node) {
+				continue
+			}
+			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.node})
+			w.(http.Flusher).Flush()
+		case <-end:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	auth := r.Header.Get("Authorization")
+	who := auth
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		who = "cert:" + r.TLS.PeerCertificates[0].Subject.CommonName
+	}
+	s.say("req %s %s %s ua=%s ct=%s proto=%s", r.Method, r.URL.RequestURI(), who,
+		r.Header.Get("User-Agent"), r.Header.Get("Content-Type"), r.Proto)
+	s.mu.Lock()
+	ok := strings.HasPrefix(who, "cert:") || s.tokens[strings.TrimPrefix(auth, "Bearer ")]
+	forbidden := s.forbid[r.Method]
+	s.mu.Unlock()
+	if !ok {
+		status(w, 401, "Unauthorized", "Unauthorized")
+		return
+	}
+	if forbidden {
+		status(w, 403, "Forbidden", fmt.Sprintf(`nodes is forbidden: User "test" cannot %s resource "nodes" in API group "" at the cluster scope`, strings.ToLower(r.Method)))
+		return
+	}
+	p := r.URL.Path
+	switch {
+	case p == "/hang":
+		<-r.Context().Done()
+		return
+	case p == "/big":
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"pad":"%s"}`, strings.Repeat("x", n))
+		return
+	case p == "/api/v1/nodes" && r.Method == "GET":
+		if r.URL.Query().Get("watch") != "" {
+			s.watch(w, r)
+			return
+		}
+		s.mu.Lock()
+		l := s.list(r.URL.Query().Get("fieldSelector"))
+		s.mu.Unlock()
+		json.NewEncoder(w).Encode(l)
+		return
+	case strings.HasPrefix(p, "/api/v1/nodes/"):
+		name := strings.TrimPrefix(p, "/api/v1/nodes/")
+		s.mu.Lock()
+		n, found := s.nodes[name]
+		var body []byte
+		if found {
+			if r.Method == "PATCH" {
+				s.modify(name)
+			}
+			body, _ = json.Marshal(n)
+		}
+		s.mu.Unlock()
+		if !found {
+			status(w, 404, "NotFound", fmt.Sprintf(`nodes "%s" not found`, name))
+			return
+		}
+		w.Write(body)
+		return
+	}
+	status(w, 404, "NotFound", "the server could not find the requested resource")
+}
+
+func (s *server) record(typ string, n map[string]interface{}) {
+	e := event{rv: s.rv, typ: typ, node: n}
+	s.history = append(s.history, e)
+	for ch := range s.watchers {
+		select {
+		case ch <- e:
+		default:
+		}
+	}
+}
+
+func (s *server) node(name string) map[string]interface{} {
+	return map[string]interface{}{"kind": "Node", "apiVersion": "v1", "metadata": map[string]interface{}{
+		"name": name, "resourceVersion": strconv.Itoa(s.rv), "uid": "uid-" + name}}
+}
+
+func (s *server) modify(name string) {
+	s.rv++
+	n := s.node(name)
+	s.nodes[name] = n
+	s.record("MODIFIED", n)
+}
+
+func (s *server) serve() {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", s.port))
+	if err != nil {
+		panic(err)
+	}
+	s.port = l.Addr().(*net.TCPAddr).Port
+	tl := tls.NewListener(l, s.tlsConf)
+	srv := &http.Server{Handler: s, TLSConfig: s.tlsConf,
+		ConnState: func(c net.Conn, st http.ConnState) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if st == http.StateNew {
+				s.conns[c] = true
+			} else if st == http.StateClosed || st == http.StateHijacked {
+				delete(s.conns, c)
+			}
+		}}
+	s.listener = l
+	s.srv = srv
+	go srv.Serve(tl)
+}
+
+// Close the listener and every connection (the process and its state stay).
+func (s *server) stop() {
+	s.listener.Close()
+	s.dropConns()
+}
+
+func (s *server) dropConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+func (s *server) command(line string) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return
+	}
+	arg := ""
+	if len(f) > 1 {
+		arg = f[1]
+	}
+	switch f[0] {
+	case "add", "modify", "delete", "vanish":
+		s.mu.Lock()
+		switch f[0] {
+		case "add":
+			s.rv++
+			n := s.node(arg)
+			s.nodes[arg] = n
+			s.record("ADDED", n)
+		case "modify":
+			s.modify(arg)
+		case "delete":
+			s.rv++
+			n := s.node(arg)
+			delete(s.nodes, arg)
+			s.record("DELETED", n)
+		case "vanish":
+			// Gone without a watch event, and the history compacted past it: only a
+			// relist can tell.
+			s.rv++
+			delete(s.nodes, arg)
+			s.history = nil
+			s.compacted = s.rv + 1
+		}
+		s.mu.Unlock()
+	case "compact":
+		s.mu.Lock()
+		s.history = nil
+		s.compacted = s.rv + 1
+		s.mu.Unlock()
+	case "mute", "unmute":
+		s.mu.Lock()
+		s.muted = f[0] == "mute"
+		s.mu.Unlock()
+	case "gone410":
+		s.mu.Lock()
+		s.gone410 = arg
+		s.mu.Unlock()
+	case "bookmark":
+		s.mu.Lock()
+		s.rv++
+		e := event{rv: s.rv, typ: "BOOKMARK", node: map[string]interface{}{"kind": "Node",
+			"apiVersion": "v1", "metadata": map[string]interface{}{"resourceVersion": strconv.Itoa(s.rv)}}}
+		for ch := range s.watchers {
+			ch <- e
+		}
+		s.mu.Unlock()
+	case "tokens":
+		s.mu.Lock()
+		s.tokens = map[string]bool{}
+		for _, t := range strings.Split(arg, ",") {
+			s.tokens[t] = true
+		}
+		s.mu.Unlock()
+	case "forbid":
+		s.mu.Lock()
+		s.forbid[arg] = true
+		s.mu.Unlock()
+	case "drop":
+		s.dropConns()
+	case "stop":
+		s.stop()
+	case "shutdown":
+		// Graceful, as kube-apiserver on SIGTERM: GOAWAY, then wait (without a limit)
+		// for the streams in flight to end.
+		s.srv.Shutdown(context.Background())
+	case "start":
+		s.serve()
+	}
+	s.say("ok %s", f[0])
+}
+
+func main() {
+	dir := os.Args[1]
+	cert := makeCerts(dir)
+	caPem, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPem)
+	s := &server{
+		nodes: map[string]map[string]interface{}{}, tokens: map[string]bool{"tok1": true},
+		forbid: map[string]bool{}, watchers: map[chan event]bool{}, conns: map[net.Conn]bool{},
+		out: &sync.Mutex{}, rv: 100,
+		tlsConf: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"},
+			ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool},
+	}
+	s.serve()
+	// Plain HTTP/2 with prior knowledge (h2c) on a second port: same handler.
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go (&http.Server{Handler: h2c.NewHandler(s, &http2.Server{})}).Serve(hl)
+	s.say("h2c %d", hl.Addr().(*net.TCPAddr).Port)
+	s.say("listening %d", s.port)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		s.command(in.Text())
+	}
+}
