@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/mem.h"
 #include "daemon/daemon.h"
 #include "version.h"
 
@@ -65,6 +66,7 @@ static void reload(struct serve *s)
     }
     TAKE_PTR(cfg); /* the daemon's now */
     log_set_level(level);
+    mem_release_free(); /* the old state and the reload's parsing are freed */
     daemon_count_reload(s->daemon, r == 1 ? DAEMON_RELOAD_UNCHANGED : DAEMON_RELOAD_APPLIED);
     log_info("Reloaded configuration and devices%s", r == 1 ? " (nothing changed)" : "");
 }
@@ -99,6 +101,7 @@ static int apply_config(void *userdata, const char *path, struct error *err)
     TAKE_PTR(cfg);
     s->started = true;
     log_set_level(level);
+    mem_release_free(); /* the selection's parsing (and a replaced state) are freed */
     log_info("Running with config: %s", dump);
     free(s->selected);
     s->selected = path ? xstrdup(path) : NULL;
@@ -188,6 +191,7 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
     } else {
         s.started = true;
     }
+    mem_release_free(); /* startup's parsing and discovery are freed */
     int lr = loop_run(s.loop);
     rc = lr != 0 ? 1 : 0;
     daemon_free(s.daemon);

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "core/log.h"
+#include "core/mem.h"
 #include "version.h"
 
 static int cmd_config(const struct config *cfg, const struct config_command *cmd)
@@ -15,10 +16,12 @@ static int cmd_config(const struct config *cfg, const struct config_command *cmd
 
 int main(int argc, char **argv)
 {
-    struct config *cfg = xcalloc(1, sizeof(*cfg));
     struct config_command cmd = { 0 };
     struct error err = { 0 };
     int rc;
+
+    mem_single_arena(); /* before NVML or the health monitor start a thread */
+    struct config *cfg = xcalloc(1, sizeof(*cfg));
 
     int r = config_load(cfg, argc, argv, environ, &cmd, &err);
     if (r == CONFIG_LOAD_HELP) {

@@ -2,6 +2,7 @@
 # The runtime image's whole filesystem, built from scratch: the stripped plugin binary, its
 # NVIDIA-name symlink, every shared library it links (as the dynamic loader resolves them on
 # the build machine, which is Debian 12 in both callers) with their Debian copyright files,
+# the copyright files of the libraries linked into it statically (static-libs.txt),
 # and Debian's merged-/usr symlinks (/lib -> usr/lib, /lib64 -> usr/lib64). No shell, no
 # package manager. Both the Dockerfile's build stage and tests/e2e/image.sh run this script,
 # so the Dockerfile's image and the locally assembled one hold the same files.
@@ -38,6 +39,22 @@ for lib in $libs; do
         fi
     fi
 done
+# The libraries linked statically (meson's static_deps option) are in the binary, not in
+# ldd's list; the build writes their names next to it, and their licences ship as well.
+static_list=$(dirname "$bin")/static-libs.txt
+if [ -f "$static_list" ]; then
+    while IFS= read -r name; do
+        [ -n "$name" ] || continue
+        archive=$(${CC:-cc} -print-file-name="lib$name.a")
+        pkg=$(dpkg -S "$(realpath "$archive")" 2>/dev/null || dpkg -S "$archive" 2>/dev/null) ||
+            { echo "rootfs.sh: no Debian package owns $archive (lib$name linked statically)" >&2; exit 1; }
+        pkg=${pkg%%:*}
+        [ -f "/usr/share/doc/$pkg/copyright" ] ||
+            { echo "rootfs.sh: /usr/share/doc/$pkg/copyright missing (lib$name)" >&2; exit 1; }
+        mkdir -p "$out/usr/share/doc/$pkg"
+        cp "/usr/share/doc/$pkg/copyright" "$out/usr/share/doc/$pkg/copyright"
+    done < "$static_list"
+fi
 # A sanitizer build (tests only, never an image) cannot run there: its runtime needs /proc.
 if [ "$(id -u)" -eq 0 ] && command -v chroot >/dev/null && ! echo "$libs" | grep -q 'lib[a-z]*san\.so'; then
     chroot "$out" /usr/bin/gpu-device-plugin --version >/dev/null

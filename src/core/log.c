@@ -1,6 +1,7 @@
 /* The logger declared in core/log.h: level/format/fd settings and log_emit(), which
  * escapes the message and writes each klog-text or JSON line with one write(2). */
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/time.h>
 #include <time.h>
@@ -74,11 +75,15 @@ static size_t text_escape(char *buf, size_t cap, const char *s)
 void log_emit(int level, const char *file, int line, const char *fmt, ...)
 {
     static const char letters[] = "EWII";
+    /* The message, then the line: the header, the escaped message (at most 4 KiB of it)
+     * and the end, written straight into out. Every thread that logs keeps the deepest
+     * stack it ever used resident, so the frame is kept to these two buffers. */
     char msg[2048], out[4608];
     struct timeval tv;
     struct tm tm;
     va_list ap;
     int n;
+    size_t len;
 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -91,26 +96,25 @@ void log_emit(int level, const char *file, int line, const char *fmt, ...)
     if (level > 3)
         level = 3;
 
-    if (log_format == LOG_FORMAT_JSON) {
+    bool json = log_format == LOG_FORMAT_JSON;
+    if (json) {
         static const char *names[] = { "error", "warning", "info", "debug" };
-        char esc[4096];
-        json_escape(esc, sizeof(esc), msg);
-        n = snprintf(out, sizeof(out),
-                     "{\"ts\":%lld.%06ld,\"level\":\"%s\",\"caller\":\"%s:%d\",\"msg\":\"%s\"}\n",
-                     (long long)tv.tv_sec, (long)tv.tv_usec, names[level], basename_of(file), line,
-                     esc);
+        n = snprintf(out, sizeof(out), "{\"ts\":%lld.%06ld,\"level\":\"%s\",\"caller\":\"%s:%d\",\"msg\":\"",
+                     (long long)tv.tv_sec, (long)tv.tv_usec, names[level], basename_of(file), line);
     } else {
-        char esc[4096];
-        text_escape(esc, sizeof(esc), msg);
-        n = snprintf(out, sizeof(out), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] %s\n",
+        n = snprintf(out, sizeof(out), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] ",
                      letters[level], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     (long)tv.tv_usec, (int)getpid(), basename_of(file), line, esc);
+                     (long)tv.tv_usec, (int)getpid(), basename_of(file), line);
     }
-    if (n < 0)
+    if (n < 0 || (size_t)n >= sizeof(out) - 4)
         return;
-    if ((size_t)n >= sizeof(out)) {
-        n = sizeof(out) - 1;
-        out[n - 1] = '\n';
-    }
-    (void)!write(log_fd, out, (size_t)n);
+    len = (size_t)n;
+    size_t cap = sizeof(out) - len - 3; /* room for the end: "}\n or \n, and the NUL */
+    if (cap > 4096)
+        cap = 4096;
+    len += json ? json_escape(out + len, cap, msg) : text_escape(out + len, cap, msg);
+    if (json)
+        out[len++] = '"', out[len++] = '}';
+    out[len++] = '\n';
+    (void)!write(log_fd, out, len);
 }

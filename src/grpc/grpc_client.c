@@ -276,7 +276,11 @@ static void call_io_cb(struct loop *l, int fd, uint32_t events, void *userdata)
     }
 
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        uint8_t buf[16384];
+        /* A kubelet's answers to Register are a few hundred bytes; more stays readable
+         * (level-triggered) for the next pass. Small, because nghttp2's callbacks and the
+         * logger run below this frame and the main thread keeps its deepest stack
+         * resident. */
+        uint8_t buf[4096];
         ssize_t n = RETRY_EINTR(read(fd, buf, sizeof(buf)));
         if (n == 0 || (n < 0 && errno != EAGAIN)) {
             snprintf(msg, sizeof(msg), "connection to %s closed: %s", c->socket_path,

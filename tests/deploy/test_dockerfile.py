@@ -57,6 +57,23 @@ def linked_libraries():
     return re.findall(r"=> (/\S+)", out) + re.findall(r"^\s*(/\S+) \(0x", out, re.M)
 
 
+def static_libraries():
+    """(name, Debian package) of each library the build linked statically (static-libs.txt
+    next to the binary, written by src/meson.build)."""
+    path = os.path.join(d.BUILD, "src", "static-libs.txt")
+    names = open(path).read().split() if os.path.exists(path) else []
+    out = []
+    for name in names:
+        archive = subprocess.run(["cc", f"-print-file-name=lib{name}.a"], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+        owner = subprocess.run(["dpkg", "-S", os.path.realpath(archive)], capture_output=True,
+                               text=True).stdout
+        d.check(owner, f"no Debian package owns {archive}")
+        if owner:
+            out.append((name, owner.split(":")[0]))
+    return out
+
+
 def check_rootfs():
     """rootfs.sh on the built binary: the binary, the symlink and every linked
     library at the path the loader looks for it (through /lib -> usr/lib)."""
@@ -77,6 +94,12 @@ def check_rootfs():
             rel = lib.lstrip("/")
             rel = "usr/" + (rel[4:] if rel.startswith("usr/") else rel)
             d.check(os.path.isfile(os.path.join(out, rel)), f"rootfs lacks {lib}")
+        for name, pkg in static_libraries():
+            d.check(not any(f"/lib{name}.so" in lib for lib in libs),
+                    f"lib{name} is listed as static but the binary loads it: {libs}")
+            d.check(os.path.isfile(os.path.join(out, "usr/share/doc", pkg, "copyright")),
+                    f"rootfs lacks the licence of lib{name}, linked statically "
+                    f"(/usr/share/doc/{pkg}/copyright)")
 
 
 def main():
