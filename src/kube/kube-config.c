@@ -135,6 +135,12 @@ int kube_creds_refresh_token(struct kube_creds *c, bool force, struct error *err
 int kube_parse_server(struct kube_creds *c, const char *url, struct error *err)
 {
     const char *p;
+    /* Refused before any message quotes the URL: a control byte would break the one-line
+     * error contract, and no valid URL has one or a space. */
+    for (p = url; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return error_set(err, -EINVAL, "server URL: byte 0x%02x at offset %zu is not "
+                             "allowed in a URL", (unsigned char)*p, (size_t)(p - url));
     if (startswith(url, "https://")) {
         c->tls = true;
         p = url + 8;
