@@ -260,6 +260,8 @@ static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata)
         arm_silence(w, limit - quiet);
         return;
     }
+    if (w->req->active)
+        kube_conn_probe(w->k);
     kube_req_fail(w->req, -ETIMEDOUT);
     kube_dispatch(w->k);
 }

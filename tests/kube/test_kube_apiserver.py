@@ -405,6 +405,13 @@ class RealAPIServer(unittest.TestCase):
         try:
             st, _ = req.request("GET", "/api/v1/nodes/kt-h")
             self.assertEqual(st, -errno.ETIMEDOUT)
+            # The stopped process does not answer the PING the timeout sent either: the
+            # connection is dropped. A new one is accepted by the kernel, but its TLS
+            # handshake is never answered: dropped at its deadline too.
+            req.stderr_has(r"no answer to a PING within 1500 ms after a request timed out")
+            st, _ = req.request("GET", "/api/v1/nodes/kt-h")
+            self.assertEqual(st, -errno.ETIMEDOUT)
+            req.stderr_has(r"TLS handshake not done within 1500 ms")
             # Two watch restarts after the stop: the stream of the first was dropped
             # (silent) while the server was stopped.
             end = time.monotonic() + kt.WAIT
@@ -415,7 +422,7 @@ class RealAPIServer(unittest.TestCase):
         finally:
             api.send_signal(signal.SIGCONT)
 
-        st, out = req.request("GET", "/api/v1/nodes/kt-h")  # the connection serves again
+        st, out = req.request("GET", "/api/v1/nodes/kt-h")  # on a new connection
         self.assertEqual(st, 200, out)
         st, out = admin.request("MERGE", "/api/v1/nodes/kt-h", '{"metadata":{"labels":{"hang":"over"}}}')
         self.assertEqual(st, 200, out)
