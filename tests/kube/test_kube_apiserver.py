@@ -4,6 +4,13 @@ cached build) on Debian's etcd: only those two daemons, on ports of their own (e
 token. GET/PATCH/POST on nodes and events, the RBAC line on 403, a Node watch that goes on
 across an API server restart, and a watch whose resourceVersion was compacted away while
 the API server was down: 410, relist, DELETED for the node removed meanwhile, SYNCED.
+Token rotation: in-cluster credentials from a service account volume rotated the kubelet's
+way (`..data` symlink swap) from a token that may not patch nodes to one that may, under an
+open watch; a kubeconfig tokenFile fixed after a 401 (picked up by the re-read on 401).
+A hung API server (SIGSTOP): a request times out at its deadline and the connection is
+dropped (unanswered PING, then an unanswered TLS handshake); watches outlive the hang
+(default silence limit) or are dropped and asked again (shortened), and see the next
+change once it is over; the probes' fds and threads do not grow.
 
 Skips (exit 77) when kube-apiserver or etcd is missing, except under CI=true.
 
