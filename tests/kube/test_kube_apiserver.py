@@ -12,11 +12,13 @@ dropped (unanswered PING, then an unanswered TLS handshake); watches outlive the
 (default silence limit) or are dropped and asked again (shortened), and see the next
 change once it is over; the probes' fds and threads do not grow.
 
-Skips (exit 77) when kube-apiserver or etcd is missing, except under CI=true.
+Skips (exit 77) when kube-apiserver or etcd is missing, except under CI=true. Runs one at
+a time per machine (flock on /tmp/gdp-kube-apiserver.lock): the ports are fixed.
 
 usage: test_kube_apiserver.py <kube-probe>"""
 import base64
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -40,6 +42,8 @@ ADMIN, RESTRICTED = "gdp-kube-admin-token", "gdp-kube-restricted-token"
 READER, PATCHER = "gdp-kube-reader-token", "gdp-kube-patcher-token"
 # The client checks its token file's stat at most this often (KUBE_TOKEN_CHECK_MS).
 TOKEN_CHECK_S = 1.0
+# Another run of this suite (another worktree, an ASan build) may hold the ports this long.
+LOCK_WAIT = 240
 
 
 def find_bins():
@@ -452,5 +456,19 @@ if __name__ == "__main__":
             sys.exit(1)
         print(msg + ": skipped", file=sys.stderr)
         sys.exit(77)
+    # The ports are fixed: one run per machine at a time (other worktrees run this suite
+    # too). The lock goes with the process.
+    lock = open("/tmp/gdp-kube-apiserver.lock", "w")
+    end = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > end:
+                print("kube-apiserver suite: /tmp/gdp-kube-apiserver.lock still held by another run after %d s" % LOCK_WAIT,
+                      file=sys.stderr)
+                sys.exit(1)
+            time.sleep(0.2)
     sys.argv[1:] = ["-v"]
     unittest.main()
