@@ -6,7 +6,13 @@
  * backoff (with jitter) after a failure, only while requests wait: an idle client holds
  * no timer. A connection that closes cleanly while idle (server GOAWAY, idle timeout)
  * is reopened by the next request. Why a connection failed is logged once per new
- * reason; the requests themselves fail only at their deadlines. */
+ * reason; the requests themselves fail only at their deadlines.
+ *
+ * A hung server (a stopped process, a dead peer the kernel still holds) is not kept:
+ * connecting + the TLS handshake have the request timeout as deadline, and when a
+ * stream times out on a connection that is up, a PING must get any answer within the
+ * request timeout or the connection is dropped. Both timers exist only while that is
+ * pending, so an idle connection still costs no wakeups. */
 #include <arpa/inet.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
@@ -102,6 +108,8 @@ uint64_t kube_jitter(unsigned ms)
 static void conn_close(struct kube *k)
 {
     struct kube_conn *c = &k->conn;
+    loop_timer_cancel(k->loop, c->check_timer);
+    c->check_timer = NULL;
     if (c->h2) {
         nghttp2_session_del(c->h2);
         c->h2 = NULL;
@@ -272,6 +280,8 @@ done:
 static void session_start(struct kube *k)
 {
     struct kube_conn *c = &k->conn;
+    loop_timer_cancel(k->loop, c->check_timer);
+    c->check_timer = NULL;
     if (nghttp2_session_client_new(&c->h2, kube_h2_callbacks(), k) != 0)
         oom();
     /* No server push; a large window so that a watch stream is never throttled by us. */
@@ -416,6 +426,11 @@ static void conn_io_cb(struct loop *l, int fd, uint32_t events, void *userdata)
                 kube_dispatch(k);
                 return;
             }
+            if (c->check_timer) {
+                /* The server answers: not hung (the stream that timed out was slow). */
+                loop_timer_cancel(k->loop, c->check_timer);
+                c->check_timer = NULL;
+            }
             ssize_t r = nghttp2_session_mem_recv(c->h2, buf, (size_t)n);
             if (r < 0) {
                 conn_fail(k, -EPROTO, nghttp2_strerror((int)r));
@@ -426,6 +441,33 @@ static void conn_io_cb(struct loop *l, int fd, uint32_t events, void *userdata)
     }
     kube_conn_flush(k);
     kube_dispatch(k);
+}
+
+static void check_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube *k = userdata;
+    struct kube_conn *c = &k->conn;
+    char why[160];
+    c->check_timer = NULL;
+    if (c->state == KUBE_CONN_READY)
+        snprintf(why, sizeof(why), "no answer to a PING within %u ms after a request timed out (hung?)",
+                 k->timeout_ms);
+    else
+        snprintf(why, sizeof(why), "%s not done within %u ms",
+                 c->state == KUBE_CONN_HANDSHAKE ? "TLS handshake" : "connect", k->timeout_ms);
+    conn_fail(k, -ETIMEDOUT, why);
+    kube_dispatch(k);
+}
+
+void kube_conn_probe(struct kube *k)
+{
+    struct kube_conn *c = &k->conn;
+    if (c->state != KUBE_CONN_READY || c->check_timer)
+        return;
+    if (nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL) != 0)
+        oom();
+    c->check_timer = loop_timer_add(k->loop, k->timeout_ms, check_cb, k);
+    kube_conn_flush(k);
 }
 
 static void conn_open(struct kube *k)
@@ -473,6 +515,9 @@ static void conn_open(struct kube *k)
         return;
     }
     c->events = EPOLLOUT;
+    /* A server that accepts (its kernel does, even when the process is stopped) but
+     * never finishes the handshake must not hold the connection forever. */
+    c->check_timer = loop_timer_add(k->loop, k->timeout_ms, check_cb, k);
 }
 
 void kube_conn_want(struct kube *k)

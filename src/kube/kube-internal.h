@@ -110,6 +110,10 @@ struct kube_conn {
     size_t out_len, out_off, out_cap;
     unsigned backoff_ms;
     struct loop_timer *backoff_timer;
+    /* Armed only while something is pending: the connect + TLS handshake deadline, or,
+     * once up, a PING sent because a stream timed out (any byte from the server ends
+     * it). Firing drops the connection: a hung server is not kept forever. */
+    struct loop_timer *check_timer;
     char *last_error;     /* why the last attempt failed, logged once per change */
 };
 
@@ -180,6 +184,9 @@ void kube_conn_want(struct kube *k);
 void kube_conn_flush(struct kube *k);
 /* Drop the connection: active streams fail with err (-ECONNRESET...), backoff. */
 void kube_conn_drop(struct kube *k, int err, const char *why);
+/* A stream on the connection timed out: send a PING; when nothing at all comes back
+ * within the request timeout the connection is dropped (and re-opened if requests wait). */
+void kube_conn_probe(struct kube *k);
 
 /* kube.c, called by kube-conn.c */
 nghttp2_session_callbacks *kube_h2_callbacks(void);

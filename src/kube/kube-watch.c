@@ -260,6 +260,8 @@ static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata)
         arm_silence(w, limit - quiet);
         return;
     }
+    if (w->req->active)
+        kube_conn_probe(w->k);
     kube_req_fail(w->req, -ETIMEDOUT);
     kube_dispatch(w->k);
 }
@@ -370,6 +372,8 @@ static void start_watch(struct kube_watch *w)
     _cleanup_free_ char *params = xasprintf("watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%u",
                                             rv, KUBE_WATCH_TIMEOUT_S);
     _cleanup_free_ char *path = query_path(w, params);
+    /* At most once per server timeout (5 min) on a healthy watch. */
+    log_debug("kube: watch %s: from resourceVersion %s", w->collection, w->rv);
     w->req = kube_req_new(w->k, KUBE_GET, path, NULL, watch_done, w);
     kube_req_set_stream(w->req, watch_chunk, w->k->max_response);
     w->started_ms = w->last_data_ms = loop_now_ms();

@@ -464,6 +464,9 @@ static void deadline_cb(struct loop *l, struct loop_timer *t, void *userdata)
     struct kube_req *r = userdata;
     struct kube *k = r->k;
     r->deadline = NULL;
+    /* Sent and unanswered: is the server still there at all? */
+    if (r->active)
+        kube_conn_probe(k);
     kube_req_fail(r, -ETIMEDOUT);
     kube_dispatch(k);
 }

@@ -14,7 +14,9 @@
  *
  * Bounds: every request has a deadline (options.request_timeout_ms) and a response
  * size cap (options.max_response_bytes); a watch that goes silent longer than its
- * server-side timeout plus a margin is dropped and resumed. A 401 re-reads the token
+ * server-side timeout plus a margin is dropped and resumed; after such a timeout the
+ * connection must answer a PING (and a new one finish its handshake) within the request
+ * timeout, or it is dropped as hung. A 401 re-reads the token
  * and retries once; a 403 is logged here (once per verb and resource) naming the verb and
  * resource RBAC must allow, so callers need not log it again.
  *

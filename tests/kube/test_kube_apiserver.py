@@ -4,11 +4,21 @@ cached build) on Debian's etcd: only those two daemons, on ports of their own (e
 token. GET/PATCH/POST on nodes and events, the RBAC line on 403, a Node watch that goes on
 across an API server restart, and a watch whose resourceVersion was compacted away while
 the API server was down: 410, relist, DELETED for the node removed meanwhile, SYNCED.
+Token rotation: in-cluster credentials from a service account volume rotated the kubelet's
+way (`..data` symlink swap) from a token that may not patch nodes to one that may, under an
+open watch; a kubeconfig tokenFile fixed after a 401 (picked up by the re-read on 401).
+A hung API server (SIGSTOP): a request times out at its deadline and the connection is
+dropped (unanswered PING, then an unanswered TLS handshake); watches outlive the hang
+(default silence limit) or are dropped and asked again (shortened), and see the next
+change once it is over; the probes' fds and threads do not grow.
 
-Skips (exit 77) when kube-apiserver or etcd is missing, except under CI=true.
+Skips (exit 77) when kube-apiserver or etcd is missing, except under CI=true. Runs one at
+a time per machine (flock on /tmp/gdp-kube-apiserver.lock): the ports are fixed.
 
 usage: test_kube_apiserver.py <kube-probe>"""
 import base64
+import errno
+import fcntl
 import glob
 import json
 import os
@@ -27,6 +37,13 @@ import kubetest as kt
 PROBE = None
 ETCD_PORT, ETCD_PEER, API_PORT = 23891, 23892, 17443
 ADMIN, RESTRICTED = "gdp-kube-admin-token", "gdp-kube-restricted-token"
+# Token rotation: one service account's token file changes from READER's token (may
+# get/list/watch nodes, not patch them) to PATCHER's (may also patch nodes).
+READER, PATCHER = "gdp-kube-reader-token", "gdp-kube-patcher-token"
+# The client checks its token file's stat at most this often (KUBE_TOKEN_CHECK_MS).
+TOKEN_CHECK_S = 1.0
+# Another run of this suite (another worktree, an ASan build) may hold the ports this long.
+LOCK_WAIT = 240
 
 
 def find_bins():
@@ -60,6 +77,8 @@ class Cluster:
         with open(os.path.join(self.dir, "tokens.csv"), "w") as f:
             f.write("%s,gdp-admin,uid-admin,system:masters\n" % ADMIN)
             f.write("%s,gdp-restricted,uid-restricted\n" % RESTRICTED)
+            f.write("%s,gdp-reader,uid-reader\n" % READER)
+            f.write("%s,gdp-patcher,uid-patcher\n" % PATCHER)
         self.ca = os.path.join(self.dir, "ca.crt")
 
     def start(self, name, argv):
@@ -109,6 +128,37 @@ class Cluster:
                                      headers={"Authorization": "Bearer " + ADMIN})
         return urllib.request.urlopen(req, timeout=2, context=ctx).read() == b"ok"
 
+    def admin(self, method, path, obj):
+        """Set-up calls as the admin, not through the client under test."""
+        ctx = ssl.create_default_context(cafile=self.ca)
+        req = urllib.request.Request("https://127.0.0.1:%d%s" % (API_PORT, path), method=method,
+                                     data=json.dumps(obj).encode(),
+                                     headers={"Authorization": "Bearer " + ADMIN,
+                                              "Content-Type": "application/json"})
+        return json.load(urllib.request.urlopen(req, timeout=10, context=ctx))
+
+    def rbac(self):
+        """gdp-reader may get/list/watch nodes, gdp-patcher may also patch them; returns once
+        the authorizer (fed by an informer) says so."""
+        rbac = "/apis/rbac.authorization.k8s.io/v1/"
+        for user, verbs in (("gdp-reader", ["get", "list", "watch"]),
+                            ("gdp-patcher", ["get", "list", "watch", "patch"])):
+            self.admin("POST", rbac + "clusterroles", {
+                "metadata": {"name": user},
+                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": verbs}]})
+            self.admin("POST", rbac + "clusterrolebindings", {
+                "metadata": {"name": user},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": user},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                              "name": user}]})
+
+        def allowed(user, verb):
+            return self.admin("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+                "spec": {"user": user, "resourceAttributes": {"verb": verb, "resource": "nodes"}}
+            })["status"].get("allowed", False)
+        self.wait("RBAC", lambda: allowed("gdp-reader", "watch") and allowed("gdp-patcher", "patch"))
+
     def wait(self, what, fn, secs=60):
         t0 = time.monotonic()
         end = t0 + secs
@@ -144,6 +194,31 @@ def b64(s):
     return base64.b64encode(s.encode()).decode()
 
 
+def project_sa(sa, token, ca):
+    """Write a service account volume the kubelet's way (its AtomicWriter): the files in a
+    new timestamped directory, a `..data` symlink renamed over the old one, `token` and
+    `ca.crt` symlinks into `..data`, the old directory removed."""
+    os.makedirs(sa, exist_ok=True)
+    new = tempfile.mkdtemp(prefix="..%s." % time.strftime("%Y_%m_%d_%H_%M_%S"), dir=sa)
+    with open(os.path.join(new, "token"), "w") as f:
+        f.write(token)
+    shutil.copy(ca, os.path.join(new, "ca.crt"))
+    data = os.path.join(sa, "..data")
+    old = os.readlink(data) if os.path.lexists(data) else None
+    os.symlink(os.path.basename(new), data + "_tmp")
+    os.rename(data + "_tmp", data)
+    for name in ("token", "ca.crt"):
+        if not os.path.lexists(os.path.join(sa, name)):
+            os.symlink("..data/" + name, os.path.join(sa, name))
+    if old:
+        shutil.rmtree(os.path.join(sa, old))
+
+
+def proc_counts(pid):
+    """(open fds, threads) of a process."""
+    return len(os.listdir("/proc/%d/fd" % pid)), len(os.listdir("/proc/%d/task" % pid))
+
+
 class RealAPIServer(unittest.TestCase):
     cluster = None
 
@@ -153,6 +228,7 @@ class RealAPIServer(unittest.TestCase):
         try:
             cls.cluster.start_etcd()
             cls.cluster.start_apiserver()
+            cls.cluster.rbac()
         except BaseException:
             cls.cluster.down()
             raise
@@ -252,6 +328,122 @@ class RealAPIServer(unittest.TestCase):
         w2.expect(r"^event SYNCED$")
         self.assertTrue(any("410" in l or "too old" in l for l in w2.errlines), w2.errlines[-10:])
 
+    def test_4_in_cluster_token_rotated_by_the_kubelet(self):
+        # In-cluster credentials from a service account volume laid out and rotated like
+        # the kubelet's: the token changes from gdp-reader's (403 on patch) to gdp-patcher's.
+        self.node(self.probe(ADMIN), "kt-r")
+        sa = os.path.join(self.cluster.dir, "sa")
+        project_sa(sa, READER, self.cluster.ca)
+        env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
+                   KUBERNETES_SERVICE_PORT=str(API_PORT))
+        p = kt.Probe(PROBE, "--sa-dir", sa, env=env)
+        self.probes.append(p)
+        p.send("watch /api/v1/nodes metadata.name=kt-r")
+        p.expect(r"^event ADDED /kt-r \d+$")
+        p.expect(r"^event SYNCED$")
+        patch = '{"metadata":{"labels":{"rotated":"yes"}}}'
+        st, out = p.request("MERGE", "/api/v1/nodes/kt-r", patch)
+        self.assertEqual(st, 403, out)
+        self.assertIn('User "gdp-reader" cannot patch', json.loads(out)["message"])
+
+        project_sa(sa, PATCHER, self.cluster.ca)
+        # The client looks at the file at most once a second (from its last look, at the
+        # 403 request, before the rotation): the first request after that interval must
+        # carry the new token. Waiting it out is waiting on exactly that one value.
+        time.sleep(TOKEN_CHECK_S + 0.2)
+        st, out = p.request("MERGE", "/api/v1/nodes/kt-r", patch)
+        self.assertEqual(st, 200, out)
+        # The watch opened with the old token goes on: it sees the patch made with the new
+        # one, without a relist or a retry.
+        p.expect(r"^event MODIFIED /kt-r \d+$")
+        self.assertEqual(sum("SYNCED" in l for l in p.seen), 1, p.seen)
+        self.assertFalse([l for l in p.errlines if "retrying" in l], p.errlines)
+
+    def test_5_token_file_fixed_after_401(self):
+        # A kubeconfig tokenFile holding a token the server does not know: 401 (after the
+        # client's one re-read and retry). The file is then fixed in place with its stat
+        # (inode, size, mtime) unchanged, so that the client's once-a-second stat check
+        # cannot notice: only the re-read on 401 can make the next request succeed.
+        tf = os.path.join(self.cluster.dir, "kc-token")
+        bad = PATCHER[:-5] + "wrong"
+        self.assertEqual(len(bad), len(PATCHER))
+        with open(tf, "w") as f:
+            f.write(bad + "\n")
+        cfg = kt.write_kubeconfig(os.path.join(self.cluster.dir, "kc-token-file"),
+                                  "https://127.0.0.1:%d" % API_PORT, ca=self.cluster.ca,
+                                  token_file=tf)
+        p = kt.Probe(PROBE, "--kubeconfig", cfg)
+        self.probes.append(p)
+        st, out = p.request("GET", "/api/v1/nodes?limit=1")
+        self.assertEqual(st, 401, out)
+        before = os.stat(tf)
+        with open(tf, "r+") as f:
+            f.write(PATCHER + "\n")
+        os.utime(tf, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = os.stat(tf)
+        self.assertEqual((after.st_ino, after.st_size, after.st_mtime_ns),
+                         (before.st_ino, before.st_size, before.st_mtime_ns))
+        st, out = p.request("GET", "/api/v1/nodes?limit=1")
+        self.assertEqual(st, 200, out)
+
+    def test_6_hanging_apiserver(self):
+        # The defaults the shortened values below stand in for.
+        cfg = kt.write_kubeconfig(os.path.join(self.cluster.dir, "kc-options"),
+                                  "https://127.0.0.1:%d" % API_PORT, ca=self.cluster.ca, token=ADMIN)
+        opts = kt.LineProc([PROBE, "--kubeconfig", cfg, "options"])
+        self.assertEqual(opts.expect(r"^request_timeout_ms (\d+)$").group(1), "10000")
+        self.assertEqual(opts.expect(r"^watch_silence_ms (\d+)$").group(1), "360000")
+        self.assertEqual(opts.stop(), 0)
+
+        admin = self.probe(ADMIN)
+        self.node(admin, "kt-h")
+        # req waits on its request deadline (shortened); w watches at the defaults (the
+        # stream outlives a short hang); ws waits on its watch silence limit (shortened):
+        # its stream is dropped during the hang and asked again until the server is back.
+        req = self.probe(ADMIN, "--timeout-ms", "1500")
+        w = self.probe(ADMIN)
+        ws = self.probe(ADMIN, "--watch-silence-ms", "1500")
+        self.assertEqual(req.request("GET", "/api/v1/nodes/kt-h")[0], 200)
+        for p in (w, ws):
+            p.send("watch /api/v1/nodes metadata.name=kt-h")
+            p.expect(r"^event ADDED /kt-h \d+$")
+            p.expect(r"^event SYNCED$")
+        counts = {p: proc_counts(p.p.pid) for p in (req, w, ws)}
+
+        api = self.cluster.procs["kube-apiserver"]
+        mark = len(ws.errlines)
+        api.send_signal(signal.SIGSTOP)
+        try:
+            st, _ = req.request("GET", "/api/v1/nodes/kt-h")
+            self.assertEqual(st, -errno.ETIMEDOUT)
+            # The stopped process does not answer the PING the timeout sent either: the
+            # connection is dropped. A new one is accepted by the kernel, but its TLS
+            # handshake is never answered: dropped at its deadline too.
+            req.stderr_has(r"no answer to a PING within 1500 ms after a request timed out")
+            st, _ = req.request("GET", "/api/v1/nodes/kt-h")
+            self.assertEqual(st, -errno.ETIMEDOUT)
+            req.stderr_has(r"TLS handshake not done within 1500 ms")
+            # Two watch restarts after the stop: the stream of the first was dropped
+            # (silent) while the server was stopped.
+            end = time.monotonic() + kt.WAIT
+            while sum("kube: watch /api/v1/nodes: from resourceVersion" in l
+                      for l in ws.errlines[mark:]) < 2:
+                self.assertLess(time.monotonic(), end, ws.errlines[-10:])
+                time.sleep(0.05)
+        finally:
+            api.send_signal(signal.SIGCONT)
+
+        st, out = req.request("GET", "/api/v1/nodes/kt-h")  # on a new connection
+        self.assertEqual(st, 200, out)
+        st, out = admin.request("MERGE", "/api/v1/nodes/kt-h", '{"metadata":{"labels":{"hang":"over"}}}')
+        self.assertEqual(st, 200, out)
+        for p in (w, ws):
+            p.expect(r"^event MODIFIED /kt-h \d+$")
+            self.assertEqual(sum("SYNCED" in l for l in p.seen), 1, p.seen)
+        self.assertFalse([l for l in w.errlines if "retrying" in l], w.errlines)
+        for p, c in counts.items():
+            self.assertEqual(proc_counts(p.p.pid), c)
+
 
 if __name__ == "__main__":
     PROBE = sys.argv[1]
@@ -264,5 +456,19 @@ if __name__ == "__main__":
             sys.exit(1)
         print(msg + ": skipped", file=sys.stderr)
         sys.exit(77)
+    # The ports are fixed: one run per machine at a time (other worktrees run this suite
+    # too). The lock goes with the process.
+    lock = open("/tmp/gdp-kube-apiserver.lock", "w")
+    end = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > end:
+                print("kube-apiserver suite: /tmp/gdp-kube-apiserver.lock still held by another run after %d s" % LOCK_WAIT,
+                      file=sys.stderr)
+                sys.exit(1)
+            time.sleep(0.2)
     sys.argv[1:] = ["-v"]
     unittest.main()

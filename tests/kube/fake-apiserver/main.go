@@ -40,6 +40,10 @@ type event struct {
 	rv   int
 	typ  string
 	node map[string]interface{}
+	// Bookmarks: told when this watcher has written and flushed the event, so that the
+	// command's "ok" comes after the bytes are on the connection (a request answered
+	// afterwards on another stream then arrives after them).
+	sent chan<- struct{}
 }
 
 type server struct {
@@ -212,6 +216,9 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 			}
 			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.node})
 			w.(http.Flusher).Flush()
+			if e.sent != nil {
+				e.sent <- struct{}{}
+			}
 		case <-end:
 			return
 		case <-r.Context().Done():
@@ -423,12 +430,26 @@ func (s *server) command(line string) {
 	case "bookmark":
 		s.mu.Lock()
 		s.rv++
+		sent := make(chan struct{}, len(s.watchers))
 		e := event{rv: s.rv, typ: "BOOKMARK", node: map[string]interface{}{"kind": "Node",
-			"apiVersion": "v1", "metadata": map[string]interface{}{"resourceVersion": strconv.Itoa(s.rv)}}}
+			"apiVersion": "v1", "metadata": map[string]interface{}{"resourceVersion": strconv.Itoa(s.rv)}},
+			sent: sent}
+		n := len(s.watchers)
 		for ch := range s.watchers {
 			ch <- e
 		}
 		s.mu.Unlock()
+		// Bounded: a muted or ended watcher never writes it.
+		func() {
+			timeout := time.After(5 * time.Second)
+			for i := 0; i < n; i++ {
+				select {
+				case <-sent:
+				case <-timeout:
+					return
+				}
+			}
+		}()
 	case "tokens":
 		s.mu.Lock()
 		s.tokens = map[string]bool{}
