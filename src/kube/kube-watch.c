@@ -67,6 +67,29 @@ static const char *meta_str(json_t *obj, const char *key)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* What is kept of an object for reporting it DELETED after a relist: its kind and
+ * metadata without managedFields. A real Node's spec, status (images, conditions) and
+ * managedFields are tens of KiB as JSON and several times that as a jansson tree; keeping
+ * them would hold that much per watched object for the watch's life. The copy is shallow:
+ * the kept members are shared with the event, the rest is freed with it. */
+static json_t *known_copy(json_t *obj)
+{
+    json_t *keep = json_object();
+    const char *fields[] = { "apiVersion", "kind" };
+    for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+        json_t *v = json_object_get(obj, fields[i]);
+        if (v)
+            json_object_set(keep, fields[i], v);
+    }
+    json_t *meta = json_object_get(obj, "metadata");
+    if (json_is_object(meta)) {
+        json_t *m = json_copy(meta);
+        json_object_del(m, "managedFields");
+        json_object_set_new(keep, "metadata", m);
+    }
+    return keep;
+}
+
 static char *obj_key(json_t *obj)
 {
     const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
@@ -173,7 +196,7 @@ static void list_done(struct kube *k, int status, json_t *body, void *userdata)
     json_array_foreach(items, i, item) {
         _cleanup_free_ char *key = obj_key(item);
         json_object_set_new(w->listed, key, json_true());
-        json_object_set(w->known, key, item);
+        json_object_set_new(w->known, key, known_copy(item));
         if (!emit(w, KUBE_WATCH_ADDED, item)) {
             watch_free(w);
             return;
@@ -302,7 +325,7 @@ static bool handle_line(struct kube_watch *w, const char *line, size_t len)
         if (e == KUBE_WATCH_DELETED)
             json_object_del(w->known, key);
         else
-            json_object_set(w->known, key, obj);
+            json_object_set_new(w->known, key, known_copy(obj));
         if (rv)
             set_str(&w->rv, rv);
         w->backoff_ms = 0;

@@ -89,7 +89,8 @@ enum kube_watch_event {
     KUBE_WATCH_DELETED,
     /* A (re)list finished: every object currently matching was just delivered as
      * ADDED (after a 410 Gone or a first list), and objects that disappeared in
-     * between were delivered as DELETED. object is NULL. */
+     * between were delivered as DELETED (only their apiVersion, kind and metadata
+     * without managedFields: the watch keeps no more per object). object is NULL. */
     KUBE_WATCH_SYNCED,
 };
 

@@ -57,6 +57,12 @@ static void watch_cb(struct kube_watch *w, enum kube_watch_event ev, json_t *o, 
     else
         out("event %s %s/%s %s\n", names[ev], meta(o, "namespace"), meta(o, "name"),
             meta(o, "resourceVersion"));
+    if (ev == KUBE_WATCH_DELETED)
+        /* what of the object reaches a DELETED callback (kube.h: after a relist, only
+         * kind and metadata without managedFields) */
+        out("deleted-object %s status=%s managedFields=%s\n", meta(o, "name"),
+            json_object_get(o, "status") ? "yes" : "no",
+            json_object_get(json_object_get(o, "metadata"), "managedFields") ? "yes" : "no");
 }
 
 static const struct {

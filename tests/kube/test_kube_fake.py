@@ -264,6 +264,8 @@ class Watch(Base):
         self.cmd("drop")
         p.expect(r"^event ADDED /n2 102$")
         p.expect(r"^event DELETED /n1 101$")
+        # the watch kept only n1's kind and metadata, not its status or managedFields
+        p.expect(r"^deleted-object n1 status=no managedFields=no$")
         p.expect(r"^event SYNCED$")
         self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=103&")
         self.cmd("add n3")

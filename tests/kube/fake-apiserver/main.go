@@ -316,7 +316,11 @@ func (s *server) node(name string) map[string]interface{} {
 		}
 		md["labels"] = labels
 	}
-	return map[string]interface{}{"kind": "Node", "apiVersion": "v1", "metadata": md}
+	// What a real Node also carries, and a watch has no reason to keep.
+	md["managedFields"] = []interface{}{map[string]interface{}{"manager": "kubelet", "operation": "Update"}}
+	return map[string]interface{}{"kind": "Node", "apiVersion": "v1", "metadata": md,
+		"status": map[string]interface{}{"images": []interface{}{map[string]interface{}{
+			"names": []string{"registry.example/cuda:12.4"}, "sizeBytes": 1 << 30}}}}
 }
 
 func (s *server) modify(name string) {
