@@ -123,9 +123,19 @@ static void idle_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
         grpc_conn_close(c);
         return;
     }
-    /* Lazy re-arm: activity only stamps last_activity_ms, it never touches the timer. */
-    c->idle_timer = loop_timer_add(l, c->n_streams > 0 || quiet >= idle ? idle : idle - quiet,
-                                   idle_timer_cb, c);
+    /* A connection with a stream (the kubelet's ListAndWatch) is never idle: no timer
+     * until its last stream ends (grpc_conn_idle_watch), so it costs no wakeups. Lazy
+     * re-arm otherwise: activity only stamps last_activity_ms, never the timer. */
+    if (c->n_streams == 0)
+        c->idle_timer = loop_timer_add(l, quiet >= idle ? idle : idle - quiet, idle_timer_cb, c);
+}
+
+void grpc_conn_idle_watch(struct grpc_conn *c)
+{
+    if (!c->idle_timer && !c->dead && c->n_streams == 0) {
+        c->last_activity_ms = loop_now_ms();
+        c->idle_timer = loop_timer_add(c->srv->loop, c->srv->lim.idle_timeout_ms, idle_timer_cb, c);
+    }
 }
 
 static int conn_feed(struct grpc_conn *c, const uint8_t *data, size_t len)

@@ -196,6 +196,20 @@ void grpc_guard_request_started(struct grpc_conn *c)
                                           request_timer_cb, c);
 }
 
+/* A request just became whole: when no other request on the connection is still
+ * arriving, the deadline timer goes, so a plugin that answered its last request makes no
+ * wakeup 10 s later (idle means no wakeups). */
+void grpc_guard_request_settled(struct grpc_conn *c)
+{
+    if (!c->request_timer)
+        return;
+    for (struct grpc_stream *s = c->streams; s; s = s->next)
+        if (!s->killed && !s->req_ended && !s->responded)
+            return;
+    loop_timer_cancel(c->srv->loop, c->request_timer);
+    c->request_timer = NULL;
+}
+
 /* ------------------------------------------------------------------ accept path */
 
 struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv)

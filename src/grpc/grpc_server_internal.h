@@ -153,6 +153,9 @@ int grpc_budget_charge(struct grpc_stream *s, size_t add, bool must);
 void grpc_budget_release(struct grpc_stream *s, size_t sub);
 /* A request began on c: make sure the request deadline is watched. */
 void grpc_guard_request_started(struct grpc_conn *c);
+void grpc_guard_request_settled(struct grpc_conn *c);
+/* The last stream of c ended: watch it for idleness again. */
+void grpc_conn_idle_watch(struct grpc_conn *c);
 /* The connection that can go with the least harm (no server stream, idle longest),
  * among this server's (srv) or every server's (NULL) connections; NULL if none. */
 struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv);

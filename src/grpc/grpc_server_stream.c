@@ -293,7 +293,8 @@ void grpc_stream_destroy(struct grpc_stream *s)
         c->streams = s->next;
     if (s->next)
         s->next->prev = s->prev;
-    c->n_streams--;
+    if (--c->n_streams == 0)
+        grpc_conn_idle_watch(c);
     stream_drop_queue(s);
     grpc_stream_release_request(s);
     free(s->path);
@@ -431,6 +432,7 @@ static int on_frame_recv_cb(nghttp2_session *session, const nghttp2_frame *frame
     }
     if (r == 0 && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         s->req_ended = true;
+        grpc_guard_request_settled(s->conn);
         if (!s->responded)
             r = stream_dispatch(s);
     }
