@@ -17,7 +17,15 @@ open) before the figures are taken. --runs N starts the plugin N times and print
 median of each row and of the totals: file-backed pages vary from run to run with what the
 page cache holds (the kernel maps up to 64 KiB around each faulting page if it is cached).
 
-Usage: bench-rss.py --build DIR [--runs N] [--metrics] [--vma] [--json] [-- EXTRA PLUGIN ARGS...]
+With --api every cluster feature is on against the fake API server of tests/kube
+(DIR/tests/kube/fake-apiserver: TLS 1.2 + HTTP/2, a Node with status and managedFields like a
+real one): --kubeconfig, --node-name, per-node config from a --config-dir (the Node's
+label selects it, so the Node watch stays open), --node-labels-patch and Events. With
+--idle S the plugin is then left alone for S seconds and the context switches of all its
+threads are counted (/proc/PID/task/*/status): the idle wakeups.
+
+Usage: bench-rss.py --build DIR [--runs N] [--metrics] [--api] [--idle S] [--vma] [--json]
+                    [-- EXTRA PLUGIN ARGS...]
 """
 
 import argparse
@@ -178,6 +186,13 @@ def measure(host, a):
         st = p.status()
         rows = classify(p.pid)
         vma = read_smaps(p.pid) if a.vma else []
+        if a.idle:
+            c0 = task_switches(p.pid)
+            time.sleep(a.idle)
+            c1 = task_switches(p.pid)
+            print("idle %.0f s: %d context switches over %d threads (%s)" % (
+                a.idle, sum(c1.values()) - sum(c0.get(t, 0) for t in c1), len(c1),
+                ", ".join("%s %d" % (t, c1[t] - c0.get(t, 0)) for t in sorted(c1))))
         stacks = thread_stacks(p.pid) if a.vma else {}
         watch.close()
         ch.close()
@@ -185,6 +200,40 @@ def measure(host, a):
     finally:
         p.stop()
         kub.stop()
+
+
+def task_switches(pid):
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        n = 0
+        with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+            for line in f:
+                if "ctxt_switches" in line:
+                    n += int(line.split()[1])
+        out[tid] = n
+    return out
+
+
+def start_api(build, d):
+    """The fake API server with Node node1 labelled to pick config "ts"; returns
+    (server, plugin args)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "kube"))
+    import kubetest as kt
+    srv = kt.LineProc([os.path.join(build, "tests", "kube", "fake-apiserver"), d])
+    port = int(srv.expect(r"^listening (\d+)$").group(1))
+    srv.send("add node1")
+    srv.send("label node1 nvidia.com/device-plugin.config=ts")
+    kc = kt.write_kubeconfig(os.path.join(d, "kc"), "https://127.0.0.1:%d" % port,
+                             ca=os.path.join(d, "ca.crt"), token="tok1")
+    cdir = os.path.join(d, "configs")
+    os.makedirs(cdir)
+    with open(os.path.join(cdir, "default"), "w") as f:
+        f.write("version: v1\n")
+    with open(os.path.join(cdir, "ts"), "w") as f:
+        f.write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                "    - name: nvidia.com/gpu\n      replicas: 2\n")
+    return srv, ["--kubeconfig", kc, "--node-name", "node1", "--config-dir", cdir,
+                 "--node-labels-patch", "--events=true"]
 
 
 def median(values):
@@ -203,8 +252,15 @@ def main():
     ap.add_argument("--runs", type=int, default=1,
                     help="starts to take the median of (file-backed pages vary with the page cache)")
     ap.add_argument("--settle", type=float, default=0.3, help="seconds after the first list")
+    ap.add_argument("--api", action="store_true", help="every cluster feature on (fake API server)")
+    ap.add_argument("--idle", type=float, default=0, help="then count wakeups over S seconds")
     ap.add_argument("extra", nargs="*", help="extra plugin arguments (after --)")
     a = ap.parse_args()
+    srv = None
+    if a.api:
+        import tempfile
+        srv, args = start_api(a.build, tempfile.mkdtemp(prefix="bench-rss-api-"))
+        a.extra = args + a.extra
     if a.metrics:
         a.extra = ["--metrics-address", "127.0.0.1:0"] + a.extra
     host = bp.Host(a.build, a.profile)
@@ -213,6 +269,8 @@ def main():
         runs = [measure(host, a) for _ in range(max(1, a.runs))]
     finally:
         host.cleanup()
+        if srv:
+            srv.stop()
     # per-row medians over the runs
     keys = {k for _, rows, _, _, _, _ in runs for k in rows}
     rows = {}
@@ -222,8 +280,9 @@ def main():
         rows[k] = {f: median([r[f] if r else 0 for r in rs]) for f in ("rss", "file", "anon", "size")}
     totals = [sum(r["rss"] for r in rws.values()) for _, rws, _, _, _, _ in runs]
     sims = [sum(r["rss"] for k, r in rws.items() if nvml_share(k, own)) for _, rws, _, _, _, _ in runs]
-    print("%s, %d run(s)%s; VmRSS per run (KiB): %s" % (
-        host.plugin, len(runs), ", metrics on" if a.metrics else "", " ".join(str(r[0]) for r in runs)))
+    print("%s, %d run(s)%s%s; VmRSS per run (KiB): %s" % (
+        host.plugin, len(runs), ", metrics on" if a.metrics else "",
+        ", API features on" if a.api else "", " ".join(str(r[0]) for r in runs)))
     print_rows(rows, own)
     total, without = median(totals), median([t - s for t, s in zip(totals, sims)])
     print("median of the runs: total %d KiB (%.2f MiB), without NVML's share %d KiB (%.2f MiB)" % (
