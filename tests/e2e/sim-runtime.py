@@ -14,6 +14,7 @@ usage (as BinaryName): sim-runtime.py --driver DIR --runc PATH -- <runc argument
 
 import json
 import os
+import subprocess
 import sys
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
@@ -45,6 +46,24 @@ def inject_exec(process):
     os.rename(tmp, process)
 
 
+# What any image has: a driver library needing only these is injected alone.
+BASE_LIBS = ("linux-vdso.so", "libc.so", "ld-linux", "libm.so", "libdl.so", "libpthread.so",
+             "librt.so")
+
+
+def driver_deps(lib):
+    """The shared libraries the simulated libnvidia-ml.so.1 needs beyond glibc (libyaml, for
+    its profile), mounted beside it: a real driver's NVML needs only glibc, and the plugin
+    links its own libraries statically, so the image need not carry the simulator's."""
+    out = subprocess.run(["ldd", lib], capture_output=True, text=True, check=True).stdout
+    deps = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == "=>" and not parts[0].startswith(BASE_LIBS):
+            deps.append((parts[0], os.path.realpath(parts[2])))
+    return deps
+
+
 def inject(bundle, driver):
     path = os.path.join(bundle, "config.json")
     with open(path) as f:
@@ -58,6 +77,9 @@ def inject(bundle, driver):
     mounts.append({"destination": f"{LIBDIR}/libnvidia-ml.so.1", "type": "bind",
                    "source": os.path.join(driver, "libnvidia-ml.so.1"),
                    "options": ["rbind", "ro", "nosuid", "nodev"]})
+    for name, source in driver_deps(os.path.join(driver, "libnvidia-ml.so.1")):
+        mounts.append({"destination": f"{LIBDIR}/{name}", "type": "bind", "source": source,
+                       "options": ["rbind", "ro", "nosuid", "nodev"]})
     mounts.append({"destination": RUNDIR, "type": "bind", "source": os.path.join(driver, "run"),
                    "options": ["rbind", "rw", "nosuid", "nodev", "noexec"]})
     env += MOCK_ENV
