@@ -34,16 +34,6 @@ static int class_from_name(const char *s, enum health_class *out)
     return -EINVAL;
 }
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)s[n - 1]))
-        s[--n] = '\0';
-    return s;
-}
-
 /* Unsigned decimal, whole string, no sign, no overflow (strconv.ParseUint base 10). */
 static int parse_u64(const char *s, uint64_t *out)
 {
@@ -94,13 +84,10 @@ void config_xid_set_parse(struct health_xid_set *s, const char *value, unsigned 
     size_t alloc = s->n;
     if (!value)
         return;
-    _cleanup_free_ char *copy = xstrdup(value);
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *item = trim(tok);
+    _cleanup_(config_strv_freep) char **items = config_split_list(value, NULL);
+    for (char **it = items; *it; it++) {
+        const char *item = *it;
         uint64_t xid;
-        if (!*item)
-            continue;
         if (strcasecmp(item, "all") == 0 || strcasecmp(item, "xids") == 0) {
             s->all = true;
             continue;
@@ -152,13 +139,10 @@ static int set_duration(uint64_t *field, const char *value, struct error *err)
 static int set_xid_list(struct health_config *hc, enum health_class cls, const char *value,
                         struct error *err)
 {
-    _cleanup_free_ char *copy = xstrdup(value);
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *item = trim(tok);
+    _cleanup_(config_strv_freep) char **items = config_split_list(value, NULL);
+    for (char **it = items; *it; it++) {
+        const char *item = *it;
         uint64_t xid;
-        if (!*item)
-            continue;
         if (parse_u64(item, &xid) < 0 || xid == 0)
             return error_set(err, -EINVAL, "not an Xid number: \"%s\"", item);
         for (size_t i = 0; i < hc->n_rules; i++)

@@ -143,6 +143,7 @@ bool config_is_dns_subdomain(const char *s, size_t len);
  * is NULL-terminated; free with config_strv_free(). */
 char **config_split_list(const char *value, size_t *n_out);
 void config_strv_free(char **v);
+DEFINE_CLEANUP_FUNC(char *, config_strv_free)
 
 /* Flags and environment (config-args.c): fills the options they name and records
  * them in set[] and marks->origin[]. Returns 0, CONFIG_LOAD_HELP/VERSION or -errno. */
