@@ -96,6 +96,26 @@ const char *config_device_list_strategy_name(unsigned bit)
     return NULL;
 }
 
+static bool any_replicated(const struct config_sharing *s)
+{
+    for (size_t i = 0; i < s->n_resources; i++)
+        if (s->resources[i].replicas > 1)
+            return true;
+    return false;
+}
+
+enum sharing_strategy config_sharing_strategy(const struct config *c)
+{
+    if (c->mps.present && any_replicated(&c->mps))
+        return SHARING_MPS;
+    return any_replicated(&c->time_slicing) ? SHARING_TIME_SLICING : SHARING_NONE;
+}
+
+const struct config_sharing *config_sharing_section(const struct config *c)
+{
+    return c->mps.present ? &c->mps : &c->time_slicing;
+}
+
 int config_log_level(const struct config *c)
 {
     return c->log_verbosity >= 1 ? LOG_DEBUG : LOG_INFO;

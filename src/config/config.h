@@ -127,3 +127,9 @@ struct config {
 
 void config_init_defaults(struct config *c);
 void config_free(struct config *c);
+
+/* The sharing in force, as the reference reads `sharing:`: MPS when that section is
+ * present and replicates something, else time-slicing when it does, else none. */
+enum sharing_strategy config_sharing_strategy(const struct config *c);
+/* The section whose resources are replicated: `mps` whenever it is present. */
+const struct config_sharing *config_sharing_section(const struct config *c);

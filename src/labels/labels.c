@@ -16,41 +16,34 @@
 #define CLASS_VGA 0x030000u
 #define CLASS_3D 0x030200u
 
-_printf_(3, 4) static void setf(struct labels *l, const char *key, const char *fmt, ...)
+_printf_(3, 0) static void vsetf(struct labels *l, const char *key, const char *fmt, va_list ap)
 {
     char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
     /* values are numbers and sanitised names cut to our inventory's sizes */
     if (n >= 0 && (size_t)n < sizeof(buf))
         labels_set(l, key, buf);
 }
 
+_printf_(3, 4) static void setf(struct labels *l, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsetf(l, key, fmt, ap);
+    va_end(ap);
+}
+
 /* ---- sharing, as GFD's spec.Sharing reads the config */
 
-static bool any_replicated(const struct config_sharing *s)
-{
-    for (size_t i = 0; i < s->n_resources; i++)
-        if (s->resources[i].replicas > 1)
-            return true;
-    return false;
-}
-
+/* GFD's gpu.sharing-strategy value of the sharing in force. */
 static const char *sharing_strategy(const struct config *cfg)
 {
-    if (cfg->mps.present && any_replicated(&cfg->mps))
-        return "mps";
-    if (any_replicated(&cfg->time_slicing))
-        return "time-slicing";
+    switch (config_sharing_strategy(cfg)) {
+    case SHARING_MPS: return "mps";
+    case SHARING_TIME_SLICING: return "time-slicing";
+    case SHARING_NONE: break;
+    }
     return "none";
-}
-
-/* The replicated-resource list GFD consults: MPS's whenever that key is present. */
-static const struct config_sharing *replicated_resources(const struct config *cfg)
-{
-    return cfg->mps.present ? &cfg->mps : &cfg->time_slicing;
 }
 
 /* One resource's labeler (GFD resourceLabeler). cfg NULL: sharing disabled (the
@@ -64,7 +57,7 @@ static const struct config_replicated *replication(const struct rlab *rl)
 {
     if (!rl->cfg)
         return NULL;
-    const struct config_sharing *s = replicated_resources(rl->cfg);
+    const struct config_sharing *s = config_sharing_section(rl->cfg);
     for (size_t i = 0; i < s->n_resources; i++)
         if (streq(s->resources[i].name, rl->resource))
             return &s->resources[i];
@@ -88,13 +81,11 @@ static void rl_set(const struct rlab *rl, struct labels *l, const char *suffix, 
 _printf_(4, 5) static void rl_setf(const struct rlab *rl, struct labels *l, const char *suffix,
                                    const char *fmt, ...)
 {
-    char buf[128];
+    _cleanup_free_ char *key = xasprintf("%s.%s", rl->resource, suffix);
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    vsetf(l, key, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof(buf))
-        rl_set(rl, l, suffix, buf);
 }
 
 /* Sanitised non-empty parts joined by '-', "-SHARED" when replicated and not renamed. */
@@ -353,10 +344,10 @@ static int device_labels(const struct inventory *inv, const struct config *cfg, 
         enabled |= inv->gpus[i].mig_enabled;
     }
     labels_set(l, PREFIX "mig.capable", capable ? "true" : "false");
-    if (streq(sharing_strategy(cfg), "mps") && enabled)
+    if (config_sharing_strategy(cfg) == SHARING_MPS && enabled)
         return error_set(err, -ENOTSUP, "error creating sharing labeler: failed to check "
                          "MPS-capable: MPS sharing is not supported for mig devices");
-    labels_set(l, PREFIX "mps.capable", streq(sharing_strategy(cfg), "mps") ? "true" : "false");
+    labels_set(l, PREFIX "mps.capable", config_sharing_strategy(cfg) == SHARING_MPS ? "true" : "false");
 
     gpu_labels(inv, cfg, l);
     switch (cfg->mig_strategy) {

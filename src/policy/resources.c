@@ -323,14 +323,6 @@ static int build_base(const struct inventory *inv, const struct config *cfg, res
 
 /* ---- sharing -------------------------------------------------------------------- */
 
-static bool any_replicated(const struct config_sharing *s)
-{
-    for (size_t i = 0; i < s->n_resources; i++)
-        if (s->resources[i].replicas > 1)
-            return true;
-    return false;
-}
-
 static int select_devices(const struct rs_resource *r, const struct config_replicated *rc,
                           const char *section, size_t entry, bool *sel, struct error *err)
 {
@@ -384,15 +376,11 @@ static void replica_of(const struct rs_device *src, int k, int replicas, struct 
 
 static int apply_sharing(const struct config *cfg, struct builder *b, struct error *err)
 {
-    enum sharing_strategy strategy = SHARING_NONE;
-    if (cfg->mps.present && any_replicated(&cfg->mps))
-        strategy = SHARING_MPS;
-    else if (any_replicated(&cfg->time_slicing))
-        strategy = SHARING_TIME_SLICING;
+    enum sharing_strategy strategy = config_sharing_strategy(cfg);
     if (strategy == SHARING_NONE)
         return 0;
 
-    const struct config_sharing *sh = cfg->mps.present ? &cfg->mps : &cfg->time_slicing;
+    const struct config_sharing *sh = config_sharing_section(cfg);
     const char *section = cfg->mps.present ? "mps" : "timeSlicing";
     bool fail_gt1 = sh->fail_requests_greater_than_one < 0 ? strategy == SHARING_MPS
                                                            : sh->fail_requests_greater_than_one > 0;
