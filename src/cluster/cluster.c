@@ -11,6 +11,7 @@
 #include "cluster/cluster-internal.h"
 #include "cluster/cluster-objects.h"
 #include "cluster/cluster-select.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "kube/kube.h"
@@ -56,32 +57,6 @@ struct kube *cluster_kube(struct cluster *c)
 
 /* ---- per-node configuration ---- */
 
-static int read_bounded(const char *path, char **out, size_t *len)
-{
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    char *buf = xmalloc(CLUSTER_SELECT_MAX_BYTES + 1);
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = RETRY_EINTR(read(fd, buf + n, CLUSTER_SELECT_MAX_BYTES + 1 - n));
-        if (r < 0) {
-            free(buf);
-            return -errno;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-        if (n > CLUSTER_SELECT_MAX_BYTES) {
-            free(buf);
-            return -EFBIG;
-        }
-    }
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 static void annotate(struct cluster *c, const char *name, const char *source);
 
 /* Choose the config for the current label and directory and apply it if it differs
@@ -113,7 +88,7 @@ static void reselect(struct cluster *c)
     }
     _cleanup_free_ char *content = NULL;
     size_t len = 0;
-    if (s.path && (r = read_bounded(s.path, &content, &len)) < 0) {
+    if (s.path && (r = read_file_bounded(s.path, CLUSTER_SELECT_MAX_BYTES, &content, &len, NULL)) < 0) {
         log_error("Per-node configuration: reading %s: %s; keeping the running "
                   "configuration",
                   s.path, strerror(-r));

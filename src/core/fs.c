@@ -1,6 +1,8 @@
-/* Filesystem helpers declared in core/fs.h (mkdir -p with a mode). */
+/* Filesystem helpers declared in core/fs.h (mkdir -p with a mode, a bounded read). */
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs.h"
 #include "macro.h"
@@ -18,5 +20,44 @@ int mkdir_p(const char *path, mode_t mode)
     }
     if (mkdir(p, mode) < 0 && errno != EEXIST)
         return -errno;
+    return 0;
+}
+
+int read_file_bounded(const char *path, size_t max, char **out, size_t *len, struct stat *st)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0)
+        return -errno;
+    if (!S_ISREG(sb.st_mode))
+        return -EINVAL;
+    if (sb.st_size > (off_t)max)
+        return -EFBIG;
+    /* Sized by what stat says, grown if the file grows while read, never past max. */
+    size_t cap = (size_t)sb.st_size + 1, n = 0;
+    _cleanup_free_ char *buf = xmalloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            if (cap > max)
+                return -EFBIG;
+            cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            buf = xrealloc(buf, cap + 1);
+        }
+        ssize_t r = RETRY_EINTR(read(fd, buf + n, cap - n));
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max)
+            return -EFBIG;
+    }
+    buf[n] = '\0';
+    *out = TAKE_PTR(buf);
+    *len = n;
+    if (st)
+        *st = sb;
     return 0;
 }

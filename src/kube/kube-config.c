@@ -8,6 +8,7 @@
 #include <yaml.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/loop.h"
 #include "core/macro.h"
 #include "kube/kube-internal.h"
@@ -35,40 +36,18 @@ void kube_creds_clear(struct kube_creds *c)
     *c = (struct kube_creds){ 0 };
 }
 
-/* The whole file, NUL-terminated (*len excludes the NUL), at most KUBE_MAX_FILE_BYTES. */
+/* The whole file, NUL-terminated (*len excludes the NUL), at most KUBE_MAX_FILE_BYTES;
+ * a FIFO or device named as a credential file is refused, never waited on. */
 static int read_bounded(const char *path, char **out, size_t *len, struct stat *st,
                         struct error *err)
 {
-    /* O_NONBLOCK: a FIFO or device named as a credential file fails the regular-file
-     * check below instead of blocking the loop in open(). */
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return error_set(err, -errno, "%s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) < 0)
-        return error_set(err, -errno, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return error_set(err, -EINVAL, "%s: not a regular file", path);
-    if (sb.st_size > (off_t)KUBE_MAX_FILE_BYTES)
-        return error_set(err, -EFBIG, "%s: larger than %u bytes", path, KUBE_MAX_FILE_BYTES);
-    _cleanup_free_ char *buf = xmalloc(KUBE_MAX_FILE_BYTES + 1);
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = RETRY_EINTR(read(fd, buf + n, KUBE_MAX_FILE_BYTES + 1 - n));
-        if (r < 0)
-            return error_set(err, -errno, "%s: %s", path, strerror(errno));
-        if (r == 0)
-            break;
-        n += (size_t)r;
-        if (n > KUBE_MAX_FILE_BYTES)
-            return error_set(err, -EFBIG, "%s: larger than %u bytes", path,
-                             KUBE_MAX_FILE_BYTES);
-    }
-    buf[n] = '\0';
-    *out = xrealloc(TAKE_PTR(buf), n + 1);
-    *len = n;
-    if (st)
-        *st = sb;
+    int r = read_file_bounded(path, KUBE_MAX_FILE_BYTES, out, len, st);
+    if (r == -EINVAL)
+        return error_set(err, r, "%s: not a regular file", path);
+    if (r == -EFBIG)
+        return error_set(err, r, "%s: larger than %u bytes", path, KUBE_MAX_FILE_BYTES);
+    if (r < 0)
+        return error_set(err, r, "%s: %s", path, strerror(-r));
     return 0;
 }
 
