@@ -7,10 +7,14 @@ import json
 import os
 import signal
 import stat
+import sys
 import time
 
 import harness
 from test_list import device_rows
+
+sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "attack"))
+import attacklib  # noqa: E402  (threads, fds and RSS around a lifecycle step)
 
 CASES = os.path.join(harness.SOURCE, "tests", "labels", "cases")
 
@@ -246,6 +250,7 @@ class Labels(harness.PluginTestCase):
                     self.fail("%s: feature file is %r" % (what, published()))
                 time.sleep(0.05)
         wait(lambda got: got == expected, "serve's labels equal `labels`")
+        before = attacklib.Snapshot(p.pid)
         self.write_config("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                           "    - name: nvidia.com/gpu\n      replicas: 4\n", name="serve.yaml")
         p.signal(signal.SIGHUP)
@@ -254,6 +259,7 @@ class Labels(harness.PluginTestCase):
         got = published()
         self.assertEqual(got["nvidia.com/gpu.sharing-strategy"], "time-slicing")
         self.assertEqual(got["nvidia.com/gpu.product"], "NVIDIA-T4-SHARED")
+        attacklib.assert_flat(self, before, attacklib.settled(p.pid, before), what="reload")
         self.assertEqual(p.finish(), [])
         self.assertFalse(os.path.exists(out), "feature file removed at exit")
 
