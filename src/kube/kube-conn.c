@@ -40,6 +40,26 @@ static int tls_error(struct error *err, int code, const char *what)
     return error_set(err, -EINVAL, "%s: %s", what, buf);
 }
 
+/* The DRBG's seed comes straight from the kernel's CSPRNG. mbedtls_entropy_func would
+ * add Debian's HAVEGE source (MBEDTLS_HAVEGE_C) to the same getrandom() source: a
+ * timing loop over a 37 KiB table, filled at init and resident for the process's life,
+ * and no better a seed on a VM. getrandom blocks only before the kernel's pool is
+ * initialised at boot. */
+static int kernel_entropy(void *unused, unsigned char *buf, size_t len)
+{
+    (void)unused;
+    while (len > 0) {
+        ssize_t n = getrandom(buf, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return MBEDTLS_ERR_CTR_DRBG_ENTROPY_SOURCE_FAILED;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 int kube_conn_init(struct kube *k, struct error *err)
 {
     struct kube_conn *c = &k->conn;
@@ -52,12 +72,11 @@ int kube_conn_init(struct kube *k, struct error *err)
     mbedtls_x509_crt_init(&c->ca);
     mbedtls_x509_crt_init(&c->cert);
     mbedtls_pk_init(&c->key);
-    mbedtls_entropy_init(&c->entropy);
     mbedtls_ctr_drbg_init(&c->drbg);
     c->tls_ready = true;
 
     static const unsigned char pers[] = "gpu-device-plugin kube";
-    int r = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy, pers, sizeof(pers));
+    int r = mbedtls_ctr_drbg_seed(&c->drbg, kernel_entropy, NULL, pers, sizeof(pers));
     if (r != 0)
         return tls_error(err, r, "seeding the TLS random generator");
     r = mbedtls_ssl_config_defaults(&c->conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
@@ -538,7 +557,6 @@ void kube_conn_free(struct kube *k)
         mbedtls_x509_crt_free(&c->cert);
         mbedtls_pk_free(&c->key);
         mbedtls_ctr_drbg_free(&c->drbg);
-        mbedtls_entropy_free(&c->entropy);
     }
     free(c->out);
     free(c->last_error);

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <mbedtls/ctr_drbg.h>
-#include <mbedtls/entropy.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
@@ -98,12 +97,11 @@ struct kube_conn {
     int fd;
     uint32_t events;
     nghttp2_session *h2;
-    bool tls_ready;       /* ssl, ctr_drbg, entropy, certs initialised (once per kube) */
+    bool tls_ready;       /* ssl, ctr_drbg, certs initialised (once per kube) */
     mbedtls_ssl_context ssl;
     mbedtls_ssl_config conf;
     mbedtls_x509_crt ca, cert;
     mbedtls_pk_context key;
-    mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
     bool ssl_live;        /* ssl set up for the current socket */
     uint8_t *out;         /* bytes from nghttp2 not yet accepted by the socket / TLS */
