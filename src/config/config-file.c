@@ -463,10 +463,20 @@ int config_file_load(struct config *c, const char *path, const bool *set,
         (S_ISREG(st.st_mode) && st.st_size > (off_t)CONFIG_FILE_MAX))
         return error_set(err, -EINVAL, "reading config file %s: not a regular file of at most %u bytes",
                          path, CONFIG_FILE_MAX);
-    size_t cap = CONFIG_FILE_MAX + 1;
+    /* Sized by the file, not by the bound: a 4 MiB buffer for a 200-byte file is mmapped
+     * and freed by glibc, which then raises its mmap threshold to 4 MiB, and every later
+     * transient buffer below that lands in the heap (docs/benchmarks.md, "Memory"). A
+     * device or a file growing meanwhile is read in doubling steps up to the bound + 1. */
+    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 4096;
     _cleanup_free_ unsigned char *buf = xmalloc(cap + 1);
     size_t got = 0;
-    while (got < cap) {
+    for (;;) {
+        if (got == cap) {
+            if (cap > CONFIG_FILE_MAX)
+                break;
+            cap = cap * 2 > CONFIG_FILE_MAX + 1 ? CONFIG_FILE_MAX + 1 : cap * 2;
+            buf = xrealloc(buf, cap + 1);
+        }
         ssize_t n = RETRY_EINTR(read(fd, buf + got, cap - got));
         if (n < 0)
             return error_set(err, -errno, "reading config file %s: %s", path, strerror(errno));

@@ -760,6 +760,56 @@ static void test_health_checked_at_load(void)
     config_free(&c);
 }
 
+/* The file is read whole whatever it is: a regular file into a buffer of its size, a pipe
+ * or device in doubling steps (NVIDIA's config-manager points the config at /dev/null),
+ * and nothing over the 4 MiB bound. */
+static void test_file_reads(void)
+{
+    /* the key after 100 KiB of comments: the end of a large regular file is read */
+    size_t pad = 100 * 1024;
+    char *yaml = malloc(pad + 64);
+    memset(yaml, '#', pad);
+    for (size_t i = 79; i < pad; i += 80)
+        yaml[i] = '\n';
+    yaml[pad - 1] = '\n';
+    strcpy(yaml + pad, "health:\n  quietPeriod: 7s\n");
+    struct config c;
+    struct error err = { 0 };
+    int r = load(&c, yaml, NULL, NULL, NULL, &err);
+    CHECK(r == 0 && c.health.quiet_ms == 7000, "regular file: r=%d %s", r, err.msg);
+    config_free(&c);
+
+    /* the same bytes through a pipe: no size to go by, read past the first 4 KiB */
+    int p[2];
+    CHECK(pipe(p) == 0, "pipe");
+    fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+    size_t len = strlen(yaml);
+    CHECK(write(p[1], yaml, len) == (ssize_t)len, "pipe write");
+    close(p[1]);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", p[0]);
+    r = load(&c, NULL, A("--config-file", path), NULL, NULL, &err);
+    CHECK(r == 0 && c.health.quiet_ms == 7000, "pipe: r=%d %s", r, err.msg);
+    config_free(&c);
+    close(p[0]);
+    free(yaml);
+
+    /* /dev/null: an empty config, the defaults */
+    r = load(&c, NULL, A("--config-file", "/dev/null"), NULL, NULL, &err);
+    CHECK(r == 0, "/dev/null: %s", err.msg);
+    config_free(&c);
+
+    /* over the bound: refused, naming the file */
+    int fd = open("big.yaml", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0 && ftruncate(fd, (4 << 20) + 1) == 0, "big.yaml");
+    close(fd);
+    r = load(&c, NULL, A("--config-file", "big.yaml"), NULL, NULL, &err);
+    CHECK(r < 0 && strstr(err.msg, "big.yaml") && strstr(err.msg, "at most 4194304 bytes"),
+          "big file: r=%d %s", r, err.msg);
+    config_free(&c);
+    unlink("big.yaml");
+}
+
 int main(void)
 {
     char dir[] = "/tmp/gdp-config-test.XXXXXX";
@@ -768,6 +818,7 @@ int main(void)
         return 1;
     }
     test_health_checked_at_load();
+    test_file_reads();
     test_errors();
     test_defaults();
     test_precedence();
