@@ -489,24 +489,59 @@ void kube_conn_probe(struct kube *k)
     kube_conn_flush(k);
 }
 
+/* A numeric host (in-cluster, most kubeconfigs) needs no resolver: getaddrinfo() would
+ * still run glibc's resolver code for it and map its pages into the process. -1 when
+ * host is a name (or port is not a number: getaddrinfo then says why). */
+static int numeric_address(const char *host, const char *port, struct sockaddr_storage *ss,
+                           socklen_t *len)
+{
+    char *end;
+    errno = 0;
+    unsigned long p = strtoul(port, &end, 10);
+    if (errno != 0 || end == port || *end != '\0' || p > 65535)
+        return -1;
+    *ss = (struct sockaddr_storage){ 0 };
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)p);
+        *len = sizeof(*in);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)p);
+        *len = sizeof(*in6);
+        return 0;
+    }
+    return -1;
+}
+
 static void conn_open(struct kube *k)
 {
     struct kube_conn *c = &k->conn;
     struct kube_creds *cr = &k->creds;
     char why[300];
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai = NULL;
-    /* Numeric hosts (in-cluster, most kubeconfigs) resolve without a lookup; a name is
-     * resolved here, synchronously, once per connection attempt. */
-    int r = getaddrinfo(cr->host, cr->port, &hints, &ai);
-    if (r != 0) {
-        snprintf(why, sizeof(why), "resolving %s: %s", cr->host, gai_strerror(r));
-        c->state = KUBE_CONN_CONNECTING;
-        conn_fail(k, -EHOSTUNREACH, why);
-        return;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
+    struct sockaddr_storage ss;
+    socklen_t ss_len = 0;
+    if (numeric_address(cr->host, cr->port, &ss, &ss_len) < 0) {
+        /* A name is resolved here, synchronously, once per connection attempt. */
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+        struct addrinfo *ai = NULL;
+        int r = getaddrinfo(cr->host, cr->port, &hints, &ai);
+        if (r != 0) {
+            snprintf(why, sizeof(why), "resolving %s: %s", cr->host, gai_strerror(r));
+            c->state = KUBE_CONN_CONNECTING;
+            conn_fail(k, -EHOSTUNREACH, why);
+            return;
+        }
+        memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+        ss_len = ai->ai_addrlen;
         freeaddrinfo(ai);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
         snprintf(why, sizeof(why), "socket: %s", strerror(errno));
         c->state = KUBE_CONN_CONNECTING;
         conn_fail(k, -errno, why);
@@ -521,9 +556,8 @@ static void conn_open(struct kube *k)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
     c->fd = fd;
     c->state = KUBE_CONN_CONNECTING;
-    r = RETRY_EINTR(connect(fd, ai->ai_addr, ai->ai_addrlen));
+    int r = RETRY_EINTR(connect(fd, (struct sockaddr *)&ss, ss_len));
     int cerr = errno;
-    freeaddrinfo(ai);
     if (r < 0 && cerr != EINPROGRESS) {
         snprintf(why, sizeof(why), "connect: %s", strerror(cerr));
         conn_fail(k, -cerr, why);
