@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""link-order: write src/link-order.txt, the function order the release link follows.
+
+The kernel maps a file-backed page together with the cached pages of its 64 KiB window
+(fault-around), so the binary's resident code is every 64 KiB window that holds at least
+one function the process ran, not the functions themselves. Linked in archive order the
+serving path's functions are spread over the whole text: the API client, the label
+publisher, the metrics renderer, the `list` command and mbedtls lie between them and are
+mapped though never run. lld's --symbol-ordering-file puts the listed functions first, in
+this order, and everything else after them (src/meson.build, option `link_order`).
+
+The list is what callgrind sees the release binary run, in three groups, each after the
+one before so that the smaller setups stay dense:
+  1. serve: start on the a100 mock profile, register, ListAndWatch, Allocate,
+     GetPreferredAllocation, GetDevicePluginOptions, and a SIGHUP reload;
+  2. metrics: --metrics-address and a scrape of /metrics, /healthz and /readyz;
+  3. api: every cluster feature against tests/kube/fake-apiserver (bench-rss.py --api).
+Each group's functions are followed by the named .rodata objects they address (tables,
+not string literals), which lld orders within .rodata the same way. Start-up code from
+crt1.o/crtbegin.o comes first. Functions are named as `nm` names them (local ones included: lld orders them too). A
+function the list does not name is linked after the listed ones, so a stale list costs
+memory, never correctness; regenerate it when the serving path changes:
+
+    meson setup build-bench --buildtype=release -Dlink_order=disabled && ninja -C build-bench
+    /usr/bin/python3 bench/link-order.py --build build-bench > src/link-order.txt
+
+(Profile a build linked without the order: names do not depend on it, but an ordered
+build profiles the same.) Needs valgrind. Prints nothing but the list on stdout.
+"""
+
+import argparse
+import bisect
+import http.client
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name, file):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, file))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+br = _load("bench_rss", "bench-rss.py")
+bp = br.bp
+
+
+def executed(out, binary):
+    """Names of the binary's functions callgrind saw run, without its recursion marks."""
+    r = subprocess.run(["callgrind_annotate", "--threshold=100", out],
+                       capture_output=True, text=True, check=True)
+    names = set()
+    tag = "[%s]" % binary
+    for line in r.stdout.splitlines():
+        if not line.rstrip().endswith(tag):
+            continue
+        m = re.search(r":(\S+) \[", line)
+        if not m:
+            continue
+        name = re.sub(r"'\d+$", "", m.group(1))
+        if not name.startswith("0x") and name != "(below":
+            names.add(name)
+    return names
+
+
+def rodata_refs(binary, groups):
+    """For each group of functions, the named .rodata objects its functions address
+    (RIP-relative operands in `objdump -d`): tables and constant structs, not string
+    literals, which the linker merges into one section and cannot place. A reference on
+    a branch never taken is included too: an upper bound of what is read."""
+    sec = subprocess.run(["readelf", "-SW", binary], capture_output=True, text=True,
+                         check=True).stdout
+    m = re.search(r"\]\s+\.rodata\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", sec)
+    lo, hi = int(m.group(1), 16), int(m.group(1), 16) + int(m.group(2), 16)
+    syms = []
+    nm = subprocess.run(["nm", "-S", binary], capture_output=True, text=True, check=True).stdout
+    for line in nm.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2] in "rR":
+            a = int(f[0], 16)
+            if lo <= a < hi:
+                syms.append((a, a + int(f[1], 16), f[3]))
+    syms.sort()
+    starts = [s[0] for s in syms]
+    refs, fn = {}, None
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary],
+                         capture_output=True, text=True, check=True).stdout
+    for line in dis.splitlines():
+        h = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if h:
+            fn = h.group(1)
+            continue
+        c = re.search(r"# ([0-9a-f]+) <", line)
+        if not c or fn is None:
+            continue
+        a = int(c.group(1), 16)
+        if not lo <= a < hi:
+            continue
+        i = bisect.bisect_right(starts, a) - 1
+        if i >= 0 and syms[i][0] <= a < syms[i][1]:
+            refs.setdefault(fn, set()).add(syms[i][2])
+    out, seen = [], set()
+    for _, names in groups:
+        data = set()
+        for n in names:
+            data |= refs.get(n, set())
+        data -= seen
+        seen |= data
+        out.append(sorted(data))
+    return out
+
+
+def profile(build, setup, work):
+    """Run the plugin under callgrind for one setup ("serve", "metrics", "api")."""
+    host = bp.Host(build, os.path.join(bp.REFERENCE, "nvml-mock-profiles", "a100.yaml"))
+    real = host.plugin
+    out = os.path.join(work, "callgrind.%s" % setup)
+    wrap = os.path.join(work, "wrap-%s.sh" % setup)
+    with open(wrap, "w") as f:
+        f.write("#!/bin/sh\nexec valgrind -q --tool=callgrind --callgrind-out-file=%s %s \"$@\"\n"
+                % (out, real))
+    os.chmod(wrap, 0o755)
+    host.plugin = wrap
+    extra, srv = [], None
+    if setup in ("metrics", "api"):
+        extra += ["--metrics-address", "127.0.0.1:0"]
+    if setup == "api":
+        srv, args = br.start_api(build, tempfile.mkdtemp(prefix="link-order-", dir=work))
+        extra += args
+    kub = bp.Kubelet(host)
+    kub.serve()
+    p = bp.Plugin(host, extra)
+    try:
+        kub.next_register()
+        bp.wait_socket(host.plugin_socket)
+        ch = bp.dpapi.dial(host.plugin_socket)
+        watch = bp.Watch(ch)
+        watch.wait_for(lambda d: len(d) > 0, 0)
+        devs = sorted(watch.updates[0][1])
+        stub = bp.dpapi.PluginStub(ch)
+        for i in range(20):
+            stub.Allocate(bp.dpapi.allocate_request([[devs[i % len(devs)]]]), timeout=30)
+            stub.GetPreferredAllocation(bp.dpapi.preferred_request(
+                [{"available": devs, "size": 2}]), timeout=30)
+            stub.GetDevicePluginOptions(bp.pb.Empty(), timeout=30)
+        if setup == "serve":
+            os.kill(p.pid, signal.SIGHUP)
+            p.wait_log("Reloaded configuration")
+        if setup in ("metrics", "api"):
+            line = [l for l in p.wait_log("Serving metrics and probes on") if "(port " in l][0]
+            port = int(re.search(r"\(port (\d+)\)", line).group(1))
+            for path in ("/metrics", "/healthz", "/readyz"):
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                c.request("GET", path)
+                c.getresponse().read()
+                c.close()
+        time.sleep(1)
+        watch.close()
+        ch.close()
+    finally:
+        p.stop()
+        kub.stop()
+        host.cleanup()
+        if srv:
+            srv.stop()
+    return executed(out, real)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    with tempfile.TemporaryDirectory(prefix="link-order-") as work:
+        seen, groups = set(), []
+        for setup in ("serve", "metrics", "api"):
+            names = profile(build, setup, work) - seen
+            groups.append((setup, sorted(names)))
+            seen |= names
+    print("# Generated by bench/link-order.py (its docstring says how and why); one "
+          "function per line, serve first, then metrics, then the API client.")
+    # crt1's and crtbegin's start-up code runs in every process; callgrind reports it as
+    # "(below main)", not by name.
+    print("_start\nderegister_tm_clones\nregister_tm_clones\nframe_dummy\n__do_global_dtors_aux")
+    data = rodata_refs(os.path.join(build, "src", "gpu-device-plugin"), groups)
+    for (setup, names), objs in zip(groups, data):
+        print("# %s: %d functions, then the %d .rodata objects they address"
+              % (setup, len(names), len(objs)))
+        for n in names + objs:
+            print(n)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
