@@ -184,6 +184,19 @@ class Requests(Base):
         self.assertEqual(p.request("GET", "/api/v1/nodes")[0], -errno.ETIMEDOUT)
         p.stderr_has(r"server certificate not accepted: .*CN")
 
+    def test_server_by_name_is_resolved(self):
+        # A name goes through getaddrinfo (a numeric address does not) and is checked
+        # against the certificate's DNS names.
+        p = self.probe(server="https://localhost:%d" % self.port, token="tok1")
+        self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
+
+    def test_unresolvable_name_is_named(self):
+        # Waits on exactly the deadline: shortened.
+        p = self.probe("--timeout-ms", "1500", server="https://no-such-host.invalid:%d" % self.port,
+                       token="tok1")
+        self.assertEqual(p.request("GET", "/api/v1/nodes")[0], -errno.ETIMEDOUT)
+        p.stderr_has(r"resolving no-such-host\.invalid: ")
+
     def test_unknown_ca_refused(self):
         other = os.path.join(self.dir, "other")
         os.mkdir(other)
