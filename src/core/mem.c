@@ -18,14 +18,18 @@ void mem_single_arena(void)
 {
     /* Fails only for an invalid parameter; the default policy is then kept. */
     (void)mallopt(M_ARENA_MAX, 1);
-    /* Blocks of 16 KiB and more get their own mapping (glibc's default starts at 128 KiB
-     * and rises to the largest block freed): the per-connection buffers sized for a
-     * whole HTTP/2 frame or TLS record (nghttp2's 16 KiB frame buffer, mbedtls's 16 KiB
-     * record buffers, the gRPC read buffer) are then resident only where written, not
-     * zeroed into the heap by calloc, and go back to the kernel when the connection
-     * closes instead of leaving a hole in the heap. No such block is allocated per
-     * RPC (integration-idle/strace: one read, one send, one epoll_wait per Allocate). */
+    /* Blocks of 16 KiB and more get their own mapping: the per-connection buffers sized
+     * for a whole HTTP/2 frame or TLS record (nghttp2's 16 KiB frame buffer, mbedtls's
+     * 16 KiB record buffers, the gRPC read buffer) are then resident only where written
+     * instead of zeroed into the heap by calloc, and go back to the kernel with their
+     * connection instead of leaving a hole. glibc's default threshold starts at 128 KiB
+     * and rises to the largest block ever freed. glibc only maps a block when the heap's
+     * free top cannot hold it, and by default every heap extension adds 128 KiB of spare
+     * top (M_TOP_PAD): without it the heap grows by what is asked. No block this large
+     * is allocated per RPC, and the heap does not grow while serving (docs/benchmarks.md,
+     * "Memory": the figures, and strace of 1,200 Allocate calls). */
     (void)mallopt(M_MMAP_THRESHOLD, 16 * 1024);
+    (void)mallopt(M_TOP_PAD, 0);
 }
 
 void mem_release_free(void)
