@@ -1,4 +1,5 @@
-/* core/mem: every thread allocates from the one main arena after mem_single_arena(), and
+/* core/mem: every thread allocates from the one main arena after mem_single_arena(), blocks
+ * of 16 KiB and more are mapped on their own, and
  * mem_release_free() gives freed heap pages that sit below live blocks back to the kernel
  * (glibc's free() only trims the top of the heap, and only past 128 KiB). One process per
  * case: the arena policy is process-wide. A sanitizer build replaces malloc (SKIP). */
@@ -90,6 +91,27 @@ static void test_single_arena(bool policy)
     free(main_block);
 }
 
+/* A block of 16 KiB and more (an mbedtls record buffer, an nghttp2 frame buffer) gets a
+ * mapping of its own, not spare heap: glibc's default carves it from the 128 KiB of top
+ * padding every heap extension adds. */
+static void test_large_blocks(bool policy)
+{
+    if (policy)
+        mem_single_arena();
+    void *small = xmalloc(64); /* the heap exists, with its spare top unless the policy */
+    size_t before = mallinfo2().hblks;
+    void *big = xcalloc(1, 16 * 1024 + 333);
+    size_t after = mallinfo2().hblks;
+    if (policy)
+        CHECK(after == before + 1);
+    else
+        CHECK(after == before); /* glibc's default, which the case above must differ from */
+    if (after != before + (policy ? 1 : 0))
+        fprintf(stderr, "mapped blocks %zu -> %zu after a 16.3 KiB calloc\n", before, after);
+    free(big);
+    free(small);
+}
+
 static void test_release_free(void)
 {
     enum { N = 4096, SIZE = 96 }; /* ~ 400 KiB of small blocks, the way parsers allocate */
@@ -126,8 +148,13 @@ int main(int argc, char **argv)
         test_single_arena(false);
     else if (streq(c, "release-free"))
         test_release_free();
+    else if (streq(c, "large-mapped"))
+        test_large_blocks(true);
+    else if (streq(c, "large-default"))
+        test_large_blocks(false);
     else {
-        fprintf(stderr, "usage: test-mem single-arena|default-arenas|release-free\n");
+        fprintf(stderr, "usage: test-mem single-arena|default-arenas|release-free|"
+                        "large-mapped|large-default\n");
         return 1;
     }
     if (test_failures)
