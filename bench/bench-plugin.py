@@ -428,6 +428,32 @@ def wait_socket(path, timeout=WAIT):
         time.sleep(0.001)
 
 
+def serve_and_list(host, extra=()):
+    """A benchmark kubelet and the plugin, once the plugin registered and the first
+    ListAndWatch list arrived: (kubelet, plugin, channel, watch). The caller stops the
+    plugin and the kubelet; on a failure here they are stopped before raising."""
+    kub = Kubelet(host)
+    kub.serve()
+    p = Plugin(host, list(extra))
+    try:
+        kub.next_register()
+        wait_socket(host.plugin_socket)
+        ch = dpapi.dial(host.plugin_socket)
+        watch = Watch(ch)
+        watch.wait_for(lambda d: len(d) > 0, 0)
+    except BaseException:
+        p.stop()
+        kub.stop()
+        raise
+    return kub, p, ch, watch
+
+
+def metrics_port(p):
+    """The port the plugin's metrics listener logged (--metrics-address HOST:0)."""
+    line = [l for l in p.wait_log("Serving metrics and probes on") if "(port " in l][0]
+    return int(re.search(r"\(port (\d+)\)", line).group(1))
+
+
 # ------------------------------------------------------------------ 1. start -> registered
 
 def bench_start(host, rep, n):
@@ -815,9 +841,7 @@ def idle_run(host, rep, seconds, wait_timeout):
         watch.wait_for(lambda d: len(d) > 0, 0)
         if host.extra_args:
             # one scrape, and its keep-alive connection left open while idle
-            line = [l for l in p.wait_log("Serving metrics and probes on") if "(port " in l][0]
-            port = int(re.search(r"\(port (\d+)\)", line).group(1))
-            scrape = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+            scrape = http.client.HTTPConnection("127.0.0.1", metrics_port(p), timeout=WAIT)
             scrape.request("GET", "/metrics")
             r = scrape.getresponse()
             if r.status != 200 or b"gpu_device_plugin_build_info" not in r.read():

@@ -161,19 +161,11 @@ def print_rows(rows, own, out=sys.stdout):
 
 def measure(host, a):
     """One plugin start -> (VmRSS KiB, rows) once registered and settled."""
-    kub = bp.Kubelet(host)
-    kub.serve()
-    p = bp.Plugin(host, a.extra)
+    kub, p, ch, watch = bp.serve_and_list(host, a.extra)
     try:
-        kub.next_register()
-        bp.wait_socket(host.plugin_socket)
-        ch = bp.dpapi.dial(host.plugin_socket)
-        watch = bp.Watch(ch)
-        watch.wait_for(lambda d: len(d) > 0, 0)
         if a.metrics:
             # one scrape, its keep-alive connection left open (as a Prometheus scrape is)
-            line = [l for l in p.wait_log("Serving metrics and probes on") if "(port " in l][0]
-            port = int(re.search(r"\(port (\d+)\)", line).group(1))
+            port = bp.metrics_port(p)
             scrape = http.client.HTTPConnection("127.0.0.1", port, timeout=bp.WAIT)
             scrape.request("GET", "/metrics")
             r = scrape.getresponse()

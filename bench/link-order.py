@@ -136,15 +136,14 @@ def profile(build, setup, work):
     if setup == "api":
         srv, args = br.start_api(build, tempfile.mkdtemp(prefix="link-order-", dir=work))
         extra += args
-    kub = bp.Kubelet(host)
-    kub.serve()
-    p = bp.Plugin(host, extra)
     try:
-        kub.next_register()
-        bp.wait_socket(host.plugin_socket)
-        ch = bp.dpapi.dial(host.plugin_socket)
-        watch = bp.Watch(ch)
-        watch.wait_for(lambda d: len(d) > 0, 0)
+        kub, p, ch, watch = bp.serve_and_list(host, extra)
+    except BaseException:
+        host.cleanup()
+        if srv:
+            srv.stop()
+        raise
+    try:
         devs = sorted(watch.updates[0][1])
         stub = bp.dpapi.PluginStub(ch)
         for i in range(20):
@@ -156,8 +155,7 @@ def profile(build, setup, work):
             os.kill(p.pid, signal.SIGHUP)
             p.wait_log("Reloaded configuration")
         if setup in ("metrics", "api"):
-            line = [l for l in p.wait_log("Serving metrics and probes on") if "(port " in l][0]
-            port = int(re.search(r"\(port (\d+)\)", line).group(1))
+            port = bp.metrics_port(p)
             for path in ("/metrics", "/healthz", "/readyz"):
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
                 c.request("GET", path)
