@@ -561,16 +561,9 @@ def py_allocate(p, stub, req, n, warm):
 
 
 def bench_allocate(host, rep, n):
-    kub = Kubelet(host)
-    kub.serve()
-    p = Plugin(host)
+    kub, p, ch, watch = serve_and_list(host)
     all_cpus = os.sched_getaffinity(0)
     try:
-        kub.next_register()
-        wait_socket(host.plugin_socket)
-        ch = dpapi.dial(host.plugin_socket)
-        watch = Watch(ch)
-        _, _ = watch.wait_for(lambda d: len(d) > 0, 0)
         dev = sorted(watch.updates[0][1])[0]
         time.sleep(0.2)
         rss, hwm = p.rss_kib()
@@ -712,16 +705,9 @@ def bench_health(host, rep, n):
     cfg = os.path.join(host.tmp, "health.yaml")
     with open(cfg, "w") as f:
         f.write(HEALTH_CONFIG)
-    kub = Kubelet(host)
-    kub.serve()
-    p = Plugin(host, ["--config-file", cfg])
+    kub, p, ch, watch = serve_and_list(host, ["--config-file", cfg])
     lat = []
     try:
-        kub.next_register()
-        wait_socket(host.plugin_socket)
-        ch = dpapi.dial(host.plugin_socket)
-        watch = Watch(ch)
-        watch.wait_for(lambda d: len(d) > 0, 0)
         uuids = sorted(watch.updates[0][1])
         for i in range(n):
             u = uuids[i % len(uuids)]
@@ -823,22 +809,15 @@ def bench_idle(host, rep, seconds):
 
 
 def idle_run(host, rep, seconds, wait_timeout):
-    kub = Kubelet(host)
-    kub.serve()
     extra = []
     if wait_timeout:
         cfg = os.path.join(host.tmp, "idle.yaml")
         with open(cfg, "w") as f:
             f.write("version: v1\nhealth:\n  waitTimeout: %s\n" % wait_timeout)
         extra = ["--config-file", cfg]
-    p = Plugin(host, extra)
+    kub, p, ch, watch = serve_and_list(host, extra)
     scrape = None
     try:
-        kub.next_register()
-        wait_socket(host.plugin_socket)
-        ch = dpapi.dial(host.plugin_socket)
-        watch = Watch(ch)
-        watch.wait_for(lambda d: len(d) > 0, 0)
         if host.extra_args:
             # one scrape, and its keep-alive connection left open while idle
             scrape = http.client.HTTPConnection("127.0.0.1", metrics_port(p), timeout=WAIT)
