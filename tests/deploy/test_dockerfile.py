@@ -114,7 +114,15 @@ def main():
 
     need_build = {"gcc", "meson", "ninja-build", "pkg-config", "python3", "protobuf-c-compiler",
                   "libnghttp2-dev", "libprotobuf-c-dev", "libyaml-dev", "libjansson-dev",
-                  "libmbedtls-dev"}
+                  "libmbedtls-dev", "libhttp-parser-dev"}
+    # and whatever this build actually linked: the package of each static archive, and
+    # lld when the release link order was used (a library added later cannot be missed)
+    need_build |= {pkg for _, pkg in static_libraries()}
+    exe = os.path.join(d.BUILD, "src", "gpu-device-plugin")
+    comment = subprocess.run(["readelf", "-p", ".comment", exe], capture_output=True,
+                             text=True).stdout
+    if "LLD" in comment:
+        need_build.add("lld")
     missing = need_build - apt_packages(build)
     d.check(not missing, f"build stage lacks {sorted(missing)}")
     d.check(not any(w == "RUN" for w, _ in runtime), "the scratch runtime stage runs nothing")
