@@ -17,7 +17,7 @@ import harness
 from harness import RESOURCE, TIMEOUT
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from metricsclient import get, logged_port, scrape  # noqa: E402
+from metricsclient import get, logged_port, read_all, scrape  # noqa: E402
 
 LOG_BOUND = 10        # listener warning lines a whole attack may cost
 DEADLINE_S = 10.0     # the listener's default request deadline (src/http/http.h)
@@ -35,20 +35,6 @@ def closed_by_server(s, timeout):
         return True
     except socket.timeout:
         return False
-
-
-def read_all(s, timeout=TIMEOUT):
-    s.settimeout(timeout)
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except ConnectionResetError:
-        pass
-    return data
 
 
 class HttpAttack(harness.PluginTestCase):

@@ -17,6 +17,21 @@ def logged_port(plugin, start=0):
     return int(PORT_LINE.search(line).group(1))
 
 
+def read_all(sock, timeout=TIMEOUT):
+    """Everything a raw connection sends until the listener closes (or resets) it."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
 def get(port, path, method="GET", host="127.0.0.1", headers=None):
     """(status, headers dict with lower-case keys, body text) of one request."""
     c = http.client.HTTPConnection(host, port, timeout=TIMEOUT)

@@ -11,7 +11,7 @@ import time
 
 import harness
 from harness import RESOURCE
-from metricsclient import Scrape, get, logged_port, scrape
+from metricsclient import Scrape, get, logged_port, read_all, scrape
 
 P = "gpu_device_plugin_"
 ADDR = ["--metrics-address", "127.0.0.1:0"]
@@ -179,24 +179,14 @@ class Probes(harness.PluginTestCase):
         # Connection: close is honoured: the answer says so and the socket is closed
         with socket.create_connection(("127.0.0.1", port), timeout=harness.TIMEOUT) as sk:
             sk.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                chunk = sk.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
+            data = read_all(sk)
         self.assertTrue(data.startswith(b"HTTP/1.1 200 OK\r\n"), data)
         self.assertIn(b"\r\nConnection: close\r\n", data)
         # two pipelined requests in one write get two answers, in order
         with socket.create_connection(("127.0.0.1", port), timeout=harness.TIMEOUT) as sk:
             sk.sendall(b"GET /healthz HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\nConnection: close"
                        b"\r\n\r\n")
-            data = b""
-            while True:
-                chunk = sk.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
+            data = read_all(sk)
         self.assertEqual(data.count(b"HTTP/1.1 "), 2, data)
         self.assertLess(data.index(b"200 OK"), data.index(b"404 Not Found"))
 
