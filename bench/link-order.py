@@ -67,7 +67,7 @@ def executed(out, binary):
         if not m:
             continue
         name = re.sub(r"'\d+$", "", m.group(1))
-        if not name.startswith("0x") and name != "(below":
+        if not name.startswith("0x"):
             names.add(name)
     return names
 
