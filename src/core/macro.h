@@ -6,7 +6,8 @@
  *     or a pointer that is NULL on failure.
  *   - If it takes a `struct error *err`, it fills it only on failure, with a one-line
  *     message that names the file / field / ID involved; callers wrap context on the way
- *     up with error_prefix().
+ *     up with error_prefix(). Both setters escape control bytes, so quoting a name
+ *     someone else chose cannot break the line.
  *   - A function either logs an error or returns it, never both. Low layers return; the
  *     top of each request or event logs once.
  *   - Allocation failure aborts (xmalloc & co.): a device plugin that cannot allocate a

@@ -1,6 +1,7 @@
 /* Allocation that aborts on OOM (x* wrappers, grow_array) and the error object's
  * setters error_set()/error_prefix(), all declared in core/macro.h and core/error.h. */
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "error.h"
@@ -88,15 +89,55 @@ void *grow_array(void *array, size_t *alloc, size_t need, size_t size)
     return array;
 }
 
+/* The one-line half of the error contract. A message often quotes a name someone else
+ * chose (a kubeconfig context, a device ID, a file path), and the message travels on
+ * into a log line, an Event and a grpc-message. So a control byte is spelled \n, \r, \t
+ * or \xNN here, once, rather than trusted to every caller. Stops at cap - 1 bytes, and
+ * never in the middle of an escape. Returns the length written. */
+static size_t one_line(char *dst, size_t cap, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (; *src; src++) {
+        unsigned char c = (unsigned char)*src;
+        bool plain = c >= 0x20 && c != 0x7f;
+        size_t need = plain ? 1 : (c == '\n' || c == '\r' || c == '\t') ? 2 : 4;
+        if (n + need >= cap)
+            break;
+        if (plain) {
+            dst[n++] = (char)c;
+            continue;
+        }
+        dst[n++] = '\\';
+        switch (c) {
+        case '\n': dst[n++] = 'n'; break;
+        case '\r': dst[n++] = 'r'; break;
+        case '\t': dst[n++] = 't'; break;
+        default:
+            dst[n++] = 'x';
+            dst[n++] = hex[c >> 4];
+            dst[n++] = hex[c & 15];
+        }
+    }
+    dst[n] = 0;
+    return n;
+}
+
 int error_set(struct error *err, int code, const char *fmt, ...)
 {
     if (code >= 0)
         code = -EINVAL;
     if (err) {
+        char raw[sizeof(err->msg)];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        if (vsnprintf(raw, sizeof(raw), fmt, ap) < 0)
+            raw[0] = 0;
         va_end(ap);
+        if (!one_line(err->msg, sizeof(err->msg), raw)) {
+            const char *desc = strerrordesc_np(-code); /* unlike strerror(), thread-safe */
+            snprintf(err->msg, sizeof(err->msg), "%s", desc ? desc : "unknown error");
+        }
         err->code = code;
     }
     return code;
@@ -106,14 +147,14 @@ int error_prefix(struct error *err, const char *fmt, ...)
 {
     if (!err)
         return -EINVAL;
-    char prefix[256];
+    char raw[256], prefix[256];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    int n = vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
     if (n < 0)
         return err->code;
-    size_t plen = strnlen(prefix, sizeof(prefix) - 1) + 2; /* "<prefix>: " */
+    size_t plen = one_line(prefix, sizeof(prefix), raw) + 2; /* "<prefix>: " */
     size_t cap = sizeof(err->msg);
     if (plen >= cap)
         plen = cap - 1;

@@ -19,8 +19,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 static void must_say(int r, const struct error *err)
 {
-    if (r < 0 && (!err->msg[0] || strchr(err->msg, '\n')))
+    if (r < 0 && (!err->msg[0] || strchr(err->msg, '\n'))) {
+        fprintf(stderr, "fuzz-kube: failure without a one-line message: \"%s\"\n", err->msg);
         abort();
+    }
 }
 
 static void kubeconfig(const char *text, size_t len)
