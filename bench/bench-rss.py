@@ -174,6 +174,8 @@ def measure(host, a):
         cpu_ms = p.cpu_ns() / 1e6  # every thread's CPU time so far: exec to registered
         with open("/proc/%d/stat" % p.pid) as f:
             minflt = int(f.read().rsplit(")", 1)[1].split()[7])
+        if a.api:
+            wait_api(p)
         time.sleep(a.settle)
         st = p.status()
         rows = classify(p.pid)
@@ -226,6 +228,14 @@ def start_api(build, d):
                 "    - name: nvidia.com/gpu\n      replicas: 2\n")
     return srv, ["--kubeconfig", kc, "--node-name", "node1", "--config-dir", cdir,
                  "--node-labels-patch", "--events=true"]
+
+
+def wait_api(p):
+    """The cluster features' first round is done: the config the Node's label picks is
+    applied and the labels are published. Until then the process has not yet run (or
+    mapped) what it runs from then on; under valgrind that takes seconds."""
+    for needle in ("Applied per-node config", "Published "):
+        p.wait_log(needle)
 
 
 def median(values):
