@@ -44,34 +44,8 @@ static size_t json_escape(char *buf, size_t cap, const char *s)
 
 /* Text lines: a message may carry bytes a peer chose (device IDs, paths, gRPC paths).
  * A newline would forge a whole klog line and other control bytes can rewrite a
- * terminal, so every byte below 0x20 and DEL is written as \n, \t, \r or \xNN, and a
- * backslash as \\ so that the escaping cannot be faked either. */
-static size_t text_escape(char *buf, size_t cap, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t n = 0;
-    for (; *s && n + 5 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != 0x7f && c != '\\') {
-            buf[n++] = (char)c;
-            continue;
-        }
-        buf[n++] = '\\';
-        switch (c) {
-        case '\\': buf[n++] = '\\'; break;
-        case '\n': buf[n++] = 'n'; break;
-        case '\t': buf[n++] = 't'; break;
-        case '\r': buf[n++] = 'r'; break;
-        default:
-            buf[n++] = 'x';
-            buf[n++] = hex[c >> 4];
-            buf[n++] = hex[c & 15];
-        }
-    }
-    buf[n] = 0;
-    return n;
-}
-
+ * terminal, so every byte below 0x20 and DEL is escaped, and a backslash as \\ so that
+ * the escaping cannot be faked either (escape_cntrl, core/macro.h). */
 void log_emit(int level, const char *file, int line, const char *fmt, ...)
 {
     static const char letters[] = "EWII";
@@ -112,7 +86,7 @@ void log_emit(int level, const char *file, int line, const char *fmt, ...)
     size_t cap = sizeof(out) - len - 3; /* room for the end: "}\n or \n, and the NUL */
     if (cap > 4096)
         cap = 4096;
-    len += json ? json_escape(out + len, cap, msg) : text_escape(out + len, cap, msg);
+    len += json ? json_escape(out + len, cap, msg) : escape_cntrl(out + len, cap, msg, true);
     if (json)
         out[len++] = '"', out[len++] = '}';
     out[len++] = '\n';

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -77,6 +78,13 @@ void *xreallocarray(void *p, size_t n, size_t size);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 _printf_(1, 2) char *xasprintf(const char *fmt, ...);
+
+/* Copy src into dst (cap bytes, NUL included) with every control byte and DEL spelled
+ * \n, \r, \t or \xNN, and with `backslash` a backslash as \\ too (so that the escaping
+ * cannot be faked). Stops before an escape that would not fit whole. Returns the length.
+ * The one home of the rule that text quoting someone else's bytes stays one line: used
+ * by the error setters and by the text log. */
+size_t escape_cntrl(char *dst, size_t cap, const char *src, bool backslash);
 
 /* Grow *array (of *alloc elements of `size` bytes) so that it holds at least `need`. */
 void *grow_array(void *array, size_t *alloc, size_t need, size_t size);

@@ -1,7 +1,6 @@
 /* Allocation that aborts on OOM (x* wrappers, grow_array) and the error object's
  * setters error_set()/error_prefix(), all declared in core/macro.h and core/error.h. */
 
-#include <stdbool.h>
 #include <stdio.h>
 
 #include "error.h"
@@ -89,19 +88,16 @@ void *grow_array(void *array, size_t *alloc, size_t need, size_t size)
     return array;
 }
 
-/* The one-line half of the error contract. A message often quotes a name someone else
- * chose (a kubeconfig context, a device ID, a file path), and the message travels on
- * into a log line, an Event and a grpc-message. So a control byte is spelled \n, \r, \t
- * or \xNN here, once, rather than trusted to every caller. Stops at cap - 1 bytes, and
- * never in the middle of an escape. Returns the length written. */
-static size_t one_line(char *dst, size_t cap, const char *src)
+size_t escape_cntrl(char *dst, size_t cap, const char *src, bool backslash)
 {
     static const char hex[] = "0123456789abcdef";
     size_t n = 0;
+    if (!cap)
+        return 0;
     for (; *src; src++) {
         unsigned char c = (unsigned char)*src;
-        bool plain = c >= 0x20 && c != 0x7f;
-        size_t need = plain ? 1 : (c == '\n' || c == '\r' || c == '\t') ? 2 : 4;
+        bool plain = c >= 0x20 && c != 0x7f && (c != '\\' || !backslash);
+        size_t need = plain ? 1 : (c == '\n' || c == '\r' || c == '\t' || c == '\\') ? 2 : 4;
         if (n + need >= cap)
             break;
         if (plain) {
@@ -110,6 +106,7 @@ static size_t one_line(char *dst, size_t cap, const char *src)
         }
         dst[n++] = '\\';
         switch (c) {
+        case '\\': dst[n++] = '\\'; break;
         case '\n': dst[n++] = 'n'; break;
         case '\r': dst[n++] = 'r'; break;
         case '\t': dst[n++] = 't'; break;
@@ -123,6 +120,10 @@ static size_t one_line(char *dst, size_t cap, const char *src)
     return n;
 }
 
+/* The one-line half of the error contract: a message often quotes a name someone else
+ * chose (a kubeconfig context, a device ID, a file path) and travels on into a log line,
+ * an Event and a grpc-message, so its control bytes are escaped here, once, rather than
+ * trusted to every caller. A backslash stays as it is: the log escapes it again. */
 int error_set(struct error *err, int code, const char *fmt, ...)
 {
     if (code >= 0)
@@ -134,7 +135,7 @@ int error_set(struct error *err, int code, const char *fmt, ...)
         if (vsnprintf(raw, sizeof(raw), fmt, ap) < 0)
             raw[0] = 0;
         va_end(ap);
-        if (!one_line(err->msg, sizeof(err->msg), raw)) {
+        if (!escape_cntrl(err->msg, sizeof(err->msg), raw, false)) {
             const char *desc = strerrordesc_np(-code); /* unlike strerror(), thread-safe */
             snprintf(err->msg, sizeof(err->msg), "%s", desc ? desc : "unknown error");
         }
@@ -154,7 +155,7 @@ int error_prefix(struct error *err, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return err->code;
-    size_t plen = one_line(prefix, sizeof(prefix), raw) + 2; /* "<prefix>: " */
+    size_t plen = escape_cntrl(prefix, sizeof(prefix), raw, false) + 2; /* "<prefix>: " */
     size_t cap = sizeof(err->msg);
     if (plen >= cap)
         plen = cap - 1;
