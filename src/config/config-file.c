@@ -14,6 +14,7 @@
 #include "config/config-file-internal.h"
 #include "config/config-internal.h"
 #include "config/config-load.h"
+#include "core/fs.h"
 #include "core/log.h"
 
 #define CONFIG_FILE_MAX (4u << 20)
@@ -463,29 +464,15 @@ int config_file_load(struct config *c, const char *path, const bool *set,
         (S_ISREG(st.st_mode) && st.st_size > (off_t)CONFIG_FILE_MAX))
         return error_set(err, -EINVAL, "reading config file %s: not a regular file of at most %u bytes",
                          path, CONFIG_FILE_MAX);
-    /* Sized by the file, not by the bound: a 4 MiB buffer for a 200-byte file is mmapped
-     * and freed by glibc, which then raises its mmap threshold to 4 MiB, and every later
-     * transient buffer below that lands in the heap (docs/benchmarks.md, "Memory"). A
-     * device or a file growing meanwhile is read in doubling steps up to the bound + 1. */
-    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 4096;
-    _cleanup_free_ unsigned char *buf = xmalloc(cap + 1);
+    /* A device (or a file growing meanwhile) is read in doubling steps up to the bound. */
+    _cleanup_free_ char *buf = NULL;
     size_t got = 0;
-    for (;;) {
-        if (got == cap) {
-            if (cap > CONFIG_FILE_MAX)
-                break;
-            cap = cap * 2 > CONFIG_FILE_MAX + 1 ? CONFIG_FILE_MAX + 1 : cap * 2;
-            buf = xrealloc(buf, cap + 1);
-        }
-        ssize_t n = RETRY_EINTR(read(fd, buf + got, cap - got));
-        if (n < 0)
-            return error_set(err, -errno, "reading config file %s: %s", path, strerror(errno));
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    if (got > CONFIG_FILE_MAX)
+    int r = read_fd_bounded(fd, S_ISREG(st.st_mode) ? (size_t)st.st_size : 4095, CONFIG_FILE_MAX,
+                            &buf, &got);
+    if (r == -EFBIG)
         return error_set(err, -EINVAL, "reading config file %s: larger than %u bytes", path,
                          CONFIG_FILE_MAX);
-    return config_file_parse(c, path, buf, got, set, marks, err);
+    if (r < 0)
+        return error_set(err, r, "reading config file %s: %s", path, strerror(-r));
+    return config_file_parse(c, path, (const unsigned char *)buf, got, set, marks, err);
 }

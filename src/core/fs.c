@@ -23,20 +23,12 @@ int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
-int read_file_bounded(const char *path, size_t max, char **out, size_t *len, struct stat *st)
+int read_fd_bounded(int fd, size_t hint, size_t max, char **out, size_t *len)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return -errno;
-    struct stat sb;
-    if (fstat(fd, &sb) < 0)
-        return -errno;
-    if (!S_ISREG(sb.st_mode))
-        return -EINVAL;
-    if (sb.st_size > (off_t)max)
-        return -EFBIG;
-    /* Sized by what stat says, grown if the file grows while read, never past max. */
-    size_t cap = (size_t)sb.st_size + 1, n = 0;
+    /* Sized by the hint, not by the bound: a buffer of max bytes for a 200-byte file is
+     * mmapped and freed by glibc, which then raises its mmap threshold to that size
+     * (docs/benchmarks.md, "Memory"). Grown in doubling steps, never past max + 1. */
+    size_t cap = (hint < max ? hint : max) + 1, n = 0;
     _cleanup_free_ char *buf = xmalloc(cap + 1);
     for (;;) {
         if (n == cap) {
@@ -57,7 +49,23 @@ int read_file_bounded(const char *path, size_t max, char **out, size_t *len, str
     buf[n] = '\0';
     *out = TAKE_PTR(buf);
     *len = n;
-    if (st)
-        *st = sb;
     return 0;
+}
+
+int read_file_bounded(const char *path, size_t max, char **out, size_t *len, struct stat *st)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0)
+        return -errno;
+    if (!S_ISREG(sb.st_mode))
+        return -EINVAL;
+    if (sb.st_size > (off_t)max)
+        return -EFBIG;
+    int r = read_fd_bounded(fd, (size_t)sb.st_size, max, out, len);
+    if (r == 0 && st)
+        *st = sb;
+    return r;
 }

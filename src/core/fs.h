@@ -8,6 +8,11 @@
 /* mkdir -p: create path and its missing parents with mode. Returns 0 or -errno. */
 int mkdir_p(const char *path, mode_t mode);
 
+/* Everything left to read on fd, NUL-terminated (*len excludes the NUL), at most max
+ * bytes (-EFBIG past that); hint (the file's size when known) sizes the first buffer.
+ * Returns 0 or -errno. */
+int read_fd_bounded(int fd, size_t hint, size_t max, char **out, size_t *len);
+
 /* The whole of a regular file, NUL-terminated (*len excludes the NUL), at most max bytes.
  * Opened non-blocking, so a FIFO or device named by someone else fails the regular-file
  * check (-EINVAL) instead of blocking the loop; -EFBIG past max. st (optional) gets the
