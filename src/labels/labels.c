@@ -344,10 +344,11 @@ static int device_labels(const struct inventory *inv, const struct config *cfg, 
         enabled |= inv->gpus[i].mig_enabled;
     }
     labels_set(l, PREFIX "mig.capable", capable ? "true" : "false");
-    if (config_sharing_strategy(cfg) == SHARING_MPS && enabled)
+    bool mps = config_sharing_strategy(cfg) == SHARING_MPS;
+    if (mps && enabled)
         return error_set(err, -ENOTSUP, "error creating sharing labeler: failed to check "
                          "MPS-capable: MPS sharing is not supported for mig devices");
-    labels_set(l, PREFIX "mps.capable", config_sharing_strategy(cfg) == SHARING_MPS ? "true" : "false");
+    labels_set(l, PREFIX "mps.capable", mps ? "true" : "false");
 
     gpu_labels(inv, cfg, l);
     switch (cfg->mig_strategy) {
