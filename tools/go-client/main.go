@@ -1,13 +1,15 @@
 // go-client: a kubelet-style grpc-go client for the device plugin socket, built from
 // Debian's grpc-go. It dials exactly like the kubelet (insecure, blocking, unix dialer,
 // :authority "localhost") and speaks raw protobuf bytes through a pass-through codec,
-// so it needs no generated code. Used by the interop test and the Allocate benchmark.
+// so it needs no generated code. Used by the interop test, the Allocate benchmark and
+// scripts/gpu-smoke.sh (built with CGO_ENABLED=0: one static binary a bare host can run).
 //
 //	go-client interop <socket> <id>...            every RPC, checked; exit 1 on mismatch
 //	go-client bench-allocate <socket> <n> <id>... n sequential Allocate calls, prints µs
 //	go-client watch <socket>                      one line per ListAndWatch message:
 //	                                              "<CLOCK_MONOTONIC ns> <unhealthy ids, comma-joined or ->"
 //	go-client kubelet-restarts <dir> <n>          the kubelet's side of n restarts (kubelet.go)
+//	go-client smoke <dir>                         the kubelet's side of one start (smoke.go)
 package main
 
 import (
@@ -247,6 +249,8 @@ func main() {
 			fail("bench-allocate <socket> <n> <id>...")
 		}
 		benchAllocate(os.Args[2], n, os.Args[4:])
+	case "smoke":
+		smoke(os.Args[2])
 	case "kubelet-restarts":
 		n, err := strconv.Atoi(os.Args[3])
 		if err != nil || n < 1 {
