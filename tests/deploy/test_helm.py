@@ -26,7 +26,36 @@ imagePullSecrets image.repository image.pullPolicy image.tag updateStrategy.type
 podAnnotations podSecurityContext securityContext resources nodeSelector affinity tolerations
 priorityClassName runtimeClassName devicePlugin.enabled gfd.enabled mps.root mps.enableHostPID
 cdi.nvidiaHookPath cdi.featureFlags
+gfd.nameOverride gfd.namespaceOverride gfd.noTimestamp gfd.sleepInterval gfd.securityContext
+noTimestamp sleepInterval
 """.split()
+
+# NVIDIA's v0.20.0 values.yaml as a values file (every key it declares, with its default;
+# NFD's subchart keys included), for "a values file written for NVIDIA's chart renders".
+NVIDIA_VALUES = {
+    "config": {"name": "", "map": {}, "default": "", "fallbackStrategies": ["named", "single"]},
+    "compatWithCPUManager": None, "migStrategy": None, "failOnInitError": None,
+    "deviceListStrategy": None, "deviceIDStrategy": None, "nvidiaDriverRoot": None,
+    "gdrcopyEnabled": None, "gdsEnabled": None, "mofedEnabled": None, "deviceDiscoveryStrategy": None,
+    "nameOverride": "", "fullnameOverride": "", "namespaceOverride": "", "selectorLabelsOverride": {},
+    "allowDefaultNamespace": False, "imagePullSecrets": [],
+    "image": {"repository": "nvcr.io/nvidia/k8s-device-plugin", "pullPolicy": "IfNotPresent", "tag": ""},
+    "updateStrategy": {"type": "RollingUpdate"}, "podAnnotations": {}, "podSecurityContext": {},
+    "securityContext": {}, "resources": {}, "nodeSelector": {},
+    "priorityClassName": "system-node-critical", "runtimeClassName": None,
+    "devicePlugin": {"enabled": True},
+    "gfd": {"enabled": False, "nameOverride": "gpu-feature-discovery", "namespaceOverride": "",
+            "noTimestamp": None, "sleepInterval": None, "securityContext": {"privileged": True}},
+    "nfd": {"nameOverride": "node-feature-discovery",
+            "master": {"serviceAccount": {"name": "node-feature-discovery", "create": True},
+                       "config": {"extraLabelNs": ["nvidia.com"]}},
+            "worker": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
+                                        "effect": "NoSchedule"}],
+                       "config": {"sources": {"pci": {"deviceClassWhitelist": ["02", "03"],
+                                                      "deviceLabelFields": ["vendor"]}}}}},
+    "mps": {"root": "/run/nvidia/mps", "enableHostPID": True},
+    "cdi": {"nvidiaHookPath": None, "featureFlags": None},
+}
 
 OPENERS = ("if", "range", "with", "define", "block")
 
@@ -73,6 +102,12 @@ def static_checks():
     d.check(values["config"]["fallbackStrategies"] == ["named", "single"], "fallbackStrategies default")
     d.check(values["priorityClassName"] == "system-node-critical", "priorityClassName default")
     d.check(values["mps"]["root"] == "/run/nvidia/mps", "mps.root default")
+    d.check(values["gfd"]["securityContext"] == {"privileged": True}
+            and values["gfd"]["nameOverride"] == "gpu-feature-discovery", "gfd defaults as NVIDIA's")
+    for key, want in NVIDIA_VALUES.items():
+        if key not in ("image", "resources", "nfd"):  # ours: image, resources; nfd is a subchart's
+            d.check(d.merge(want, values[key]) == values[key] if isinstance(want, dict)
+                    else values[key] == want, f"values.yaml: {key} default differs from NVIDIA's")
     d.check(values["metrics"] == {"enabled": False, "port": 9808, "scrapeAnnotations": True},
             "metrics defaults: off, port 9808")
     d.check(values["image"]["repository"] == d.IMAGE, "image.repository")
@@ -114,7 +149,7 @@ def plugin_accepts(env, config_text=None):
     exe = os.path.join(d.BUILD, "src", "gpu-device-plugin")
     e = {k: v for k, v in env.items() if k not in d.RUNTIME_ENV and k != "CONFIG_FILE" and v is not None}
     e["PATH"] = os.environ.get("PATH", "/usr/bin")
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=d.scratch_dir()) as f:
         if config_text is not None:
             f.write(config_text)
             f.flush()
@@ -383,6 +418,93 @@ def rendered_checks(renderer, env_names):
         except d.RenderError as e:
             d.check(msg in str(e), f"{vals}: error {e} does not mention {msg!r}")
     render({"allowDefaultNamespace": True}, namespace="default")
+    nvidia_values_checks(render)
+
+
+def nvidia_values_checks(render):
+    """The values of NVIDIA's chart that have no DaemonSet of their own here (GFD, NFD):
+    each is accepted and means the same, or is refused or warned about."""
+    # NVIDIA's whole values file renders, as is and with GFD on (NOTES then warn about NFD).
+    files, notes = render(NVIDIA_VALUES)
+    _, pod = daemonset(files)
+    d.check(plugin_ctr(pod)["securityContext"] == {"allowPrivilegeEscalation": False,
+                                                   "capabilities": {"drop": ["ALL"]}},
+            "NVIDIA's values: gfd.securityContext unused without gfd.enabled")
+    d.check("WARNING" not in notes, "no NFD warning without gfd")
+    vals = d.merge(NVIDIA_VALUES, {"gfd": {"enabled": True, "nameOverride": "my-gfd",
+                                           "namespaceOverride": "gfd-ns"}})
+    files, notes = render(vals)
+    ds, pod = daemonset(files)
+    ctr = plugin_ctr(pod)
+    d.check("nfd.enabled unset" in notes and "NodeFeature objects" in notes
+            and "gfd.nodeLabelsPatch=true" in notes, f"NOTES warn that NFD is not installed: {notes}")
+    d.check(ctr["securityContext"] == {"privileged": True},
+            f"gfd.securityContext is the container's with gfd.enabled: {ctr['securityContext']}")
+    d.check(ds["metadata"]["name"] == "gdp-gpu-device-plugin" and ds["metadata"]["namespace"] == "kube-system"
+            and sorted(f for f, docs in files.items() if docs) == ["daemonset.yml", "rbac.yml"],
+            "gfd.nameOverride / namespaceOverride change no name, namespace or object")
+    _, notes = render(d.merge(vals, {"nfd": {"enableNodeFeatureApi": False}}))
+    d.check("features.d" in notes, f"NOTES name the feature file without the NodeFeature API: {notes}")
+    for extra in ({"nfd": {"enabled": False}}, {"gfd": {"nodeLabelsPatch": True}}):
+        _, notes = render(d.merge(vals, extra))
+        d.check("WARNING" not in notes, f"no NFD warning with {extra}: {notes}")
+
+    # noTimestamp / sleepInterval: the top-level keys (what NVIDIA's GFD template reads) win,
+    # gfd.* stand in when they are null; nothing without gfd.enabled.
+    gfd_on = {"gfd": {"enabled": True, "nodeLabelsPatch": True}}
+    for vals, want in (
+            ({"noTimestamp": True, "sleepInterval": "30s"},
+             {"GFD_NO_TIMESTAMP": "true", "GFD_SLEEP_INTERVAL": "30s"}),
+            ({"noTimestamp": False, "sleepInterval": "infinite",
+              "gfd": {"noTimestamp": True, "sleepInterval": "1m"}},
+             {"GFD_NO_TIMESTAMP": "false", "GFD_SLEEP_INTERVAL": "infinite"}),
+            ({"gfd": {"noTimestamp": True, "sleepInterval": "1m30s"}},
+             {"GFD_NO_TIMESTAMP": "true", "GFD_SLEEP_INTERVAL": "1m30s"}),
+            # a number from a values file is not a string or int to Helm: unset, as NVIDIA's
+            ({"sleepInterval": 60}, {"GFD_NO_TIMESTAMP": None, "GFD_SLEEP_INTERVAL": None})):
+        env = env_of(plugin_ctr(daemonset(render(d.merge(gfd_on, vals))[0])[1]))
+        for k, v in want.items():
+            d.check(env.get(k) == v, f"{vals}: env {k}={env.get(k)!r}, want {v!r}")
+        got = plugin_accepts(env)
+        d.check(got.get("flags", {}).get("gfd", {}).get("noTimestamp") is (want["GFD_NO_TIMESTAMP"] == "true"),
+                f"plugin read GFD_NO_TIMESTAMP for {vals}: {got.get('flags', {}).get('gfd')}")
+    env = env_of(plugin_ctr(daemonset(render({"noTimestamp": True, "sleepInterval": "30s"})[0])[1]))
+    d.check("GFD_NO_TIMESTAMP" not in env and "GFD_SLEEP_INTERVAL" not in env, "GFD settings only with gfd")
+
+    # gfd.securityContext: the container's with gfd.enabled, after securityContext and
+    # compatWithCPUManager; null (Helm drops the default) falls back to the computed rule.
+    sys_admin = {"capabilities": {"add": ["SYS_ADMIN"]}}
+    for vals, want_sc in (
+            ({"gfd": {"enabled": True}}, {"privileged": True}),
+            ({"gfd": {"enabled": True, "securityContext": None}},
+             {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}),
+            ({"gfd": {"enabled": True, "securityContext": None}, "migStrategy": "mixed"}, sys_admin),
+            ({"gfd": {"enabled": True, "securityContext": dict(sys_admin, privileged=False)}},
+             dict(sys_admin, privileged=False)),
+            ({"gfd": {"enabled": True}, "compatWithCPUManager": True}, {"privileged": True}),
+            ({"gfd": {"enabled": True}, "securityContext": {"runAsUser": 0}}, {"runAsUser": 0}),
+            ({"gfd": {"enabled": False, "securityContext": {"runAsUser": 0}}},
+             {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}})):
+        sc = plugin_ctr(daemonset(render(dict(vals, nfd={"enabled": False}))[0])[1])["securityContext"]
+        d.check(sc == want_sc, f"securityContext for {vals}: {sc}, want {want_sc}")
+
+    # gfd.enableHostNetwork: the one pod also does GFD's work; mps.enableHostNetwork: no MPS pod.
+    for vals, want in (({"gfd": {"enabled": True, "enableHostNetwork": True}}, True),
+                       ({"gfd": {"enabled": False, "enableHostNetwork": True}}, None),
+                       ({"mps": {"enableHostNetwork": True}}, None)):
+        pod = daemonset(render(dict(vals, nfd={"enabled": False}))[0])[1]
+        d.check(pod.get("hostNetwork") is want, f"hostNetwork for {vals}: {pod.get('hostNetwork')}")
+
+    # Refused as NVIDIA's chart refuses it (namespace), or because NVIDIA's would install NFD.
+    for vals, msg in (({"namespace": "gpu"}, "namespace"),
+                      ({"nfd": {"enabled": True}}, "nfd.enabled=true"),
+                      ({"nfd": {"enabled": True}, "gfd": {"enabled": True, "nodeLabelsPatch": True}},
+                       "does not install Node Feature Discovery")):
+        try:
+            render(vals)
+            d.check(False, f"{vals}: rendered, want an error mentioning {msg!r}")
+        except d.RenderError as e:
+            d.check(msg in str(e), f"{vals}: error {e} does not mention {msg!r}")
 
 
 def rbac_rules(files):

@@ -138,14 +138,17 @@ values, or in any embedded config, or unknowable (external ConfigMap).
 {{/*
 Container security context, the same rule as NVIDIA's chart: the values'
 securityContext if set; privileged for CPU manager compatibility (stat of
-device nodes for PASS_DEVICE_SPECS); SYS_ADMIN when MIG or volume-mounts
-may be used; otherwise nothing at all.
+device nodes for PASS_DEVICE_SPECS); with gfd.enabled, gfd.securityContext if
+set (NVIDIA gives it to its GFD container; here this container computes GFD's
+labels); SYS_ADMIN when MIG or volume-mounts may be used; otherwise nothing at all.
 */}}
 {{- define "gpu-device-plugin.securityContext" -}}
 {{- if .Values.securityContext -}}
 {{ toYaml .Values.securityContext }}
 {{- else if .Values.compatWithCPUManager -}}
 privileged: true
+{{- else if and .Values.gfd.enabled .Values.gfd.securityContext -}}
+{{ toYaml .Values.gfd.securityContext }}
 {{- else if or (eq (include "gpu-device-plugin.migPossible" .) "true") (eq (include "gpu-device-plugin.volumeMountsPossible" .) "true") -}}
 capabilities:
   add: ["SYS_ADMIN"]
