@@ -14,9 +14,10 @@
 int cmd_labels(struct config *cfg, const struct config_command *cmd)
 {
     if (cmd->n_args) {
-        log_error("labels: unknown argument \"%s\" (labels takes only the plugin's flags)",
-                  cmd->args[0]);
-        return 1;
+        _cleanup_free_ char *m = config_unknown_argument(
+            "labels", cmd->args[0], NULL, "labels takes only the plugin's flags");
+        log_error("%s", m);
+        return GDP_EXIT_FAILURE;
     }
     struct error err = { 0 };
     /* borrowed: main frees it */
@@ -27,9 +28,10 @@ int cmd_labels(struct config *cfg, const struct config_command *cmd)
         .labels_only = true,
     };
     _cleanup_labels_ struct labels *labels = NULL;
-    int rc = 1;
+    int rc = GDP_EXIT_FAILURE;
     if (node_state_build(&node, &opt, &err) < 0) {
         log_error("%s", err.msg);
+        log_hints(LOG_ERROR, err.hints);
         goto out;
     }
     struct labels_input in = {
@@ -47,7 +49,7 @@ int cmd_labels(struct config *cfg, const struct config_command *cmd)
         log_error("%s", err.msg);
         goto out;
     }
-    rc = 0;
+    rc = GDP_EXIT_OK;
 out:
     node.cfg = NULL;
     node_state_clear(&node);

@@ -137,15 +137,18 @@ int cmd_list(struct config *cfg, const struct config_command *cmd, int argc, cha
                 json = true;
             else if (!streq(v, "table")) {
                 log_error("list: --output: unknown format \"%s\" (allowed: table, json)", v);
-                return 1;
+                return GDP_EXIT_FAILURE;
             }
         } else if (streq(a, "--output=json") || streq(a, "-ojson")) {
             json = true;
         } else if (streq(a, "--output=table")) {
             json = false;
         } else {
-            log_error("list: unknown argument \"%s\" (allowed: --output table|json)", a);
-            return 1;
+            static const char *const own[] = { "output", NULL };
+            _cleanup_free_ char *m =
+                config_unknown_argument("list", a, own, "allowed: --output table|json");
+            log_error("%s", m);
+            return GDP_EXIT_FAILURE;
         }
     }
 
@@ -165,16 +168,16 @@ int cmd_list(struct config *cfg, const struct config_command *cmd, int argc, cha
      * serve's) */
     struct node_state node = { .cfg = picked ? picked : cfg };
     struct node_state_options opt = { 0 };
-    int rc = 1;
+    int rc = GDP_EXIT_FAILURE;
     if (node_state_build(&node, &opt, &err) < 0) {
         log_error("%s", err.msg);
+        log_hints(LOG_ERROR, err.hints);
         goto out;
     }
     struct list_health lh = { .live = query_running(node.cfg, &node.rs) };
-    if (json)
-        rc = list_print_json(stdout, &lc, &node.inv, &node.rs, list_health, &lh) < 0;
-    else
-        rc = list_print_table(stdout, &lc, &node.inv, &node.rs, list_health, &lh) < 0;
+    int pr = json ? list_print_json(stdout, &lc, &node.inv, &node.rs, list_health, &lh)
+                  : list_print_table(stdout, &lc, &node.inv, &node.rs, list_health, &lh);
+    rc = pr < 0 ? GDP_EXIT_FAILURE : GDP_EXIT_OK;
     json_decref(lh.live);
 out:
     node.cfg = NULL;

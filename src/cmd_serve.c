@@ -21,7 +21,39 @@ struct serve {
     struct config *initial;   /* per-node config: the start config, until the first apply */
     bool started;
     char *selected;           /* per-node config applied (a file, "" empty); NULL: none */
+    struct config_start_values *start_values; /* what start-only settings run with */
 };
+
+/* A setting read once at start (config-restart.c) that a reload sets otherwise. From a
+ * per-node config it never takes effect: a restart reads it from the flags, environment
+ * and --config-file again. */
+struct start_only_change {
+    const char *why;       /* "SIGHUP", "per-node config <file>" */
+    bool per_node;
+};
+
+static void on_start_only_change(void *userdata, const char *flag, const char *running,
+                                 const char *wanted)
+{
+    const struct start_only_change *c = userdata;
+    if (c->per_node)
+        log_warning("%s: %s \"%s\" is not applied: it is read once at start, from the flags, "
+                    "environment and --config-file (\"%s\" stays in effect)", c->why, flag,
+                    wanted, running);
+    else
+        log_warning("%s: %s changed from \"%s\" to \"%s\"; it takes effect at restart (\"%s\" "
+                    "stays in effect until then)", c->why, flag, running, wanted, running);
+}
+
+static void warn_start_only(const struct serve *s, const struct config *cfg, const char *path,
+                            const char *why)
+{
+    _cleanup_free_ char *per_node = path ? xasprintf("%s (per-node config %s)", why,
+                                                     *path ? path : "(empty)")
+                                         : NULL;
+    struct start_only_change c = { .why = per_node ? per_node : why, .per_node = path != NULL };
+    config_start_values_diff(s->start_values, cfg, on_start_only_change, &c);
+}
 
 static void config_freep(struct config **c)
 {
@@ -61,9 +93,11 @@ static void reload(struct serve *s)
     int r = daemon_reload(s->daemon, cfg, &err);
     if (r < 0) {
         log_error("Restart after SIGHUP failed, keeping the running state: %s", err.msg);
+        log_hints(LOG_ERROR, err.hints);
         daemon_count_reload(s->daemon, DAEMON_RELOAD_REJECTED);
         return;
     }
+    warn_start_only(s, cfg, s->selected, "SIGHUP");
     TAKE_PTR(cfg); /* the daemon's now */
     log_set_level(level);
     mem_release_free(); /* the old state and the reload's parsing are freed */
@@ -94,10 +128,12 @@ static int apply_config(void *userdata, const char *path, struct error *err)
         if (!s->started && !path) {
             /* Nothing left to fall back to: the same exit as without per-node config. */
             log_error("%s", err->msg);
-            loop_quit(s->loop, 1);
+            log_hints(LOG_ERROR, err->hints);
+            loop_quit(s->loop, GDP_EXIT_FAILURE);
         }
         return r;
     }
+    warn_start_only(s, cfg, path, "Node label");
     TAKE_PTR(cfg);
     s->started = true;
     log_set_level(level);
@@ -132,7 +168,7 @@ static void on_signal(struct loop *l, int fd, uint32_t events, void *userdata)
             break;
         default:
             log_info("Received signal \"%s\", shutting down.", strsignal((int)si.ssi_signo));
-            loop_quit(l, 0);
+            loop_quit(l, GDP_EXIT_OK);
             break;
         }
     }
@@ -140,10 +176,10 @@ static void on_signal(struct loop *l, int fd, uint32_t events, void *userdata)
 
 int cmd_serve(struct config *cfg, int argc, char **argv)
 {
-    struct serve s = { .argc = argc, .argv = argv };
+    struct serve s = { .argc = argc, .argv = argv, .start_values = config_start_values_new(cfg) };
     struct error err = { 0 };
     sigset_t mask;
-    int rc = 1;
+    int rc = GDP_EXIT_FAILURE;
     _cleanup_close_ int sfd = -1;
 
     log_info("Starting gpu-device-plugin %s (%s)", GDP_VERSION, GDP_REVISION);
@@ -183,6 +219,7 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
         cluster_config_start(s.cluster);
     } else if (daemon_start(s.daemon, cfg, &err) < 0) {
         log_error("%s", err.msg);
+        log_hints(LOG_ERROR, err.hints);
         daemon_free(s.daemon);
         cluster_free(s.cluster);
         loop_del_io(s.loop, sfd);
@@ -193,18 +230,20 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
     }
     mem_release_free(); /* startup's parsing and discovery are freed */
     int lr = loop_run(s.loop);
-    rc = lr != 0 ? 1 : 0;
+    rc = lr != 0 ? GDP_EXIT_FAILURE : GDP_EXIT_OK;
     daemon_free(s.daemon);
     cluster_free(s.cluster);
     config_freep(&s.initial);
     free(s.selected);
+    config_start_values_free(s.start_values);
     loop_del_io(s.loop, sfd);
     loop_free(s.loop);
     log_info("Stopped.");
     return rc;
 
 fail_cfg:
+    config_start_values_free(s.start_values);
     config_free(cfg);
     free(cfg);
-    return 1;
+    return GDP_EXIT_FAILURE;
 }

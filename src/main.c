@@ -4,14 +4,30 @@
 #include "commands.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/suggest.h"
 #include "version.h"
 
 static int cmd_config(const struct config *cfg, const struct config_command *cmd)
 {
     if (cmd->n_args == 1 && streq(cmd->args[0], "print"))
         return config_print_json(cfg, stdout) < 0;
-    log_error("config: unknown arguments (usage: gpu-device-plugin [flags] config print)");
-    return 1;
+    log_error("config: unknown arguments (usage: gpu-device-plugin [flags] config print; "
+              "see --help)");
+    return GDP_EXIT_FAILURE;
+}
+
+static int unknown_command(const char *name)
+{
+    static const char *const commands[] = { "list", "labels", "config" };
+    struct suggest sg;
+    suggest_init(&sg, name, strlen(name));
+    for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+        suggest_offer(&sg, commands[i]);
+    const char *best = suggest_best(&sg);
+    log_error("unknown command \"%s\"%s%s%s (commands: list, labels, config print; no command: "
+              "serve; see --help)", name, best ? "; did you mean " : "", best ? best : "",
+              best ? "?" : "");
+    return GDP_EXIT_FAILURE;
 }
 
 int main(int argc, char **argv)
@@ -26,17 +42,18 @@ int main(int argc, char **argv)
     int r = config_load(cfg, argc, argv, environ, &cmd, &err);
     if (r == CONFIG_LOAD_HELP) {
         config_print_help(stdout, argv[0]);
-        rc = 0;
+        cmd_print_help_epilogue(stdout);
+        rc = GDP_EXIT_OK;
         goto out;
     }
     if (r == CONFIG_LOAD_VERSION) {
         printf("gpu-device-plugin version %s\ncommit: %s\n", GDP_VERSION, GDP_REVISION);
-        rc = 0;
+        rc = GDP_EXIT_OK;
         goto out;
     }
     if (r < 0) {
         log_error("%s", err.msg);
-        rc = 1;
+        rc = GDP_EXIT_FAILURE;
         goto out;
     }
     log_set_level(config_log_level(cfg));
@@ -54,9 +71,7 @@ int main(int argc, char **argv)
     else if (streq(cmd.name, "config"))
         rc = cmd_config(cfg, &cmd);
     else {
-        log_error("unknown command \"%s\" (commands: list, labels, config print; no command: serve)",
-                  cmd.name);
-        rc = 1;
+        rc = unknown_command(cmd.name);
     }
 out:
     config_command_free(&cmd);

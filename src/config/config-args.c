@@ -5,6 +5,7 @@
 
 #include "config/config-internal.h"
 #include "config/config-load.h"
+#include "core/suggest.h"
 
 static int find_option(const char *name, size_t len)
 {
@@ -13,6 +14,40 @@ static int find_option(const char *name, size_t len)
             if (strlen(config_options[i].names[k]) == len && !strncmp(config_options[i].names[k], name, len))
                 return i;
     return -1;
+}
+
+const char *config_flag_closest(const char *name, size_t len, const char *const *extra)
+{
+    struct suggest sg;
+    suggest_init(&sg, name, len);
+    for (; extra && *extra; extra++)
+        suggest_offer(&sg, *extra);
+    for (int i = 0; i < _OPT_MAX; i++)
+        for (size_t k = 0; k < ELEMENTSOF(config_options[i].names) && config_options[i].names[k]; k++)
+            suggest_offer(&sg, config_options[i].names[k]);
+    return suggest_best(&sg);
+}
+
+/* "unknown flag --mig-stratgy; did you mean --mig-strategy? (see --help)". */
+static int unknown_flag(const char *name, size_t len, struct error *err)
+{
+    const char *best = config_flag_closest(name, len, NULL);
+    const char *dash = len == 1 ? "-" : "--";
+    if (!best)
+        return error_set(err, -EINVAL, "unknown flag %s%.*s (see --help)", dash, (int)len, name);
+    return error_set(err, -EINVAL, "unknown flag %s%.*s; did you mean %s%s? (see --help)", dash,
+                     (int)len, name, strlen(best) == 1 ? "-" : "--", best);
+}
+
+char *config_unknown_argument(const char *cmd, const char *arg, const char *const *extra,
+                              const char *allowed)
+{
+    const char *name = arg + strspn(arg, "-");
+    const char *best = arg[0] == '-' ? config_flag_closest(name, strcspn(name, "="), extra) : NULL;
+    if (best)
+        return xasprintf("%s: unknown argument \"%s\"; did you mean %s%s? (%s; see --help)", cmd,
+                         arg, strlen(best) == 1 ? "-" : "--", best, allowed);
+    return xasprintf("%s: unknown argument \"%s\" (%s; see --help)", cmd, arg, allowed);
 }
 
 static const char *env_lookup(char **envp, const char *name)
@@ -90,7 +125,7 @@ static int parse_argv(int argc, char **argv, struct cli_values *v, struct config
                 cmd_push(cmd, arg); /* the subcommand's own flag */
                 continue;
             }
-            return error_set(err, -EINVAL, "unknown flag: --%.*s", (int)len, name);
+            return unknown_flag(name, len, err);
         }
         const struct config_option_def *o = &config_options[opt];
         if (o->kind == KIND_ACTION)

@@ -44,6 +44,16 @@ int config_load_with_file(struct config *out, int argc, char **argv, char **envp
                           struct config_command *cmd, const char *config_file,
                           struct error *err);
 
+/* The flag name (without dashes) closest to name[0..len), for "did you mean": of a
+ * subcommand's own options `extra` (NULL-terminated, may be NULL; ahead of a flag as
+ * close), then the plugin's flags. NULL when none is close (core/suggest.h). */
+const char *config_flag_closest(const char *name, size_t len, const char *const *extra);
+/* The message for an argument of subcommand `cmd` that is neither one of its own options
+ * (`extra`, `allowed` says how they are used) nor a flag: with the closest option when
+ * one is close, and --help. For the subcommand to log; returns a string to free. */
+char *config_unknown_argument(const char *cmd, const char *arg, const char *const *extra,
+                              const char *allowed);
+
 /* `--help` text: every flag with aliases, env vars and default, grouped. */
 void config_print_help(FILE *f, const char *argv0);
 
@@ -53,6 +63,18 @@ int config_print_json(const struct config *c, FILE *f);
 /* Same, as a string to free(); never NULL. Compact (one line) for the log, where every
  * line must be one klog record. */
 char *config_to_json_string(const struct config *c, bool indent);
+
+/* The settings that take effect only when serve starts (config-restart.c lists them):
+ * config_start_values_new() keeps their values at start; config_start_values_diff()
+ * calls fn(userdata, "--flag", running value, value in c) for each that c sets otherwise
+ * and returns how many did. */
+struct config_start_values;
+typedef void (*config_change_fn)(void *userdata, const char *flag, const char *running,
+                                 const char *wanted);
+struct config_start_values *config_start_values_new(const struct config *c);
+void config_start_values_free(struct config_start_values *s);
+size_t config_start_values_diff(const struct config_start_values *s, const struct config *c,
+                                config_change_fn fn, void *userdata);
 
 /* Name tables, for messages and JSON ("none", "uuid", "envvar", ...). */
 const char *config_mig_strategy_name(enum mig_strategy s);

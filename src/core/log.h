@@ -1,10 +1,18 @@
 /* Logging in klog's text format, the format the kubelet itself writes:
  *   I1121 10:04:05.123456   42 file.c:88] message
- * or, with log_set_format(LOG_FORMAT_JSON), one JSON object per line.
+ * or, with log_set_format(LOG_FORMAT_JSON), one JSON object per line in the keys and
+ * order of Kubernetes' own JSON logs (k8s.io/component-base/logs/json, zapr):
+ *   {"ts":1700000000123.456,"caller":"kubelet/registration.c:88","msg":"...","v":0}
+ * ts in milliseconds since the epoch; "v" on every line but errors (0 for info and
+ * warnings, 1 for debug: shown from -v 1); an error line has no "v" but "err": the
+ * message split at its first ": " into the outermost context (msg) and the error (err),
+ * as the error contract (macro.h) wraps context; a message without one is both. A hint
+ * line after an error (log_hints) has neither "v" nor "err", like klog's ErrorS(nil, ..).
  * Filtered-out messages cost one comparison (the macros test the level first).
  * Thread-safe: each line is written with a single write(2). */
 #pragma once
 
+#include "error.h"
 #include "macro.h"
 
 enum log_level { LOG_ERROR = 0, LOG_WARNING = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
@@ -16,6 +24,9 @@ void log_set_level(int level);
 void log_set_format(enum log_format f);
 void log_set_fd(int fd);
 _printf_(4, 5) void log_emit(int level, const char *file, int line, const char *fmt, ...);
+/* One line of fixed text (not a format), e.g. a hint; an error-level one carries no "err"
+ * in JSON, since it is not the error itself. */
+void log_emit_hint(int level, const char *file, int line, const char *text);
 
 #define log_full(level, ...)                                                          \
     do {                                                                              \
@@ -26,3 +37,25 @@ _printf_(4, 5) void log_emit(int level, const char *file, int line, const char *
 #define log_warning(...) log_full(LOG_WARNING, __VA_ARGS__)
 #define log_info(...) log_full(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_full(LOG_DEBUG, __VA_ARGS__)
+
+/* Hint lines (struct error's `hints`: static, NULL-terminated; NULL: none), each a line
+ * of its own at `level`, after the line that logged the failure. */
+#define log_hints(level, hints)                                                       \
+    do {                                                                              \
+        for (const char *const *_h = (hints); (level) <= log_max_level && _h && *_h; _h++) \
+            log_emit_hint((level), __FILE__, __LINE__, *_h);                          \
+    } while (0)
+
+/* A retry loop's failures, logged so that a failure that stays the same is said once:
+ * log_repeat_level() gives `level` for the first failure and for one that differs from
+ * the one before (by `key`: the failure without what changes every time, such as the
+ * retry delay), and LOG_DEBUG while it repeats. log_repeat_reset() after a success (or
+ * when something changed that makes the next failure news); it returns how many
+ * failures were logged at debug level since the last one at `level`. One per loop,
+ * owned by it; not thread-safe. */
+struct log_repeat {
+    uint64_t key_hash;   /* 0: no failure since the last reset */
+    unsigned repeats;
+};
+int log_repeat_level(struct log_repeat *r, int level, const char *key);
+unsigned log_repeat_reset(struct log_repeat *r);

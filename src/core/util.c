@@ -140,6 +140,7 @@ int error_set(struct error *err, int code, const char *fmt, ...)
             snprintf(err->msg, sizeof(err->msg), "%s", desc ? desc : "unknown error");
         }
         err->code = code;
+        err->hints = NULL;
     }
     return code;
 }

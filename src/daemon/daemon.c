@@ -31,6 +31,7 @@ struct plugin {
     struct serving *state;
     struct loop_timer *start_retry;
     unsigned start_backoff_ms;
+    struct log_repeat start_log; /* a bind failure that stays the same is said once */
     bool kept;                   /* handed over by a reload: already serving */
 };
 
@@ -54,6 +55,7 @@ struct daemon {
     struct daemon_metrics *metrics;  /* NULL: --metrics-address off or failed */
     struct cluster *cluster;         /* not owned; NULL: no cluster features */
     struct daemon_health_view hview; /* for Events on health transitions */
+    char *nvml_root;                 /* --driver-root-ctr-path NVML was loaded from */
 };
 
 static void state_free(struct serving *s)
@@ -127,7 +129,8 @@ static struct dp_context plugin_context(const struct plugin *p)
 static int plugin_serve(struct plugin *p, struct error *err)
 {
     struct dp_context ctx = plugin_context(p);
-    log_info("Starting GRPC server for '%s'", p->res->name);
+    log_full(p->start_backoff_ms ? LOG_DEBUG : LOG_INFO, "Starting GRPC server for '%s'",
+             p->res->name);
     int r = dp_plugin_start(p->daemon->loop, p->state->socket_dir, &ctx, &p->dp, err);
     if (r < 0)
         return r;
@@ -166,11 +169,20 @@ static void plugin_try_start(struct plugin *p)
         else
             log_debug("MPS daemon for '%s' still not ready (%s missing)", p->res->name, missing);
     } else if (plugin_serve(p, &err) < 0) {
-        log_error("%s; retrying", err.msg);
+        /* Once, with what to check, and again only when the failure changes: a socket
+         * directory that is not there is watched (kubelet_watch.c), so the retries need
+         * not be said every 10 s. */
+        int level = log_repeat_level(&p->start_log, LOG_ERROR, err.msg);
+        log_full(level, "%s; retrying%s", err.msg,
+                 p->start_log.repeats ? " (the same failure again)" : "");
+        if (level == LOG_ERROR && (err.code == -ENOENT || err.code == -ENOTDIR ||
+                                   err.code == -EACCES || err.code == -EROFS))
+            log_hints(LOG_ERROR, reg_kubelet_path_hints);
     } else {
         if (!first) /* at start, registration waits until every socket serves */
             plugin_register(p);
         p->start_backoff_ms = 0;
+        log_repeat_reset(&p->start_log);
         return;
     }
     p->start_backoff_ms = first ? START_BACKOFF_MIN_MS
@@ -346,8 +358,18 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
         state_free(s);
         return r;
     }
+    const char *ctr_root = cfg->driver_root_ctr_path ? cfg->driver_root_ctr_path : "";
     if (s->node.nvml_open)
         log_info("Loaded NVML from %s", nvml_library_path());
+    if (s->node.nvml_open && !m->nvml_root) {
+        m->nvml_root = xstrdup(ctr_root);
+    } else if (s->node.nvml_open && !streq(m->nvml_root, ctr_root)) {
+        /* NVML stays loaded across reloads (the running state and the health monitor hold
+         * it), so the library it came from cannot change until the process restarts. */
+        log_warning("Reload: --driver-root-ctr-path changed from \"%s\" to \"%s\"; it takes "
+                    "effect at restart (NVML stays loaded from %s until then)", m->nvml_root,
+                    ctr_root, nvml_library_path());
+    }
     struct serving *old = TAKE_PTR(m->state);
     bool same = old && config_same(old->node.cfg, cfg);
     /* Health first: the plugins handed over stream their lists from it at once. */
@@ -457,6 +479,7 @@ void daemon_free(struct daemon *m)
     health_monitor_stop(m->health);
     kwatch_free(m->watch);
     free(m->watched_socket);
+    free(m->nvml_root);
     daemon_health_view_clear(&m->hview);
     free(m);
 }

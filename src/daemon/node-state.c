@@ -45,6 +45,33 @@ static int select_imex_channels(struct config *cfg, struct error *err)
     return 0;
 }
 
+/* What to check when NVML cannot be opened: almost always the node or the pod's setup,
+ * not the plugin (the same advice NVIDIA's plugin logs after its "Failed to initialize
+ * NVML" line, in our words and with our flags). */
+#define NVML_HINTS_SETUP                                                              \
+    "If this is a GPU node: is the NVIDIA driver installed and loaded on the host "   \
+    "(nvidia-smi works there)?",                                                       \
+    "Does the container runtime give this pod the driver's libraries: the NVIDIA "    \
+    "Container Toolkit installed, and the pod run by the nvidia runtime "               \
+    "(runtimeClassName, or the runtime's default) or given the GPUs by CDI?",          \
+    "Or is the host's driver root (--driver-root, e.g. /run/nvidia/driver with the "   \
+    "GPU operator) mounted into this container at --driver-root-ctr-path, where the "  \
+    "library is looked up under usr/lib64, usr/lib/<arch>-linux-gnu, lib64 and "       \
+    "lib/<arch>-linux-gnu?"
+static const char *const nvml_failure_hints[] = {
+    NVML_HINTS_SETUP,
+    "If this is not a GPU node: deploy the plugin only to GPU nodes (nodeSelector or "
+    "affinity on a GPU node label), or set --fail-on-init-error=false to run without "
+    "devices.",
+    NULL,
+};
+static const char *const nvml_tolerated_hints[] = {
+    NVML_HINTS_SETUP,
+    "If this is not a GPU node: deploy the plugin only to GPU nodes (nodeSelector or "
+    "affinity on a GPU node label).",
+    NULL,
+};
+
 static void read_host_facts(struct node_state *s, const struct node_state_options *opt)
 {
     if (!opt->host_facts)
@@ -67,10 +94,12 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
 
     r = nvml_open(cfg->driver_root_ctr_path, err);
     if (r < 0) {
+        err->hints = opt->tolerate_nvml_failure ? nvml_tolerated_hints : nvml_failure_hints;
         if (!opt->tolerate_nvml_failure)
             return error_prefix(err, "failed to initialize NVML");
         log_warning("Failed to initialize NVML: %s; --fail-on-init-error=false, continuing "
                     "without resources", err->msg);
+        log_hints(LOG_WARNING, err->hints);
         memset(err, 0, sizeof(*err));
         read_host_facts(s, opt);
         return 0;

@@ -35,6 +35,18 @@ struct reg {
     unsigned count;
     uint64_t started_us;
     struct metrics_series *ok, *failed;
+    struct log_repeat fail_log; /* a failure that stays the same is warned about once */
+};
+
+const char *const reg_kubelet_path_hints[] = {
+    "Is --kubelet-socket the kubelet's registration socket, <kubelet --root-dir>/"
+    "device-plugins/kubelet.sock (default /var/lib/kubelet/device-plugins/kubelet.sock)? "
+    "The plugin sockets go into the same directory.",
+    "Is that directory mounted into this container from the host (a hostPath volume of the "
+    "kubelet's device-plugins directory), and is the kubelet running? The directory is "
+    "watched: serving and registering start again as soon as the kubelet's socket appears "
+    "there.",
+    NULL,
 };
 
 static void reg_call(struct reg *r);
@@ -57,14 +69,25 @@ static void on_done(void *userdata, int status, const char *message, const uint8
         r->count++;
         r->backoff_ms = REG_BACKOFF_FIRST_MS;
         r->failures = 0;
+        log_repeat_reset(&r->fail_log);
         log_info("Registered device plugin for '%s' with Kubelet (%llu us)", r->resource,
                  (unsigned long long)(loop_now_us() - r->started_us));
         return;
     }
-    log_full(r->backoff_ms < REG_BACKOFF_QUIET_MS ? LOG_DEBUG : LOG_WARNING,
+    /* Said once at warning level, and again only when the failure changes: the retries
+     * of a kubelet that is not there (a wrong --kubelet-socket) are debug lines. */
+    char key[600];
+    snprintf(key, sizeof(key), "%d %s", status, message ? message : "");
+    int level = r->backoff_ms < REG_BACKOFF_QUIET_MS
+                    ? LOG_DEBUG
+                    : log_repeat_level(&r->fail_log, LOG_WARNING, key);
+    log_full(level,
              "Could not register device plugin for '%s' with Kubelet at %s: %s (status %d); "
-             "retrying in %u ms",
-             r->resource, r->kubelet_socket, message ? message : "", status, r->backoff_ms);
+             "retrying in %u ms%s",
+             r->resource, r->kubelet_socket, message ? message : "", status, r->backoff_ms,
+             r->fail_log.repeats ? " (the same failure again)" : "");
+    if (level == LOG_WARNING && status == GRPC_STATUS_UNAVAILABLE)
+        log_hints(LOG_WARNING, reg_kubelet_path_hints);
     r->retry = loop_timer_add(r->loop, r->backoff_ms, on_retry, r);
     if (++r->failures >= REG_FAST_RETRIES)
         r->backoff_ms = r->backoff_ms * 2 > REG_BACKOFF_MAX_MS ? REG_BACKOFF_MAX_MS
@@ -115,6 +138,7 @@ void reg_restart(struct reg *r)
     r->registered = false;
     r->backoff_ms = REG_BACKOFF_FIRST_MS;
     r->failures = 0;
+    log_repeat_reset(&r->fail_log); /* a new kubelet: its first failure is news */
     reg_call(r);
 }
 
