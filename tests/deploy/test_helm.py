@@ -42,6 +42,8 @@ NVIDIA_VALUES = {
     "image": {"repository": "nvcr.io/nvidia/k8s-device-plugin", "pullPolicy": "IfNotPresent", "tag": ""},
     "updateStrategy": {"type": "RollingUpdate"}, "podAnnotations": {}, "podSecurityContext": {},
     "securityContext": {}, "resources": {}, "nodeSelector": {},
+    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     "priorityClassName": "system-node-critical", "runtimeClassName": None,
     "devicePlugin": {"enabled": True},
     "gfd": {"enabled": False, "nameOverride": "gpu-feature-discovery", "namespaceOverride": "",
@@ -106,13 +108,21 @@ def static_checks():
             and values["gfd"]["nameOverride"] == "gpu-feature-discovery", "gfd defaults as NVIDIA's")
     for key, want in NVIDIA_VALUES.items():
         if key not in ("image", "resources", "nfd"):  # ours: image, resources; nfd is a subchart's
-            d.check(d.merge(want, values[key]) == values[key] if isinstance(want, dict)
-                    else values[key] == want, f"values.yaml: {key} default differs from NVIDIA's")
+            d.check(covers(want, values.get(key)), f"values.yaml: {key} default differs from NVIDIA's")
+    d.check(covers(NVIDIA_VALUES["image"], dict(values["image"], repository=NVIDIA_VALUES["image"]["repository"])),
+            "image defaults but the repository")
     d.check(values["metrics"] == {"enabled": False, "port": 9808, "scrapeAnnotations": True},
             "metrics defaults: off, port 9808")
     d.check(values["image"]["repository"] == d.IMAGE, "image.repository")
     chart = d.load_all(os.path.join(d.CHART, "Chart.yaml"))[0]
     d.check(chart["apiVersion"] == "v2" and chart["name"] == "gpu-device-plugin", "Chart.yaml")
+
+
+def covers(want, have):
+    """have holds every key of want with the same value (maps: recursively)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(k in have and covers(v, have[k]) for k, v in want.items())
+    return want == have
 
 
 # ---- rendered checks -------------------------------------------------------
