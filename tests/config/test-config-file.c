@@ -218,7 +218,7 @@ static void test_commands(void)
     config_free(&c);
 
     r = load(&c, NULL, A("--bogus", "list"), NULL, &cmd, &err);
-    CHECK(r < 0 && streq(err.msg, "unknown flag: --bogus"), "unknown flag before cmd");
+    CHECK(r < 0 && streq(err.msg, "unknown flag --bogus (see --help)"), "unknown flag before cmd");
     config_free(&c);
 
     r = load(&c, NULL, NULL, NULL, &cmd, &err);

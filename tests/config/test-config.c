@@ -11,7 +11,12 @@ struct err_case {
 };
 
 static const struct err_case err_cases[] = {
-    { "unknown flag", NULL, A("--bogus=1"), NULL, "unknown flag: --bogus" },
+    { "unknown flag", NULL, A("--bogus=1"), NULL, "unknown flag --bogus (see --help)" },
+    { "unknown flag, a close one", NULL, A("--mig-stratgy=mixed"), NULL,
+      "unknown flag --mig-stratgy; did you mean --mig-strategy? (see --help)" },
+    { "unknown flag, an alias close", NULL, A("-nvidia-driver-rot", "/x"), NULL,
+      "unknown flag --nvidia-driver-rot; did you mean --nvidia-driver-root? (see --help)" },
+    { "unknown short flag", NULL, A("-x"), NULL, "unknown flag -x (see --help)" },
     { "flag needs argument", NULL, A("--mig-strategy"), NULL,
       "flag needs an argument: -mig-strategy" },
     { "positional without command", NULL, A("list"), NULL, "unexpected argument: list" },
