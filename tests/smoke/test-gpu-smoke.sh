@@ -1,0 +1,68 @@
+#!/bin/sh
+# gpu-smoke: scripts/gpu-smoke.sh bundle, then `run` from the unpacked bundle with
+# `env -i PATH=/usr/bin:/bin`, the simulated libnvidia-ml.so.1 under a driver root
+# (--driver-root, found the way a real host's driver is), and the a100 mock profile.
+# Asserts every section and check, exit 0, and that the run removed its temp dir; then
+# that a host without NVML fails with the line that says so, and that check-nvml refuses
+# a binary naming an NVML setter.
+set -u
+: "${GDP_BUILD_DIR:?}" "${GDP_SOURCE_DIR:?}" "${GDP_TEST_DATA:?}"
+profile="$GDP_TEST_DATA/nvml-mock-profiles/a100.yaml"
+[ -f "$profile" ] || { echo "gpu-smoke: missing fixture $profile"; exit 1; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/gdp-gpu-smoke.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM HUP
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+"$GDP_SOURCE_DIR/scripts/gpu-smoke.sh" bundle --build-dir "$GDP_BUILD_DIR" --no-build \
+    "$T/gpu-smoke.tar.gz" || { echo "FAIL: bundle"; exit 1; }
+mkdir -p "$T/host" "$T/driver/usr/lib/x86_64-linux-gnu" "$T/empty-driver" "$T/tmp"
+tar -xzf "$T/gpu-smoke.tar.gz" -C "$T/host" || { echo "FAIL: unpack"; exit 1; }
+ln -s "$GDP_BUILD_DIR/sim/nvml/libnvidia-ml.so.1" "$T/driver/usr/lib/x86_64-linux-gnu/"
+for f in gpu-smoke.sh MANIFEST nvml-functions.txt bin/gpu-device-plugin bin/go-client \
+    bin/bench-topo bin/bench-metrics lib/ld-linux-x86-64.so.2 lib/libc.so.6; do
+    [ -e "$T/host/gpu-smoke/$f" ] || fail "the bundle lacks $f"
+done
+
+env -i PATH=/usr/bin:/bin TMPDIR="$T/tmp" MOCK_NVML_CONFIG="$profile" \
+    "$T/host/gpu-smoke/gpu-smoke.sh" run --quick --driver-root "$T/driver" >"$T/out" 2>&1
+rc=$?
+cat "$T/out"
+[ $rc = 0 ] || fail "run exited $rc"
+for want in '^== 1\. Host, GPU and driver ==$' '^GPU models: 8 x NVIDIA A100-SXM4-40GB$' \
+    '^driver version: 550\.163\.01' '^== 2\. list ==$' '^nvidia\.com/gpu  *GPU-' \
+    '^== 3\. labels ==$' '^nvidia\.com/gpu\.product=NVIDIA-A100-SXM4-40GB$' \
+    '^== 4\. Registration and Allocate' '^register: version=v1beta1 endpoint=nvidia-gpu\.sock resource=nvidia\.com/gpu' \
+    '^allocate: GPU-.* -> envs \[NVIDIA_VISIBLE_DEVICES=GPU-' '^smoke ok$' \
+    "^plugin (pid [0-9]*) loaded NVML from: .*/libnvidia-ml\.so\.1\$" \
+    '^== 5\. Xid event set' 'PASS  Xid event set: 8 GPU(s) watched, 8 registered' \
+    '^== 6\. Figures' '^| start → Registered .* | [0-9.]* ms |$' '^| RSS after registration (VmRSS / VmHWM) | [0-9]* / [0-9]* KiB |$' \
+    '^| threads | [0-9]* |$' '^| Allocate, grpc-go, unpinned (p50 / p99 / max) | [0-9.]* / [0-9.]* / [0-9.]* µs |$' \
+    '^| plugin CPU per Allocate (all threads) | [0-9.]* µs |$' '^| go-client CPU per Allocate .* | [0-9.]* µs |$' \
+    '^| bench-topo dgx-a100: ' '^| bench-metrics: per RPC' \
+    '^== 7\. Summary ==$' '^GPU settings changed: none' '^checks: 10 passed, 0 failed'; do
+    grep -q -- "$want" "$T/out" || fail "no line matching: $want"
+done
+grep -q '^FAIL' "$T/out" && fail "a check failed"
+[ -z "$(ls -A "$T/tmp")" ] || fail "run left $(ls -A "$T/tmp") in its TMPDIR"
+
+# No NVML where the driver should be: one check says so, the run fails, nothing is left.
+env -i PATH=/usr/bin:/bin TMPDIR="$T/tmp" \
+    "$T/host/gpu-smoke/gpu-smoke.sh" run --driver-root "$T/empty-driver" >"$T/out2" 2>&1
+rc=$?
+[ $rc = 1 ] || { cat "$T/out2"; fail "run without NVML exited $rc, not 1"; }
+grep -q '^FAIL  NVML library: libnvidia-ml.so.1 not found under' "$T/out2" ||
+    { cat "$T/out2"; fail "run without NVML does not say that libnvidia-ml.so.1 is missing"; }
+[ -z "$(ls -A "$T/tmp")" ] || fail "the failed run left $(ls -A "$T/tmp") in its TMPDIR"
+
+# The read-only gate refuses a setter, and passes the bundled plugin.
+printf 'nvmlInit_v2\0nvmlDeviceSetMigMode\0' >"$T/setter"
+"$GDP_SOURCE_DIR/scripts/gpu-smoke.sh" check-nvml "$T/setter" >/dev/null 2>"$T/err" &&
+    fail "check-nvml accepted nvmlDeviceSetMigMode"
+grep -q 'nvmlDeviceSetMigMode' "$T/err" || fail "check-nvml did not name nvmlDeviceSetMigMode"
+grep -qx 'nvmlDeviceGetMigMode' "$T/host/gpu-smoke/nvml-functions.txt" ||
+    fail "nvml-functions.txt lacks nvmlDeviceGetMigMode"
+
+[ $failures = 0 ] || { echo "gpu-smoke: $failures failure(s)"; exit 1; }
+echo "gpu-smoke: ok"
