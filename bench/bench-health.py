@@ -4,7 +4,7 @@ simulator's control FIFO, alternating over the GPUs: each one marks a GPU Unheal
 short quiet period brings it back. Measures from the FIFO write to the moment the test
 kubelet reports the update with that GPU Unhealthy; prints p50/p99/max.
 
-Usage: bench-health.py [N]   (GDP_BUILD_DIR / GDP_SOURCE_DIR / GDP_SHARED_REFERENCE as for
+Usage: bench-health.py [N]   (GDP_BUILD_DIR / GDP_SOURCE_DIR / GDP_TEST_DATA as for
 the tests; meson's benchmark() sets them)."""
 import os
 import sys

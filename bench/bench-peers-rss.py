@@ -5,7 +5,7 @@ each with the most concurrent streams, each stream an unfinished request body, p
 one unfinished header block per connection. Prints the figures; asserts nothing.
 
 usage (from the source tree, after a build):
-  GDP_BUILD_DIR=build-test GDP_SOURCE_DIR=. GDP_SHARED_REFERENCE=../shared/reference \\
+  GDP_BUILD_DIR=build-test GDP_SOURCE_DIR=. GDP_TEST_DATA=tests/data \\
       python3 bench/bench-peers-rss.py"""
 import os
 import sys

@@ -454,7 +454,7 @@ def main():
     ap.add_argument("--build", required=True, help="meson build directory")
     ap.add_argument("--quick", action="store_true", help="fewer samples, 10 s idle window")
     ap.add_argument("--only", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
-    ap.add_argument("--profile", default=os.path.join(REFERENCE, "nvml-mock-profiles", "a100.yaml"))
+    ap.add_argument("--profile", default=os.path.join(DATA, "nvml-mock-profiles", "a100.yaml"))
     ap.add_argument("--metrics", action="store_true",
                     help="run the plugin with its metrics listener on (127.0.0.1:0)")
     a = ap.parse_args()

@@ -246,7 +246,7 @@ def median(values):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
-    ap.add_argument("--profile", default=os.path.join(bp.REFERENCE, "nvml-mock-profiles", "a100.yaml"))
+    ap.add_argument("--profile", default=os.path.join(bp.DATA, "nvml-mock-profiles", "a100.yaml"))
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--vma", action="store_true", help="also every mapping, one line each")
     ap.add_argument("--metrics", action="store_true",

@@ -27,8 +27,7 @@ sys.path.insert(0, os.path.join(SOURCE, "tools", "test-kubelet"))
 import dpapi  # noqa: E402
 
 pb = dpapi.pb
-REFERENCE = os.environ.get("GDP_SHARED_REFERENCE") or os.path.normpath(
-    os.path.join(SOURCE, "..", "shared", "reference"))
+DATA = os.environ.get("GDP_TEST_DATA") or os.path.join(SOURCE, "tests", "data")
 RESOURCE = "nvidia.com/gpu"
 ENDPOINT = "nvidia-gpu.sock"
 WAIT = 20.0          # upper bound for any one expected event; only guards against hangs

@@ -139,7 +139,7 @@ def rodata_refs(binary, groups):
 
 def profile(build, setup, work):
     """Run the plugin under callgrind for one setup ("serve", "metrics", "api")."""
-    host = bp.Host(build, os.path.join(bp.REFERENCE, "nvml-mock-profiles", "a100.yaml"))
+    host = bp.Host(build, os.path.join(bp.DATA, "nvml-mock-profiles", "a100.yaml"))
     real = host.plugin
     out = os.path.join(work, "callgrind.%s" % setup)
     wrap = os.path.join(work, "wrap-%s.sh" % setup)

@@ -56,8 +56,8 @@ SETTLE = 1.0        # seconds of quiet that end an observation window (a tool, n
 ANNOTATION = re.compile(r"nvidia-device-plugin_[0-9a-f-]{36}$")
 
 
-def profile_path(name, reference):
-    for p in (os.path.join(reference, "nvml-mock-profiles", name + ".yaml"),
+def profile_path(name, data):
+    for p in (os.path.join(data, "nvml-mock-profiles", name + ".yaml"),
               os.path.join(SOURCE, "sim", "profiles", name + ".yaml"), name):
         if os.path.exists(p):
             return os.path.abspath(p)
@@ -240,10 +240,10 @@ def main():
     build = os.path.abspath(a.build)
     os.environ.setdefault("GDP_BUILD_DIR", build)
     os.environ.setdefault("GDP_SOURCE_DIR", SOURCE)
-    reference = os.environ.setdefault("GDP_SHARED_REFERENCE", os.path.join(SOURCE, "..", "shared", "reference"))
+    data = os.environ.setdefault("GDP_TEST_DATA", os.path.join(SOURCE, "tests", "data"))
     total = 0
     for prof in a.profile or DEFAULT_PROFILES:
-        path = profile_path(prof, reference)
+        path = profile_path(prof, data)
         for cfg in CONFIGS:
             if a.only and a.only not in cfg[0]:
                 continue

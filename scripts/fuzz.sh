@@ -13,7 +13,6 @@
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
-ref="$root/../shared/reference"
 
 # name | libFuzzer binary | replay binary | corpus dirs (first: the one --merge grows) | claimed
 # files ("file@TEXT": only the lines before the first line containing TEXT)
@@ -23,7 +22,7 @@ grpc-server|tests/fuzz/fuzz-grpc-server-libfuzzer|tests/fuzz/fuzz-grpc-server|te
 config|tests/config/fuzz-config-libfuzzer|tests/config/fuzz-config|tests/config/corpus|src/config/config-file.c src/config/config-file-sections.c src/config/config-health.c src/config/config-options.c src/config/config-load.c src/config/config-check.c src/config/config.c src/config/config-print.c src/config/config-args.c
 vgpu|tests/labels/fuzz-vgpu-libfuzzer|tests/labels/fuzz-vgpu|tests/labels/corpus|src/node/host.c@discover_vgpu src/labels/labels.c
 kube|tests/kube/fuzz-kube-libfuzzer|tests/kube/fuzz-kube|tests/kube/corpus|src/kube/kube-config.c src/kube/kube-names.c src/kube/kube-watch.c@meta_str
-sim-profile|tests/sim/fuzz-profile|tests/sim/fuzz-profile-replay|tests/sim/corpus sim/profiles tests/sim/profiles|sim/nvml/sim-profile.c sim/nvml/sim-profile-topo.c sim/nvml/sim-yaml.c"
+sim-profile|tests/sim/fuzz-profile|tests/sim/fuzz-profile-replay|tests/sim/corpus sim/profiles tests/sim/profiles tests/data/nvml-mock-profiles|sim/nvml/sim-profile.c sim/nvml/sim-profile-topo.c sim/nvml/sim-yaml.c"
 
 deps() {
     missing=""

@@ -7,8 +7,7 @@ Each test gets its own temporary directory T:
 Children (test kubelet, plugin) are always killed on teardown. Everything waits for
 an event with a timeout; nothing sleeps and hopes.
 
-Environment (set by meson's test_env): GDP_BUILD_DIR, GDP_SOURCE_DIR,
-GDP_SHARED_REFERENCE.
+Environment (set by meson's test_env): GDP_BUILD_DIR, GDP_SOURCE_DIR, GDP_TEST_DATA.
 """
 
 import errno
@@ -28,13 +27,14 @@ import yaml
 
 BUILD = os.environ.get("GDP_BUILD_DIR", "")
 SOURCE = os.environ.get("GDP_SOURCE_DIR", "")
-REFERENCE = os.environ.get("GDP_SHARED_REFERENCE", "")
+DATA = os.environ.get("GDP_TEST_DATA") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 
 PLUGIN = os.path.join(BUILD, "src", "gpu-device-plugin")
 SIM_DIR = os.path.join(BUILD, "sim", "nvml")
 SIM_RENDER = os.path.join(SIM_DIR, "nvml-sim-render")
 TEST_KUBELET = os.path.join(SOURCE, "tools", "test-kubelet", "test-kubelet")
-PROFILES = os.path.join(REFERENCE, "nvml-mock-profiles")
+PROFILES = os.path.join(DATA, "nvml-mock-profiles")  # NVIDIA's, by bare name
 PYTHON = "/usr/bin/python3"
 
 RESOURCE = "nvidia.com/gpu"
@@ -49,6 +49,17 @@ sys.path.insert(0, os.path.join(SOURCE, "tools", "test-kubelet"))
 
 def profile_path(name):
     return os.path.join(PROFILES, name + ".yaml")
+
+
+def require_fixtures(paths):
+    """A missing fixture is a broken checkout, not a reason to skip: one line naming it,
+    exit status 1, before any test starts."""
+    for p in paths:
+        if not os.path.exists(p):
+            sys.exit("%s: missing fixture %s" % (os.path.basename(sys.argv[0]), p))
+
+
+require_fixtures(profile_path(n) for n in ("a100", "h100", "t4"))
 
 
 def _norm_bdf(bdf):

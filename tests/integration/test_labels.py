@@ -61,8 +61,6 @@ class Labels(harness.PluginTestCase):
         p = case["profile"]
         if p == "builtin":
             return os.path.join(harness.SOURCE, "sim", "nvml", "default-node")
-        if p.startswith("@ref/"):
-            return os.path.join(harness.REFERENCE, p[len("@ref/"):-len(".yaml")])
         return os.path.join(harness.SOURCE, p[:-len(".yaml")])
 
     def labels(self, case, extra=(), timestamp=False, env_extra=None, nvml=True):

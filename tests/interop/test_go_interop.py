@@ -8,10 +8,11 @@ import tempfile
 import time
 
 BUILD = os.environ["GDP_BUILD_DIR"]
-REF = os.environ["GDP_SHARED_REFERENCE"]
 GO_CLIENT = os.path.join(BUILD, "tools", "go-client", "go-client")
-PROFILE = os.path.join(REF, "nvml-mock-profiles", "t4.yaml")
+PROFILE = os.path.join(os.environ["GDP_TEST_DATA"], "nvml-mock-profiles", "t4.yaml")
 UUIDS = [f"GPU-00000074-0000-0000-0000-00000000000{i}" for i in range(4)]
+if not os.path.exists(PROFILE):  # a broken checkout: fail, naming the file
+    sys.exit("%s: missing fixture %s" % (os.path.basename(__file__), PROFILE))
 
 
 def main():

@@ -3,12 +3,12 @@
  * command builds it (config_load, node_state_build: real NVML module, simulated
  * libnvidia-ml.so.1, sysfs rendered by nvml-sim-render) and derived with no timestamp.
  *
- * Case file: "# profile: <path>" (relative to the source tree, "@ref/..." to the shared
- * reference, "builtin" for the simulator's built-in node), "# args: <flags>", "# | "
- * lines of a config file, "# machine-type: <text>" ("-": no such file); then the
- * expected labels: "key=value" lines (later ones replace earlier ones), "@include
- * <file>" (headers of included files are not read), "-<prefix>" removes the keys so
- * far that start with it, "!error <text>": derivation must fail saying <text>.
+ * Case file: "# profile: <path>" (relative to the source tree, "builtin" for the
+ * simulator's built-in node), "# args: <flags>", "# | " lines of a config file,
+ * "# machine-type: <text>" ("-": no such file); then the expected labels: "key=value"
+ * lines (later ones replace earlier ones), "@include <file>" (headers of included files
+ * are not read), "-<prefix>" removes the keys so far that start with it, "!error
+ * <text>": derivation must fail saying <text>.
  *
  * usage: test-labels-profile <nvml-sim-render> <case file> */
 #include <stdio.h>
@@ -20,6 +20,7 @@
 #include "daemon/node-state.h"
 #include "labels/labels.h"
 #include "tests/common/check.h"
+#include "tests/common/fixture.h"
 
 int test_failures;
 
@@ -123,23 +124,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s <nvml-sim-render> <case file>\n", argv[0]);
         return 2;
     }
-    const char *src = getenv("GDP_SOURCE_DIR"), *ref = getenv("GDP_SHARED_REFERENCE");
+    const char *src = getenv("GDP_SOURCE_DIR");
     struct casefile c = { .want = labels_new() };
-    if (!src || !ref || read_case(argv[2], true, &c) < 0 || !c.profile) {
-        fprintf(stderr, "%s: needs GDP_SOURCE_DIR, GDP_SHARED_REFERENCE and a # profile: line\n",
-                argv[2]);
+    if (!src || read_case(argv[2], true, &c) < 0 || !c.profile) {
+        fprintf(stderr, "%s: needs GDP_SOURCE_DIR and a # profile: line\n", argv[2]);
         return 2;
     }
+    _cleanup_free_ char *profile = streq(c.profile, "builtin")
+                                       ? xasprintf("%s/sim/nvml/default-node.yaml", src)
+                                       : xasprintf("%s/%s", src, c.profile);
+    fixture_check(profile);
 
     char tmpl[] = "/tmp/gdp-labels-XXXXXX";
     const char *tmp = mkdtemp(tmpl);
     CHECK(tmp != NULL);
     _cleanup_free_ char *sys = xasprintf("%s/sys", tmp), *proc = xasprintf("%s/proc", tmp),
                         *mt = xasprintf("%s/machine", tmp), *cfgfile = xasprintf("%s/c.yaml", tmp);
-    _cleanup_free_ char *profile =
-        streq(c.profile, "builtin") ? xasprintf("%s/sim/nvml/default-node.yaml", src)
-        : startswith(c.profile, "@ref/") ? xasprintf("%s/%s", ref, c.profile + 5)
-                                         : xasprintf("%s/%s", src, c.profile);
     if (streq(c.profile, "builtin"))
         unsetenv("MOCK_NVML_CONFIG");
     else

@@ -13,8 +13,9 @@ import time
 
 BUILD = os.environ["GDP_BUILD_DIR"]
 SOURCE = os.environ["GDP_SOURCE_DIR"]
-REF = os.environ["GDP_SHARED_REFERENCE"]
-PROFILE = os.path.join(REF, "nvml-mock-profiles", "a100.yaml")
+PROFILE = os.path.join(os.environ["GDP_TEST_DATA"], "nvml-mock-profiles", "a100.yaml")
+if not os.path.exists(PROFILE):  # a broken checkout: fail, naming the file
+    sys.exit("%s: missing fixture %s" % (os.path.basename(__file__), PROFILE))
 
 
 class Kubelet:

@@ -1,5 +1,5 @@
 /* CDI specs: content, validity against the CDI JSON schema (a small checker walking
- * schema.json/defs.json from GDP_SHARED_REFERENCE: type, required, properties,
+ * schema.json/defs.json from $GDP_TEST_DATA/cdi-schema: type, required, properties,
  * items, patternProperties, $ref, integer bounds), atomic writing, stale removal. */
 #include <dirent.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include "core/macro.h"
 #include "fixtures.h"
 #include "output/cdi.h"
+#include "tests/common/fixture.h"
 
 static char *proc_root;
 static json_t *schema, *defs;
@@ -104,11 +105,7 @@ static json_t *load(const char *dir, const char *file)
 
 static void test_schema_testdata(void)
 {
-    const char *ref = getenv("GDP_SHARED_REFERENCE");
-    _cleanup_free_ char *dir = xasprintf("%s/cdi-schema", ref ? ref : "/work/shared/reference");
-    schema = load(dir, "schema.json");
-    defs = load(dir, "defs.json");
-    CHECK(schema && defs);
+    _cleanup_free_ char *dir = fixture_path("GDP_TEST_DATA", "cdi-schema");
     static const struct {
         const char *file;
         bool good;
@@ -118,6 +115,13 @@ static void test_schema_testdata(void)
         { "testdata/bad/empty.json", false },
         { "testdata/bad/explicit-empty.json", false },
     };
+    fixture_check_in(dir, "schema.json");
+    fixture_check_in(dir, "defs.json");
+    for (size_t i = 0; i < ELEMENTSOF(t); i++)
+        fixture_check_in(dir, t[i].file);
+    schema = load(dir, "schema.json");
+    defs = load(dir, "defs.json");
+    CHECK(schema && defs);
     for (size_t i = 0; i < ELEMENTSOF(t); i++) {
         json_t *j = load(dir, t[i].file);
         struct error err = { 0 };
@@ -282,8 +286,8 @@ static void test_specs(void)
 
 int main(void)
 {
+    test_schema_testdata(); /* first: a missing fixture exits before the temp tree exists */
     proc_root = fx_proc_root();
-    test_schema_testdata();
     test_specs();
     json_decref(schema);
     json_decref(defs);

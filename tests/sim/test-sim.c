@@ -3,10 +3,11 @@
  * malformed profiles, the exported symbols and nvml-sim-render (sim-test.h has the
  * helpers; MIG and topology are in test-sim-topo.c). */
 #include "sim-test.h"
+#include "tests/common/fixture.h"
 
 /* ---- shared profiles */
 struct expect {
-    const char *profile; /* relative to GDP_SHARED_REFERENCE, NULL: built-in default */
+    const char *profile; /* relative to GDP_TEST_DATA, NULL: built-in default */
     unsigned n;
     const char *uuid_prefix; /* + index digit */
     const char *bus[8];
@@ -39,7 +40,7 @@ static const struct expect t4 = {
 static void check_profile(const struct expect *e)
 {
     if (e->profile)
-        setenv("MOCK_NVML_CONFIG", path_of("GDP_SHARED_REFERENCE", e->profile), 1);
+        setenv("MOCK_NVML_CONFIG", fixture_check(path_of("GDP_TEST_DATA", e->profile)), 1);
     else
         unsetenv("MOCK_NVML_CONFIG");
     load();
@@ -107,7 +108,7 @@ static void check_profile(const struct expect *e)
 /* ---- init / shutdown */
 static void case_init(void)
 {
-    setenv("MOCK_NVML_CONFIG", path_of("GDP_SHARED_REFERENCE", "nvml-mock-profiles/t4.yaml"), 1);
+    setenv("MOCK_NVML_CONFIG", fixture_check(path_of("GDP_TEST_DATA", "nvml-mock-profiles/t4.yaml")), 1);
     load();
     unsigned n;
     CHECK(N(nvmlErrorString)(NVML_ERROR_GPU_IS_LOST) != NULL);
@@ -136,7 +137,7 @@ static void case_init(void)
 /* ---- buffer and argument errors */
 static void case_buffers(void)
 {
-    setenv("MOCK_NVML_CONFIG", path_of("GDP_SHARED_REFERENCE", "nvml-mock-profiles/a100.yaml"), 1);
+    setenv("MOCK_NVML_CONFIG", fixture_check(path_of("GDP_TEST_DATA", "nvml-mock-profiles/a100.yaml")), 1);
     load();
     OK(N(nvmlInit_v2)());
     nvmlDevice_t d = dev(0);
@@ -476,7 +477,8 @@ static void case_malformed(void)
 static void case_symbols(void)
 {
     load();
-    FILE *f = fopen(path_of("GDP_SHARED_REFERENCE", "nvml-abi/referenced-symbols-v0.20.txt"), "re");
+    /* every nvml* name NVIDIA's plugin v0.20.0 can call (docs/simulator.md) */
+    FILE *f = fopen(fixture_check(path_of("GDP_SOURCE_DIR", "sim/nvml/symbols-v0.20.txt")), "re");
     CHECK(f);
     char line[256];
     unsigned n = 0;

@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "core/macro.h"
+#include "tests/common/fixture.h"
 #include "topo-fixtures.h"
 
-/* Only what this test needs of the NVML ABI (/work/shared/reference/nvml-abi):
+/* Only what this test needs of the NVML ABI (tests/data/nvml-abi):
  * handles are opaque, nvmlPciInfo_t is 68 bytes with busId at offset 36. */
 typedef void *nvml_dev;
 struct pci_info {
@@ -52,6 +53,7 @@ int main(int argc, char **argv)
         return 2;
     }
     _cleanup_free_ char *profile = xasprintf("%s/sim/profiles/topo-%s.yaml", src, argv[1]);
+    fixture_check(profile);
     _cleanup_free_ char *lib = xasprintf("%s/sim/nvml/libnvidia-ml.so.1", build);
     setenv("MOCK_NVML_CONFIG", profile, 1);
 

@@ -9,6 +9,7 @@
 #include "node/mig.h"
 #include "nvml/nvml.h"
 #include "tests/common/check.h"
+#include "tests/common/fixture.h"
 
 int test_failures;
 
@@ -102,6 +103,7 @@ static void test_numa(void)
 static int discover_profile(const char *profile, bool mig, struct inventory *inv)
 {
     struct error err = { 0 };
+    fixture_check(profile);
     setenv("MOCK_NVML_CONFIG", profile, 1);
     if (nvml_open("/", &err) < 0) {
         fprintf(stderr, "nvml_open: %s\n", err.msg);
@@ -116,13 +118,25 @@ static int discover_profile(const char *profile, bool mig, struct inventory *inv
     return r;
 }
 
-static void test_links_nvswitch(const char *ref)
+/* discover_profile expecting n GPUs; anything else is one failure and ends the case
+ * (its checks index gpus[]). */
+static bool discover_gpus(const char *profile, bool mig, size_t n, struct inventory *inv)
+{
+    if (discover_profile(profile, mig, inv) == 0 && inv->n_gpus == n)
+        return true;
+    fprintf(stderr, "%s: %zu GPUs, want %zu\n", profile, inv->n_gpus, n);
+    test_failures++;
+    inventory_clear(inv);
+    return false;
+}
+
+static void test_links_nvswitch(const char *data)
 {
     char path[512];
     struct inventory inv = { 0 };
-    snprintf(path, sizeof(path), "%s/nvml-mock-profiles/a100.yaml", ref);
-    CHECK(discover_profile(path, false, &inv) == 0);
-    CHECK(inv.n_gpus == 8);
+    snprintf(path, sizeof(path), "%s/nvml-mock-profiles/a100.yaml", data);
+    if (!discover_gpus(path, false, 8, &inv))
+        return;
     CHECK_STR(inv.driver_version, "550.163.01");
     CHECK_STR(inv.cuda_driver_version, "12.4");
     for (size_t a = 0; a < inv.n_gpus; a++)
@@ -140,8 +154,8 @@ static void test_links_cube_mesh(const char *src)
     char path[512];
     struct inventory inv = { 0 };
     snprintf(path, sizeof(path), "%s/sim/profiles/topo-dgx1-v100.yaml", src);
-    CHECK(discover_profile(path, false, &inv) == 0);
-    CHECK(inv.n_gpus == 8);
+    if (!discover_gpus(path, false, 8, &inv))
+        return;
     /* the profile's explicit, uneven link counts, mirrored */
     CHECK(inventory_link(&inv, 0, 3)->nvlinks == 2 && inventory_link(&inv, 3, 0)->nvlinks == 2);
     CHECK(inventory_link(&inv, 0, 1)->nvlinks == 1);
@@ -161,8 +175,8 @@ static void test_mig(const char *src)
     char path[512];
     struct inventory inv = { 0 };
     snprintf(path, sizeof(path), "%s/sim/profiles/compat-a100-mixed.yaml", src);
-    CHECK(discover_profile(path, true, &inv) == 0);
-    CHECK(inv.n_gpus == 4);
+    if (!discover_gpus(path, true, 4, &inv))
+        return;
     CHECK(!inv.gpus[0].mig_enabled && inv.gpus[0].n_migs == 0);
     /* a GI listed without compute instances gets one whole-GI CI (docs/simulator.md) */
     CHECK(inv.gpus[1].mig_enabled && inv.gpus[1].n_migs == 3);
@@ -196,10 +210,10 @@ static void test_lost(const char *src)
 /* One case per process: the simulated library parses its profile once per process. */
 int main(int argc, char **argv)
 {
-    const char *src = getenv("GDP_SOURCE_DIR"), *ref = getenv("GDP_SHARED_REFERENCE");
+    const char *src = getenv("GDP_SOURCE_DIR"), *data = getenv("GDP_TEST_DATA");
     const char *c = argc > 1 ? argv[1] : "";
-    if (!src || !ref) {
-        fprintf(stderr, "GDP_SOURCE_DIR / GDP_SHARED_REFERENCE not set\n");
+    if (!src || !data) {
+        fprintf(stderr, "GDP_SOURCE_DIR / GDP_TEST_DATA not set\n");
         return 1;
     }
     if (streq(c, "pure")) {
@@ -207,7 +221,7 @@ int main(int argc, char **argv)
         test_bus_ids();
         test_numa();
     } else if (streq(c, "nvswitch")) {
-        test_links_nvswitch(ref);
+        test_links_nvswitch(data);
     } else if (streq(c, "cube-mesh")) {
         test_links_cube_mesh(src);
     } else if (streq(c, "mig")) {

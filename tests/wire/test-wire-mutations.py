@@ -9,8 +9,10 @@ import subprocess
 import sys
 import tempfile
 
-REF = os.environ["GDP_SHARED_REFERENCE"]
+WIRE = os.path.join(os.environ["GDP_TEST_DATA"], "deviceplugin-wire")
 BIN = os.path.join(os.environ["GDP_BUILD_DIR"], "tests", "wire", "test-wire")
+if not os.path.exists(os.path.join(WIRE, "manifest.json")):  # a broken checkout: fail, naming the file
+    sys.exit("%s: missing fixture %s" % (os.path.basename(__file__), os.path.join(WIRE, "manifest.json")))
 
 
 def entry(m, name):
@@ -43,13 +45,13 @@ def main():
     for name, (mutate, needle) in MUTATIONS.items():
         with tempfile.TemporaryDirectory() as tmp:
             wire = os.path.join(tmp, "deviceplugin-wire")
-            shutil.copytree(os.path.join(REF, "deviceplugin-wire"), wire)
+            shutil.copytree(WIRE, wire)
             with open(os.path.join(wire, "manifest.json")) as f:
                 m = json.load(f)
             mutate(m)
             with open(os.path.join(wire, "manifest.json"), "w") as f:
                 json.dump(m, f)
-            r = subprocess.run([BIN], env=dict(os.environ, GDP_SHARED_REFERENCE=tmp),
+            r = subprocess.run([BIN], env=dict(os.environ, GDP_TEST_DATA=tmp),
                                capture_output=True, text=True)
             if r.returncode == 0 or needle not in r.stderr:
                 print("FAIL %s: rc=%d, stderr does not name %r:\n%s" % (name, r.returncode, needle, r.stderr))
@@ -59,9 +61,9 @@ def main():
     # An extra .bin nobody describes must fail too.
     with tempfile.TemporaryDirectory() as tmp:
         wire = os.path.join(tmp, "deviceplugin-wire")
-        shutil.copytree(os.path.join(REF, "deviceplugin-wire"), wire)
+        shutil.copytree(WIRE, wire)
         open(os.path.join(wire, "Stray.bin"), "wb").close()
-        r = subprocess.run([BIN], env=dict(os.environ, GDP_SHARED_REFERENCE=tmp), capture_output=True, text=True)
+        r = subprocess.run([BIN], env=dict(os.environ, GDP_TEST_DATA=tmp), capture_output=True, text=True)
         if r.returncode == 0 or "Stray.bin" not in r.stderr:
             print("FAIL stray file not detected")
             failed += 1

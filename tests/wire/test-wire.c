@@ -1,5 +1,5 @@
 /* Wire-vector test: decodes every known-good encoding in
- * $GDP_SHARED_REFERENCE/deviceplugin-wire/ with our protobuf-c code and compares it,
+ * $GDP_TEST_DATA/deviceplugin-wire/ with our protobuf-c code and compares it,
  * field by field, with the manifest's `content`.
  *
  * The comparison walks the protobuf-c descriptors rather than naming each struct
@@ -25,6 +25,7 @@
 
 #include "api.pb-c.h"
 #include "core/macro.h"
+#include "tests/common/fixture.h"
 
 static int failures;
 
@@ -275,6 +276,7 @@ static void check_vector(const char *dir, json_t *entry)
         return;
     }
     path = xasprintf("%s/%s", dir, file);
+    fixture_check(path);
     buf = read_all(path, &len);
     if (!buf) {
         fail(file, "cannot read %s: %m", path);
@@ -367,16 +369,11 @@ static void check_cdi_equivalence(const char *dir)
 
 int main(void)
 {
-    const char *ref = getenv("GDP_SHARED_REFERENCE");
-    _cleanup_free_ char *dir = NULL, *manifest_path = NULL;
+    _cleanup_free_ char *dir = fixture_path("GDP_TEST_DATA", "deviceplugin-wire");
+    _cleanup_free_ char *manifest_path = xasprintf("%s/manifest.json", dir);
     json_error_t jerr;
 
-    if (!ref) {
-        fprintf(stderr, "GDP_SHARED_REFERENCE is not set\n");
-        return 1;
-    }
-    dir = xasprintf("%s/deviceplugin-wire", ref);
-    manifest_path = xasprintf("%s/manifest.json", dir);
+    fixture_check(manifest_path);
     json_t *manifest = json_load_file(manifest_path, 0, &jerr);
     if (!manifest) {
         fprintf(stderr, "FAIL %s:%d: %s\n", manifest_path, jerr.line, jerr.text);
