@@ -425,8 +425,18 @@ void daemon_kubelet_restarted(struct daemon *m)
         return;
     for (size_t i = 0; i < s->n_plugins; i++) {
         struct error err = { 0 };
-        if (!s->plugins[i].dp)
-            continue; /* still waiting for its MPS daemon */
+        struct plugin *p = &s->plugins[i];
+        if (!p->dp) {
+            /* Not serving yet (its socket could not be bound, or its MPS daemon is not
+             * up): the directory that came back may be what it waited for, so it tries
+             * now instead of at the end of its backoff. */
+            if (p->start_retry) {
+                loop_timer_cancel(m->loop, p->start_retry);
+                p->start_retry = NULL;
+                plugin_try_start(p);
+            }
+            continue;
+        }
         if (dp_plugin_rebind(s->plugins[i].dp, &err) < 0) {
             log_error("%s", err.msg);
             continue;
