@@ -260,8 +260,7 @@ def main():
     a = ap.parse_args()
     srv = None
     if a.api:
-        import tempfile
-        srv, args = start_api(a.build, tempfile.mkdtemp(prefix="bench-rss-api-"))
+        srv, args = start_api(a.build, bp.scratch.mkdtemp("bench-rss-api-"))
         a.extra = args + a.extra
     if a.metrics:
         a.extra = ["--metrics-address", "127.0.0.1:0"] + a.extra

@@ -9,12 +9,10 @@ import math
 import os
 import queue
 import re
-import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent import futures
@@ -24,7 +22,9 @@ import grpc
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.normpath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tools", "test-kubelet"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "common"))
 import dpapi  # noqa: E402
+import scratch  # noqa: E402  (the host's directory: removed at exit and on SIGTERM/SIGINT)
 
 pb = dpapi.pb
 DATA = os.environ.get("GDP_TEST_DATA") or os.path.join(SOURCE, "tests", "data")
@@ -101,7 +101,7 @@ class Host:
         for p in (self.plugin, os.path.join(self.sim_dir, "nvml-sim-render")):
             if not os.path.exists(p):
                 raise BenchError("not built: %s" % p)
-        self.tmp = tempfile.mkdtemp(prefix="gdp-bench-")
+        self.tmp = scratch.mkdtemp("gdp-bench-")
         self.dp = os.path.join(self.tmp, "dp")
         os.makedirs(self.dp)
         self.ctl = os.path.join(self.tmp, "nvml.ctl")
@@ -118,7 +118,7 @@ class Host:
         self.plugin_socket = os.path.join(self.dp, ENDPOINT)
 
     def cleanup(self):
-        shutil.rmtree(self.tmp, True)
+        scratch.remove(self.tmp)
 
     def env(self, extra=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MOCK_NVML", "GDP_"))}
@@ -147,9 +147,9 @@ class Plugin:
         self.log_path = os.path.join(host.tmp, log_name)
         self.log = open(self.log_path, "wb")
         self.t_spawn = time.monotonic()
-        self.proc = subprocess.Popen([host.plugin] + host.args(extra_args), env=host.env(),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=self.log, close_fds=True)
+        self.proc = scratch.adopt(subprocess.Popen(
+            [host.plugin] + host.args(extra_args), env=host.env(), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=self.log, close_fds=True))
         self.pid = self.proc.pid
 
     def log_lines(self):

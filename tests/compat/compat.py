@@ -12,11 +12,9 @@ plugin reads the host's (§4.7).
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 
@@ -268,7 +266,7 @@ class Case:
         return env
 
     def setup(self):
-        self.tmp = tempfile.mkdtemp(prefix="gdp-compat-")
+        self.tmp = harness.scratch.mkdtemp("gdp-compat-")
         self.dp = os.path.join(self.tmp, "dp")
         self.sys_root = os.path.join(self.tmp, "sys")
         self.proc_root = os.path.join(self.tmp, "proc")
@@ -299,8 +297,7 @@ class Case:
             except Exception:  # noqa: BLE001  teardown must go on
                 pass
         self.log.close()
-        if not os.environ.get("GDP_KEEP_TMP"):
-            shutil.rmtree(self.tmp, True)
+        harness.scratch.remove(self.tmp)
 
     def check(self, cond, text):
         if not cond:

@@ -10,6 +10,9 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
 SOURCE = os.environ.get("GDP_SOURCE_DIR") or os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("GDP_BUILD_DIR", "")
@@ -24,6 +27,16 @@ RUNTIME_ENV = {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
                "NVIDIA_DISABLE_REQUIRE", "NVIDIA_MIG_MONITOR_DEVICES"}
 
 failures = []
+_scratch = None
+
+
+def scratch_dir():
+    """This process's directory for the files handed to helm-render, rootfs.sh and the
+    plugin: removed at exit and on SIGTERM/SIGINT (tests/common/scratch.py)."""
+    global _scratch
+    if _scratch is None:
+        _scratch = scratch.mkdtemp("gdp-deploy-")
+    return _scratch
 
 
 def check(cond, what):
@@ -85,7 +98,7 @@ def render(renderer, values=None, release="gdp", namespace="kube-system"):
                   "AppVersion": chart["appVersion"]},
         "Release": {"Name": release, "Namespace": namespace, "Service": "Helm"},
     }
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as tmp:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", dir=scratch_dir()) as tmp:
         json.dump(ctx, tmp)
         tmp.flush()
         r = subprocess.run([renderer, CHART, tmp.name], capture_output=True, text=True)

@@ -79,7 +79,7 @@ def check_rootfs():
     library at the path the loader looks for it (through /lib -> usr/lib)."""
     exe = os.path.join(d.BUILD, "src", "gpu-device-plugin")
     script = os.path.join(d.DEPLOY, "container", "rootfs.sh")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=d.scratch_dir()) as tmp:
         out = os.path.join(tmp, "rootfs")
         r = subprocess.run(["sh", script, exe, out], capture_output=True, text=True)
         if not d.check(r.returncode == 0, f"rootfs.sh failed: {r.stderr.strip()}"):

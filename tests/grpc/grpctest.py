@@ -3,10 +3,13 @@ import os
 import socket
 import struct
 import subprocess
-import tempfile
+import sys
 import time
 
 import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
@@ -14,14 +17,15 @@ END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
 
 
 class Server:
-    """grpc-test-server in a temporary directory; stdout collected in a file."""
+    """grpc-test-server in a scratch directory (removed by stop(), else at exit);
+    stdout collected in a file."""
 
     def __init__(self, binary, *args):
-        self.dir = tempfile.mkdtemp(prefix="gdp-grpc-")
+        self.dir = scratch.mkdtemp("gdp-grpc-")
         self.sock = os.path.join(self.dir, "srv.sock")
         self.out = open(os.path.join(self.dir, "out"), "w+")
-        self.proc = subprocess.Popen([binary, self.sock] + [str(a) for a in args],
-                                     stdout=self.out, stderr=subprocess.STDOUT)
+        self.proc = scratch.adopt(subprocess.Popen([binary, self.sock] + [str(a) for a in args],
+                                                   stdout=self.out, stderr=subprocess.STDOUT))
         for _ in range(500):
             if self.proc.poll() is not None:
                 raise RuntimeError("server exited early")
@@ -65,6 +69,7 @@ class Server:
         else:
             rc = self.proc.returncode
         self.out.close()
+        scratch.remove(self.dir)
         return rc
 
 

@@ -4,10 +4,12 @@ usage: test_client_vs_grpcio.py <test-grpc-client>"""
 import os
 import subprocess
 import sys
-import tempfile
 from concurrent import futures
 
 import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
 
 
 def echo(request, context):
@@ -20,7 +22,7 @@ def fail(request, context):
 
 def main():
     client = sys.argv[1]
-    tmp = tempfile.mkdtemp(prefix="gdp-grpcio-")
+    tmp = scratch.mkdtemp("gdp-grpcio-")
     sock = os.path.join(tmp, "peer.sock")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     handlers = {
@@ -35,6 +37,7 @@ def main():
         rc = subprocess.run([client, "--peer", sock], timeout=60).returncode
     finally:
         server.stop(None)
+        scratch.remove(tmp)
     sys.exit(rc)
 
 

@@ -4,8 +4,10 @@ Each test gets its own temporary directory T:
     T/sys, T/proc, T/dev   fake host rendered from an NVML mock profile
     T/dp/                  device-plugin directory (kubelet.sock, nvidia-gpu.sock)
     T/nvml.ctl             FIFO the simulated NVML reads fault-injection lines from
-Children (test kubelet, plugin) are always killed on teardown. Everything waits for
-an event with a timeout; nothing sleeps and hopes.
+Children (test kubelet, plugin) are always killed on teardown. T is removed at teardown,
+and at exit or on SIGTERM/SIGINT/SIGHUP if teardown never ran (tests/common/scratch.py);
+GDP_KEEP_TMP=1 keeps it. Everything waits for an event with a timeout; nothing sleeps
+and hopes.
 
 Environment (set by meson's test_env): GDP_BUILD_DIR, GDP_SOURCE_DIR, GDP_TEST_DATA.
 """
@@ -13,12 +15,10 @@ Environment (set by meson's test_env): GDP_BUILD_DIR, GDP_SOURCE_DIR, GDP_TEST_D
 import errno
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -43,6 +43,8 @@ REGISTERED_LINE = "Registered device plugin for 'nvidia.com/gpu' with Kubelet"
 TIMEOUT = 20.0   # generous upper bound for one expected event (ASan builds are slow)
 
 sys.path.insert(0, os.path.join(SOURCE, "tools", "test-kubelet"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402  (T's home: removed at exit and on SIGTERM/SIGINT too)
 
 
 # ------------------------------------------------------------------ profiles
@@ -163,9 +165,9 @@ class LineReader:
 class TestKubelet:
     def __init__(self, directory, log):
         self.dir = directory
-        self.proc = subprocess.Popen([PYTHON, TEST_KUBELET, "--dir", directory],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=log, close_fds=True)
+        self.proc = scratch.adopt(subprocess.Popen([PYTHON, TEST_KUBELET, "--dir", directory],
+                                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                   stderr=log, close_fds=True))
         self.events = LineReader(self.proc.stdout, parse_json=True)
         self.wait("serving")
 
@@ -221,9 +223,9 @@ class TestKubelet:
 
 class Plugin:
     def __init__(self, args, env, log):
-        self.proc = subprocess.Popen([PLUGIN] + list(args), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env, close_fds=True)
+        self.proc = scratch.adopt(subprocess.Popen([PLUGIN] + list(args), stdin=subprocess.DEVNULL,
+                                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                   env=env, close_fds=True))
         self.stderr = LineReader(self.proc.stderr, tee=log)
         self.stdout = LineReader(self.proc.stdout)
         self.pid = self.proc.pid
@@ -292,14 +294,13 @@ class Plugin:
 class PluginTestCase(unittest.TestCase):
     """Per-test temp dir with helpers to render a host, run the kubelet and the plugin."""
 
-    keep = bool(os.environ.get("GDP_KEEP_TMP"))
+    keep = scratch.KEEP
 
     def setUp(self):
         if not os.path.exists(PLUGIN):
             self.skipTest("plugin binary not built: %s" % PLUGIN)
-        self.tmp = tempfile.mkdtemp(prefix="gdp-it-")
-        if not self.keep:
-            self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.tmp = scratch.mkdtemp("gdp-it-")
+        self.addCleanup(scratch.remove, self.tmp)  # last: after the children are gone
         self.dp = os.path.join(self.tmp, "dp")
         os.makedirs(self.dp)
         self.sys_root = os.path.join(self.tmp, "sys")

@@ -4,8 +4,10 @@ simulator: every RPC answered and checked by an independent implementation."""
 import os
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
 
 BUILD = os.environ["GDP_BUILD_DIR"]
 GO_CLIENT = os.path.join(BUILD, "tools", "go-client", "go-client")
@@ -19,15 +21,16 @@ def main():
     if not os.path.exists(GO_CLIENT):
         print("go-client not built (Debian golang-go / golang-google-grpc-dev missing)")
         return 77
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.directory("gdp-interop-") as tmp:
         dp = os.path.join(tmp, "dp")
         os.mkdir(dp)
         env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "sim", "nvml"),
                    MOCK_NVML_CONFIG=PROFILE)
         # No kubelet: the plugin serves its socket and keeps retrying registration.
-        plugin = subprocess.Popen([os.path.join(BUILD, "src", "gpu-device-plugin"),
-                                   "--kubelet-socket", os.path.join(dp, "kubelet.sock")],
-                                  env=env, stderr=subprocess.PIPE, text=True)
+        plugin = scratch.adopt(subprocess.Popen(
+            [os.path.join(BUILD, "src", "gpu-device-plugin"),
+             "--kubelet-socket", os.path.join(dp, "kubelet.sock")],
+            env=env, stderr=subprocess.PIPE, text=True))
         try:
             sock = os.path.join(dp, "nvidia-gpu.sock")
             deadline = time.monotonic() + 20

@@ -4,16 +4,20 @@ import os
 import queue
 import re
 import subprocess
+import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402  (the tests' scratch directories; children killed before removal)
 
 WAIT = 30.0  # generous: a line that never comes fails the test after this long
 
 
 class LineProc:
     def __init__(self, argv, **kw):
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, bufsize=1, **kw)
+        self.p = scratch.adopt(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE, text=True, bufsize=1, **kw))
         self.lines, self.errlines = queue.Queue(), []
         self.seen, self.pending = [], []
         self.threads = [

@@ -1,6 +1,6 @@
 """The API client (through kube-probe) against a REAL kube-apiserver (v1.20, the e2e suite's
 cached build) on Debian's etcd: only those two daemons, on ports of their own (etcd 23891/
-23892, API 17443) and a state directory under /tmp, RBAC on, an admin and a restricted
+23892, API 17443) and a state directory under $TMPDIR, RBAC on, an admin and a restricted
 token. GET/PATCH/POST on nodes and events, the RBAC line on 403, a Node watch that goes on
 across an API server restart, and a watch whose resourceVersion was compacted away while
 the API server was down: 410, relist, DELETED for the node removed meanwhile, SYNCED.
@@ -13,17 +13,17 @@ dropped (unanswered PING, then an unanswered TLS handshake); watches outlive the
 change once it is over; the probes' fds and threads do not grow.
 
 Skips (exit 77) when kube-apiserver or etcd is missing, except under CI=true. Runs one at
-a time per machine (flock on /tmp/gdp-kube-apiserver.lock): the ports are fixed.
+a time per machine (the abstract socket @gdp-kube-apiserver.lock): the ports are fixed.
 
 usage: test_kube_apiserver.py <kube-probe>"""
 import base64
 import errno
-import fcntl
 import glob
 import json
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -55,7 +55,7 @@ def find_bins():
 class Cluster:
     def __init__(self, apiserver, etcd):
         self.apiserver, self.etcd = apiserver, etcd
-        self.dir = tempfile.mkdtemp(prefix="gdp-kube-apiserver-", dir="/tmp")
+        self.dir = kt.scratch.mkdtemp("gdp-kube-apiserver-")
         self.procs = {}
         self.certs()
 
@@ -83,8 +83,10 @@ class Cluster:
 
     def start(self, name, argv):
         log = open(os.path.join(self.dir, name + ".log"), "ab")
-        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+        # A session of its own (meson's kill of the test's group does not reach it):
+        # adopted, so a signal that ends this test ends the daemons too.
+        self.procs[name] = kt.scratch.adopt(subprocess.Popen(
+            argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True))
         log.close()
 
     def stop(self, name):
@@ -187,7 +189,7 @@ class Cluster:
     def down(self):
         self.stop("kube-apiserver")
         self.stop("etcd")
-        shutil.rmtree(self.dir, ignore_errors=True)
+        kt.scratch.remove(self.dir)
 
 
 def b64(s):
@@ -457,16 +459,19 @@ if __name__ == "__main__":
         print(msg + ": skipped", file=sys.stderr)
         sys.exit(77)
     # The ports are fixed: one run per machine at a time (other worktrees run this suite
-    # too). The lock goes with the process.
-    lock = open("/tmp/gdp-kube-apiserver.lock", "w")
+    # too). The lock is an abstract Unix socket: like the ports it belongs to the network
+    # namespace, it goes with the process, and it leaves no file behind.
+    lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     end = time.monotonic() + LOCK_WAIT
     while True:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock.bind("\0gdp-kube-apiserver.lock")
             break
-        except BlockingIOError:
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
             if time.monotonic() > end:
-                print("kube-apiserver suite: /tmp/gdp-kube-apiserver.lock still held by another run after %d s" % LOCK_WAIT,
+                print("kube-apiserver suite: @gdp-kube-apiserver.lock still held by another run after %d s" % LOCK_WAIT,
                       file=sys.stderr)
                 sys.exit(1)
             time.sleep(0.2)

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import unittest
 
 import kubetest as kt
@@ -19,7 +18,8 @@ PROBE = FAKE = None
 
 class Base(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="kube-fake-")
+        self.dir = kt.scratch.mkdtemp("kube-fake-")
+        self.addCleanup(kt.scratch.remove, self.dir)  # after tearDown stopped the children
         self.srv = kt.LineProc([FAKE, self.dir])
         self.h2c_port = int(self.srv.expect(r"^h2c (\d+)$").group(1))
         self.port = int(self.srv.expect(r"^listening (\d+)$").group(1))
@@ -35,7 +35,6 @@ class Base(unittest.TestCase):
         # without a leak or memory error).
         codes = [p.stop() for p in self.probes]
         self.srv.stop()
-        shutil.rmtree(self.dir)
         self.assertEqual(codes, [0] * len(codes), [p.errlines[-5:] for p in self.probes])
 
     def cmd(self, line):

@@ -8,8 +8,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
 
 BUILD = os.environ["GDP_BUILD_DIR"]
 SOURCE = os.environ["GDP_SOURCE_DIR"]
@@ -20,10 +22,10 @@ if not os.path.exists(PROFILE):  # a broken checkout: fail, naming the file
 
 class Kubelet:
     def __init__(self, directory):
-        self.proc = subprocess.Popen(["/usr/bin/python3",
-                                      os.path.join(SOURCE, "tools/test-kubelet/test-kubelet"),
-                                      "--dir", directory],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = scratch.adopt(subprocess.Popen(
+            ["/usr/bin/python3", os.path.join(SOURCE, "tools/test-kubelet/test-kubelet"),
+             "--dir", directory],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
 
     def send(self, **cmd):
         self.proc.stdin.write(json.dumps(cmd) + "\n")
@@ -55,7 +57,7 @@ def main():
     if not valgrind:
         print("valgrind not installed")
         return 77
-    tmp = tempfile.mkdtemp(prefix="gdp-memcheck-")
+    tmp = scratch.mkdtemp("gdp-memcheck-")  # removed at exit, whichever way main() ends
     dp = os.path.join(tmp, "dp")
     os.mkdir(dp)
     subprocess.run([os.path.join(BUILD, "sim/nvml/nvml-sim-render"), "--profile", PROFILE,
@@ -69,14 +71,15 @@ def main():
         f.write("version: v1\n")
     kubelet = Kubelet(dp)
     kubelet.wait("serving")
-    plugin = subprocess.Popen([valgrind, "--quiet", "--error-exitcode=99", "--leak-check=full",
-                               "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite",
-                               f"--log-file={log}",
-                               os.path.join(BUILD, "src/gpu-device-plugin"),
-                               "--kubelet-socket", os.path.join(dp, "kubelet.sock"),
-                               "--sysfs-root", os.path.join(tmp, "sys"),
-                               "--config-file", config],
-                              env=env, stderr=subprocess.DEVNULL)
+    plugin = scratch.adopt(subprocess.Popen(
+        [valgrind, "--quiet", "--error-exitcode=99", "--leak-check=full",
+         "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite",
+         f"--log-file={log}",
+         os.path.join(BUILD, "src/gpu-device-plugin"),
+         "--kubelet-socket", os.path.join(dp, "kubelet.sock"),
+         "--sysfs-root", os.path.join(tmp, "sys"),
+         "--config-file", config],
+        env=env, stderr=subprocess.DEVNULL))
     try:
         kubelet.wait("register")
         devs = kubelet.wait("devices")["devices"]

@@ -10,7 +10,6 @@ import queue
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import unittest
 from concurrent import futures
@@ -22,6 +21,7 @@ sys.path.insert(0, os.path.join(SOURCE, "tools", "test-kubelet"))   # dpapi: mes
 sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))    # profiles, host render
 import dpapi  # noqa: E402
 import harness  # noqa: E402
+import scratch  # noqa: E402  (on the path through harness)
 
 pb = dpapi.pb
 TIMEOUT = 20
@@ -33,8 +33,7 @@ class Client(unittest.TestCase):
     def setUpClass(cls):
         if not os.path.exists(harness.PLUGIN) or not os.path.exists(harness.SIM_RENDER):
             raise unittest.SkipTest("plugin or simulator not built")
-        cls.tmp = tempfile.TemporaryDirectory(prefix="gdp-py-")
-        t = cls.tmp.name
+        cls.tmp = t = scratch.mkdtemp("gdp-py-")
         cls.dp = os.path.join(t, "dp")
         os.makedirs(cls.dp)
         r = subprocess.run([harness.SIM_RENDER, "--profile", harness.profile_path("a100"),
@@ -64,10 +63,10 @@ class Client(unittest.TestCase):
                    MOCK_NVML_CONFIG=harness.profile_path("a100"),
                    MOCK_NVML_CONTROL=os.path.join(t, "nvml.ctl"))
         cls.stderr = open(os.path.join(t, "plugin.log"), "w+")
-        cls.plugin = subprocess.Popen(
+        cls.plugin = scratch.adopt(subprocess.Popen(
             [harness.PLUGIN, "--kubelet-socket", os.path.join(cls.dp, "kubelet.sock"),
              "--sysfs-root", t + "/sys", "--proc-root", t + "/proc", "--dev-root", t + "/dev"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=cls.stderr)
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=cls.stderr))
         try:
             cls.register_request = cls.registrations.get(timeout=TIMEOUT)
         except queue.Empty:
@@ -95,7 +94,7 @@ class Client(unittest.TestCase):
         log = cls.stderr.read()
         sys.stderr.write("--- plugin stderr (tail)\n" + log[-3000:])
         cls.stderr.close()
-        cls.tmp.cleanup()
+        scratch.remove(cls.tmp)
         # A clean stop after all those calls, and no sanitizer report on the way.
         if rc != 0:
             raise AssertionError("plugin exit status after SIGTERM: %r" % rc)

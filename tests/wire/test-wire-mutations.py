@@ -7,7 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
 
 WIRE = os.path.join(os.environ["GDP_TEST_DATA"], "deviceplugin-wire")
 BIN = os.path.join(os.environ["GDP_BUILD_DIR"], "tests", "wire", "test-wire")
@@ -43,7 +45,7 @@ MUTATIONS = {
 def main():
     failed = 0
     for name, (mutate, needle) in MUTATIONS.items():
-        with tempfile.TemporaryDirectory() as tmp:
+        with scratch.directory("gdp-wire-") as tmp:
             wire = os.path.join(tmp, "deviceplugin-wire")
             shutil.copytree(WIRE, wire)
             with open(os.path.join(wire, "manifest.json")) as f:
@@ -59,7 +61,7 @@ def main():
             else:
                 print("ok %s detected" % name)
     # An extra .bin nobody describes must fail too.
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.directory("gdp-wire-") as tmp:
         wire = os.path.join(tmp, "deviceplugin-wire")
         shutil.copytree(WIRE, wire)
         open(os.path.join(wire, "Stray.bin"), "wb").close()

@@ -1,27 +1,24 @@
 """Kubelet device-plugin API (v1beta1) for the Python peers of the plugin.
 
-The message classes are generated at import time from api/api.proto and
-api/deviceplugin.proto with protoc (Debian's protobuf-compiler 3.21 matches
+The message classes are built at import time from api/api.proto and
+api/deviceplugin.proto compiled by protoc (Debian's protobuf-compiler 3.21 matches
 python3-protobuf 4.21), so the tests always speak the schema in the tree and no
-generated file is committed. The services are reached through grpcio's generic
+generated file is committed or written. The services are reached through grpcio's generic
 API, so grpc_tools is not needed.
 
 Usage:
     import dpapi
-    pb = dpapi.pb                       # message classes (api_pb2)
+    pb = dpapi.pb                       # message classes (pb.AllocateRequest, ...)
     stub = dpapi.PluginStub(channel)    # stub.Allocate(req, timeout=10) ...
     handler = dpapi.registration_handler(fn)  # fn(RegisterRequest, context) -> Empty
 """
 
-import atexit
-import importlib
 import os
-import shutil
 import subprocess
-import sys
-import tempfile
+import types
 
 import grpc
+from google.protobuf import descriptor_pb2, message_factory
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 API_DIR = os.environ.get("GDP_API_DIR") or os.path.normpath(os.path.join(_HERE, "..", "..", "api"))
@@ -38,21 +35,19 @@ PRESTART = "/v1beta1.DevicePlugin/PreStartContainer"
 
 
 def _generate():
-    """Runs protoc into a private directory and imports the result."""
-    out = tempfile.mkdtemp(prefix="gdp-dpapi-")
-    atexit.register(shutil.rmtree, out, True)
-    subprocess.run(["protoc", "--proto_path=" + API_DIR, "--python_out=" + out,
-                    os.path.join(API_DIR, "api.proto"),
-                    os.path.join(API_DIR, "deviceplugin.proto")],
-                   check=True)
-    # deviceplugin_pb2 does `import api_pb2`, so the directory must be importable.
-    sys.path.insert(0, out)
-    try:
-        api = importlib.import_module("api_pb2")
-        importlib.import_module("deviceplugin_pb2")
-    finally:
-        sys.path.remove(out)
-    return api
+    """Compiles the schema with protoc into a descriptor set read from its stdout and
+    builds the message classes from it in memory: no generated module touches the disk,
+    so nothing is left in $TMPDIR whichever way this process ends."""
+    r = subprocess.run(["protoc", "--proto_path=" + API_DIR, "--include_imports",
+                        "--descriptor_set_out=/dev/stdout",
+                        os.path.join(API_DIR, "api.proto"),
+                        os.path.join(API_DIR, "deviceplugin.proto")],
+                       check=True, stdout=subprocess.PIPE)
+    files = descriptor_pb2.FileDescriptorSet.FromString(r.stdout).file
+    classes = message_factory.GetMessages(files)
+    # Top-level messages of package v1beta1 as attributes, like a generated api_pb2.
+    return types.SimpleNamespace(**{name.split(".", 1)[1]: cls for name, cls in classes.items()
+                                    if name.count(".") == 1})
 
 
 pb = _generate()
