@@ -12,6 +12,7 @@
 #include "cluster/cluster-objects.h"
 #include "cluster/cluster-select.h"
 #include "common/check.h"
+#include "common/scratch.h"
 #include "config/config-load.h"
 #include "core/error.h"
 
@@ -368,9 +369,9 @@ static void test_describe(void)
 
 int main(void)
 {
-    char tmpl[] = "/tmp/gdp-test-cluster-XXXXXX";
-    if (!mkdtemp(tmpl) || chdir(tmpl) < 0) {
-        perror("scratch dir");
+    const char *dir = scratch_dir("gdp-test-cluster-");
+    if (chdir(dir) < 0) {
+        perror(dir);
         return 1;
     }
     test_select();
@@ -379,10 +380,10 @@ int main(void)
     test_node_patch();
     test_nodefeature();
     test_options();
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpl);
+    if (chdir("/") < 0 || scratch_remove(dir) < 0) {
+        fprintf(stderr, "could not remove the scratch directory\n");
+        test_failures++;
+    }
     if (test_failures)
         fprintf(stderr, "%d check(s) failed\n", test_failures);
     return test_failures ? 1 : 0;

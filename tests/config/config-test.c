@@ -1,6 +1,8 @@
 /* The config tests' shared helpers (config-test.h). */
 #include "config-test.h"
 
+#include "tests/common/scratch.h"
+
 int failures;
 
 void write_file(const char *name, const char *text)
@@ -31,17 +33,17 @@ int load(struct config *c, const char *yaml, const char *const *args, const char
 
 int config_test_main(const char *name, void (*const tests[])(void))
 {
-    char dir[] = "/tmp/gdp-config-test.XXXXXX";
-    if (!mkdtemp(dir) || chdir(dir) < 0) {
-        perror("scratch dir");
+    const char *dir = scratch_dir("gdp-config-test.");
+    if (chdir(dir) < 0) {
+        perror(dir);
         return 1;
     }
     for (size_t i = 0; tests[i]; i++)
         tests[i]();
-    unlink("config.yaml");
-    unlink("env.yaml");
-    if (chdir("/") == 0)
-        rmdir(dir);
+    if (chdir("/") < 0 || scratch_remove(dir) < 0) {
+        fprintf(stderr, "cannot remove the scratch directory\n");
+        failures++;
+    }
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -11,6 +11,7 @@
 #include "core/loop.h"
 #include "dp-node.h"
 #include "policy/topo.h"
+#include "tests/common/scratch.h"
 #include "tests/output/fixtures.h"
 
 enum layout { PLAIN, MIG_MIXED, MIG_ALL, MIG_H100 };
@@ -109,9 +110,7 @@ static const struct {
 
 static struct dp_node nodes[ELEMENTSOF(specs)];
 static struct loop *loop;
-static char root[] = "/tmp/gdp-fuzz-dp-XXXXXX";
-
-static void cleanup(void) { fx_rmtree(root); }
+static const char *root; /* a scratch directory: removed at exit and on a crash's abort */
 
 /* PCIe levels by NUMA side and a model-dependent NVLink pattern, so pair scores differ
  * and the placement search has something to choose. */
@@ -234,13 +233,14 @@ struct dp_node *dp_node_get(unsigned which)
 {
     if (!loop) {
         log_set_level(LOG_ERROR);
-        if (!mkdtemp(root) || loop_new(&loop) < 0)
+        root = scratch_dir("gdp-fuzz-dp-");
+        if (loop_new(&loop) < 0)
             abort();
-        atexit(cleanup);
         _cleanup_free_ char *proc = fx_proc_root();
         _cleanup_free_ char *cmd = xasprintf("%s/proc", root);
         if (rename(proc, cmd) < 0)
             abort();
+        fx_rmtree(proc); /* gone already: only its scratch entry is left to drop */
         make_dev_root();
     }
     struct dp_node *n = &nodes[which % ELEMENTSOF(specs)];

@@ -13,13 +13,14 @@
 #include "core/loop.h"
 #include "core/macro.h"
 #include "grpc/grpc_internal.h"
+#include "tests/common/scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct loop *loop;
 static struct grpc_server *server;
-static char sock_dir[] = "/tmp/gdp-fuzz-grpc-XXXXXX";
-static char sock_path[64];
+static const char *sock_dir; /* a scratch directory: removed at exit and on abort */
+static char sock_path[108]; /* sizeof(sun_path) */
 
 static void echo(void *ud, const uint8_t *req, size_t len, struct grpc_reply *reply)
 {
@@ -81,9 +82,11 @@ static void setup(void)
     if (loop)
         return;
     log_set_level(LOG_ERROR);
-    if (!mkdtemp(sock_dir) || loop_new(&loop) < 0)
+    sock_dir = scratch_dir("gdp-fuzz-grpc-");
+    if (loop_new(&loop) < 0)
         abort();
-    snprintf(sock_path, sizeof(sock_path), "%s/s", sock_dir);
+    if ((size_t)snprintf(sock_path, sizeof(sock_path), "%s/s", sock_dir) >= sizeof(sock_path))
+        abort(); /* $TMPDIR too long for a socket path */
     struct grpc_server_limits lim = { .max_message = 64 * 1024, .max_streams = 16 };
     if (grpc_server_new(loop, sock_path, methods, ELEMENTSOF(methods), NULL, &lim, &server) < 0)
         abort();
@@ -202,7 +205,7 @@ int main(int argc, char **argv)
     }
     grpc_server_free(server);
     loop_free(loop);
-    rmdir(sock_dir);
+    scratch_remove(sock_dir);
     printf("%u inputs, %u mutants each\n", runs, mutations);
     return runs > 0 ? 0 : 1;
 }

@@ -11,6 +11,7 @@
 #include "core/loop.h"
 #include "core/macro.h"
 #include "grpc/grpc_internal.h"
+#include "tests/common/scratch.h"
 
 #define FAIL_MSG "bad request: ünïcode % 100%\n"
 
@@ -141,9 +142,7 @@ int main(int argc, char **argv)
         return r < 0 || failures ? 1 : 0;
     }
 
-    char dir[] = "/tmp/gdp-grpc-client-XXXXXX";
-    if (!mkdtemp(dir))
-        return 1;
+    const char *dir = scratch_dir("gdp-grpc-client-");
     _cleanup_free_ char *sock = xasprintf("%s/srv.sock", dir);
     _cleanup_free_ char *silent = xasprintf("%s/silent.sock", dir);
     _cleanup_free_ char *refusing = xasprintf("%s/refusing.sock", dir);
@@ -226,7 +225,7 @@ int main(int argc, char **argv)
     close(refusing_fd);
     unlink(silent);
     unlink(refusing);
-    rmdir(dir);
+    scratch_remove(dir);
     loop_free(loop);
     printf("%u failures\n", failures);
     return failures ? 1 : 0;

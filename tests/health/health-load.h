@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config/config-load.h"
+#include "tests/common/scratch.h"
 
 /* The documented defaults (docs/health.md), written here as the tests' oracle. */
 #define HEALTH_DEFAULT_QUIET_MS (60ULL * 1000)
@@ -29,13 +30,13 @@ static inline void test_health_free(struct health_config *hc)
 static inline struct health_config *test_health_load(const char *health_json, char **envp,
                                                      struct error *err)
 {
-    char dir[] = "/tmp/gdp-health-test-XXXXXX", path[64];
+    const char *dir = scratch_dir("gdp-health-test-");
+    char path[600];
     char *argv[] = { "test", "--config-file", path, NULL };
     struct config *c = calloc(1, sizeof(*c));
     int argc = 1;
-    if (!c || !mkdtemp(dir))
+    if (!c || (size_t)snprintf(path, sizeof(path), "%s/config.yaml", dir) >= sizeof(path))
         abort();
-    snprintf(path, sizeof(path), "%s/config.yaml", dir);
     if (health_json) {
         FILE *f = fopen(path, "w");
         if (!f)
@@ -45,9 +46,7 @@ static inline struct health_config *test_health_load(const char *health_json, ch
         argc = 3;
     }
     int r = config_load(c, argc, argv, envp, NULL, err);
-    if (health_json)
-        unlink(path);
-    rmdir(dir);
+    scratch_remove(dir);
     if (r != 0) {
         config_free(c);
         free(c);

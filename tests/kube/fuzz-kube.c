@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/macro.h"
 #include "kube/kube-internal.h"
+#include "tests/common/scratch.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
@@ -27,10 +28,10 @@ static void must_say(int r, const struct error *err)
 
 static void kubeconfig(const char *text, size_t len)
 {
-    char dir[] = "/tmp/fuzz-kube-XXXXXX", path[64];
-    if (!mkdtemp(dir))
+    const char *dir = scratch_dir("fuzz-kube-");
+    char path[600];
+    if ((size_t)snprintf(path, sizeof(path), "%s/config", dir) >= sizeof(path))
         abort();
-    snprintf(path, sizeof(path), "%s/config", dir);
     FILE *f = fopen(path, "we");
     if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0)
         abort();
@@ -38,8 +39,7 @@ static void kubeconfig(const char *text, size_t len)
     struct error err = { 0 };
     must_say(kube_creds_from_kubeconfig(&c, path, &err), &err);
     kube_creds_clear(&c);
-    unlink(path);
-    rmdir(dir);
+    scratch_remove(dir);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "tests/common/check.h"
+#include "tests/common/scratch.h"
 
 #include "core/error.h"
 #include "core/macro.h"
@@ -14,7 +15,7 @@
 
 int test_failures;
 
-static char dir[64];
+static const char *dir;
 
 static const char *write_file(const char *name, const char *text)
 {
@@ -256,17 +257,13 @@ static void test_names(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/test-kube-XXXXXX");
-    if (!mkdtemp(dir))
-        return 1;
+    dir = scratch_dir("test-kube-");
     test_kubeconfig();
     test_in_cluster();
     test_server_urls();
     test_watch_lines();
     test_names();
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
+    if (scratch_remove(dir) < 0)
         test_failures++;
     if (test_failures)
         fprintf(stderr, "%d check(s) failed\n", test_failures);

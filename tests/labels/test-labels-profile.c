@@ -21,6 +21,7 @@
 #include "labels/labels.h"
 #include "tests/common/check.h"
 #include "tests/common/fixture.h"
+#include "tests/common/scratch.h"
 
 int test_failures;
 
@@ -135,9 +136,7 @@ int main(int argc, char **argv)
                                        : xasprintf("%s/%s", src, c.profile);
     fixture_check(profile);
 
-    char tmpl[] = "/tmp/gdp-labels-XXXXXX";
-    const char *tmp = mkdtemp(tmpl);
-    CHECK(tmp != NULL);
+    const char *tmp = scratch_dir("gdp-labels-");
     _cleanup_free_ char *sys = xasprintf("%s/sys", tmp), *proc = xasprintf("%s/proc", tmp),
                         *mt = xasprintf("%s/machine", tmp), *cfgfile = xasprintf("%s/c.yaml", tmp);
     if (streq(c.profile, "builtin"))
@@ -199,8 +198,7 @@ int main(int argc, char **argv)
     node_state_clear(&node); /* frees cfg */
     labels_free(c.want);
     free(c.profile), free(c.args), free(c.machine), free(c.error), free(c.config);
-    _cleanup_free_ char *rm = xasprintf("rm -rf '%s'", tmp);
-    CHECK(system(rm) == 0);
+    CHECK(scratch_remove(tmp) == 0);
     if (test_failures)
         fprintf(stderr, "%s: %d failure(s)\n", argv[2], test_failures);
     return test_failures ? 1 : 0;

@@ -9,6 +9,7 @@
 #include "labels/labels.h"
 #include "node/host.h"
 #include "tests/common/check.h"
+#include "tests/common/scratch.h"
 
 int test_failures;
 
@@ -294,9 +295,7 @@ static size_t count_entries(const char *dir)
 
 static void test_feature_file(void)
 {
-    char tmpl[] = "/tmp/gdp-labels-file-XXXXXX";
-    const char *dir = mkdtemp(tmpl);
-    CHECK(dir != NULL);
+    const char *dir = scratch_dir("gdp-labels-file-");
     _cleanup_free_ char *path = xasprintf("%s/gfd", dir);
     struct labels *l = labels_new();
     labels_set(l, "nvidia.com/gpu.product", "Tesla-T4");
@@ -339,7 +338,7 @@ static void test_feature_file(void)
     CHECK(labels_remove_feature_file(path) == 0);
     CHECK(labels_remove_feature_file(path) == 0); /* already gone: fine */
     CHECK(count_entries(dir) == 0);
-    CHECK(rmdir(dir) == 0);
+    CHECK(scratch_remove(dir) == 0);
     labels_free(l);
 }
 

@@ -1,10 +1,10 @@
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/macro.h"
 #include "fixtures.h"
+#include "tests/common/scratch.h"
 
 int test_failures;
 
@@ -72,11 +72,7 @@ void fx_inventory_free(struct inventory *inv)
 
 char *fx_proc_root(void)
 {
-    char tmpl[] = "/tmp/gdp-res-proc-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    if (!dir)
-        abort();
-    char *root = xstrdup(dir);
+    char *root = xstrdup(scratch_dir("gdp-res-proc-"));
     _cleanup_free_ char *d1 = xasprintf("%s/driver", root);
     _cleanup_free_ char *d2 = xasprintf("%s/driver/nvidia-caps", root);
     _cleanup_free_ char *f = xasprintf("%s/mig-minors", d2);
@@ -115,12 +111,7 @@ void fx_add_replicated(struct config_sharing *s, const char *name, const char *r
     };
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 void fx_rmtree(const char *dir)
 {
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    scratch_remove(dir);
 }

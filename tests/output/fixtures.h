@@ -21,11 +21,13 @@ void fx_inventory(struct inventory *inv, enum fx_model model, unsigned n);
 void fx_enable_mig(struct inventory *inv, unsigned g, const char *const *profiles, size_t n);
 void fx_inventory_free(struct inventory *inv);
 
-/* Writes <dir>/driver/nvidia-caps/mig-minors for gpu 0..15, gi 0..15, ci 0..7:
- * gi access minor = 1000 + gpu*100 + gi; ci access minor = 5000 + gpu*1000 + gi*10 + ci. */
+/* A new scratch directory (tests/common/scratch.h) with <dir>/driver/nvidia-caps/mig-minors
+ * for gpu 0..15, gi 0..15, ci 0..7: gi access minor = 1000 + gpu*100 + gi; ci access
+ * minor = 5000 + gpu*1000 + gi*10 + ci. The caller frees the string; fx_rmtree removes it. */
 char *fx_proc_root(void);
 
 /* config_init_defaults + a tmp proc root. */
 void fx_config(struct config *c, const char *proc_root);
 void fx_add_replicated(struct config_sharing *s, const char *name, const char *rename, int replicas);
+/* Removes a scratch directory (fx_proc_root, scratch_dir) and all it holds. */
 void fx_rmtree(const char *dir);

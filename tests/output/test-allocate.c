@@ -11,6 +11,7 @@
 #include "core/macro.h"
 #include "fixtures.h"
 #include "output/allocate.h"
+#include "tests/common/scratch.h"
 
 static char *proc_root;
 
@@ -297,11 +298,7 @@ static void touch(const char *root, const char *rel)
 
 static void test_device_specs(void)
 {
-    char tmpl[] = "/tmp/gdp-res-dev-XXXXXX";
-    char *root = mkdtemp(tmpl);
-    CHECK(root != NULL);
-    if (!root)
-        return;
+    const char *root = scratch_dir("gdp-res-dev-");
     _cleanup_free_ char *dev = xasprintf("%s/dev", root);
     mkdir(dev, 0755);
     touch(root, "/dev/nvidiactl");

@@ -10,6 +10,7 @@
 #include "fixtures.h"
 #include "output/cdi.h"
 #include "tests/common/fixture.h"
+#include "tests/common/scratch.h"
 
 static char *proc_root;
 static json_t *schema, *defs;
@@ -170,11 +171,7 @@ static size_t count_files(const char *dir)
 
 static void test_specs(void)
 {
-    char tmpl[] = "/tmp/gdp-res-cdi-XXXXXX";
-    char *root = mkdtemp(tmpl);
-    CHECK(root != NULL);
-    if (!root)
-        return;
+    const char *root = scratch_dir("gdp-res-cdi-");
     _cleanup_free_ char *dev = xasprintf("%s/dev", root);
     _cleanup_free_ char *ctl = xasprintf("%s/dev/nvidiactl", root);
     _cleanup_free_ char *fs0 = xasprintf("%s/dev/nvidia-fs0", root);

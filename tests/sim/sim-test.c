@@ -1,8 +1,10 @@
 /* The simulator tests' shared helpers (sim-test.h). */
 #include "sim-test.h"
 
+#include "tests/common/scratch.h"
+
 void *lib;
-char tmpdir[256];
+const char *tmpdir;
 
 void *sym(const char *name)
 {
@@ -65,8 +67,7 @@ int sim_test_main(int argc, char **argv, const struct sim_case *cases, size_t n)
 {
     if (argc != 2)
         FAIL("usage: %s <case>", argv[0]);
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test-sim-XXXXXX");
-    CHECK(mkdtemp(tmpdir));
+    tmpdir = scratch_dir("test-sim-");
     unsetenv("MOCK_NVML_CONTROL");
     unsetenv("MOCK_NVML_INIT_ERROR");
     size_t i;
@@ -76,9 +77,7 @@ int sim_test_main(int argc, char **argv, const struct sim_case *cases, size_t n)
     if (i == n)
         FAIL("unknown case %s", argv[1]);
     cases[i].fn();
-    char rm[400];
-    snprintf(rm, sizeof(rm), "rm -rf '%s'", tmpdir);
-    if (system(rm) != 0)
+    if (scratch_remove(tmpdir) < 0)
         FAIL("cleanup failed");
     return 0;
 }

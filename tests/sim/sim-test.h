@@ -18,7 +18,8 @@
 #include "nvml/nvml-abi.h"
 
 extern void *lib;
-extern char tmpdir[256];
+/* The case's scratch directory (tests/common/scratch.h): removed at exit, FAIL included. */
+extern const char *tmpdir;
 
 #define FAIL(...)                                                                     \
     do {                                                                              \

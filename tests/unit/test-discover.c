@@ -10,6 +10,7 @@
 #include "nvml/nvml.h"
 #include "tests/common/check.h"
 #include "tests/common/fixture.h"
+#include "tests/common/scratch.h"
 
 int test_failures;
 
@@ -82,8 +83,7 @@ static void write_numa(const char *root, const char *bdf, const char *content)
 
 static void test_numa(void)
 {
-    char root[] = "/tmp/gdp-numa-XXXXXX";
-    CHECK(mkdtemp(root) != NULL);
+    const char *root = scratch_dir("gdp-numa-");
     write_numa(root, "0000:01:00.0", "1\n");
     write_numa(root, "0000:02:00.0", "-1\n");
     write_numa(root, "0000:03:00.0", "banana\n");
@@ -94,9 +94,7 @@ static void test_numa(void)
     CHECK(discover_numa_node(root, "0000:03:00.0", &bad) == -1 && bad);
     CHECK(discover_numa_node(root, "0000:04:00.0", &bad) == 0 && !bad);
     CHECK(discover_numa_node(root, "0000:05:00.0", &bad) == -1 && !bad);
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-    CHECK(system(cmd) == 0);
+    CHECK(scratch_remove(root) == 0);
 }
 
 /* discover_node over a simulated profile: returns the inventory (caller clears). */
