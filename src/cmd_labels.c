@@ -31,7 +31,7 @@ int cmd_labels(struct config *cfg, const struct config_command *cmd)
     int rc = GDP_EXIT_FAILURE;
     if (node_state_build(&node, &opt, &err) < 0) {
         log_error("%s", err.msg);
-        log_hints(LOG_ERROR, err.hints);
+        log_hints(err.hints);
         goto out;
     }
     struct labels_input in = {

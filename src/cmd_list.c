@@ -171,7 +171,7 @@ int cmd_list(struct config *cfg, const struct config_command *cmd, int argc, cha
     int rc = GDP_EXIT_FAILURE;
     if (node_state_build(&node, &opt, &err) < 0) {
         log_error("%s", err.msg);
-        log_hints(LOG_ERROR, err.hints);
+        log_hints(err.hints);
         goto out;
     }
     struct list_health lh = { .live = query_running(node.cfg, &node.rs) };

@@ -93,7 +93,7 @@ static void reload(struct serve *s)
     int r = daemon_reload(s->daemon, cfg, &err);
     if (r < 0) {
         log_error("Restart after SIGHUP failed, keeping the running state: %s", err.msg);
-        log_hints(LOG_ERROR, err.hints);
+        log_hints(err.hints);
         daemon_count_reload(s->daemon, DAEMON_RELOAD_REJECTED);
         return;
     }
@@ -128,7 +128,7 @@ static int apply_config(void *userdata, const char *path, struct error *err)
         if (!s->started && !path) {
             /* Nothing left to fall back to: the same exit as without per-node config. */
             log_error("%s", err->msg);
-            log_hints(LOG_ERROR, err->hints);
+            log_hints(err->hints);
             loop_quit(s->loop, GDP_EXIT_FAILURE);
         }
         return r;
@@ -219,7 +219,7 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
         cluster_config_start(s.cluster);
     } else if (daemon_start(s.daemon, cfg, &err) < 0) {
         log_error("%s", err.msg);
-        log_hints(LOG_ERROR, err.hints);
+        log_hints(err.hints);
         daemon_free(s.daemon);
         cluster_free(s.cluster);
         loop_del_io(s.loop, sfd);

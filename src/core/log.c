@@ -55,42 +55,26 @@ static size_t json_escape(char *buf, size_t cap, const char *s)
     return n;
 }
 
-static void emit(int level, bool split, const char *file, int line, char *msg);
-
-/* The message, then the line (emit): the header, the escaped message (at most 4 KiB of
- * it) and the end, written straight into out. Every thread that logs keeps the deepest
- * stack it ever used resident, so the frames are kept to these two buffers. */
-void log_emit(int level, const char *file, int line, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    emit(level, true, file, line, msg);
-}
-
-void log_emit_hint(int level, const char *file, int line, const char *text)
-{
-    char msg[2048];
-    snprintf(msg, sizeof(msg), "%s", text);
-    emit(level, false, file, line, msg);
-}
-
-/* Text lines: a message may carry bytes a peer chose (device IDs, paths, gRPC paths).
+/* The message, then the line: the header, the escaped message (at most 4 KiB of it)
+ * and the end, written straight into out. Every thread that logs keeps the deepest
+ * stack it ever used resident, so the frame is kept to these two buffers.
+ * Text lines: a message may carry bytes a peer chose (device IDs, paths, gRPC paths).
  * A newline would forge a whole klog line and other control bytes can rewrite a
  * terminal, so every byte below 0x20 and DEL is escaped, and a backslash as \\ so that
  * the escaping cannot be faked either (escape_cntrl, core/macro.h). */
-/* split: an error line's message is context and error (the JSON "err"); a hint is
- * neither. msg is cut at the split. */
-static void emit(int level, bool split, const char *file, int line, char *msg)
+void log_emit(int level, const char *file, int line, const char *fmt, ...)
 {
     static const char letters[] = "EWII";
-    char out[4608];
+    char msg[2048], out[4608];
+    va_list ap;
     struct timeval tv;
     struct tm tm;
     int n;
     size_t len;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
 
     gettimeofday(&tv, NULL);
     localtime_r(&tv.tv_sec, &tm);
@@ -106,7 +90,7 @@ static void emit(int level, bool split, const char *file, int line, char *msg)
         n = snprintf(out, sizeof(out), "{\"ts\":%lld.%03ld,\"caller\":\"%s:%d\",\"msg\":\"",
                      (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000, (long)(tv.tv_usec % 1000),
                      short_caller(file), line);
-        if (level == LOG_ERROR && split) {
+        if (level == LOG_ERROR) {
             char *colon = strstr(msg, ": ");
             err_part = colon ? colon + 2 : msg;
             if (colon)
@@ -133,12 +117,6 @@ static void emit(int level, bool split, const char *file, int line, char *msg)
         memcpy(out + len, "\",\"err\":\"", 9);
         len += 9;
         len += json_escape(out + len, cap - m, err_part);
-        out[len++] = '"';
-        out[len++] = '}';
-    } else if (level == LOG_ERROR) {
-        /* a hint after an error: an error line with no error value, like klog's
-         * ErrorS(nil, msg) renders (no "v", no "err") */
-        len += json_escape(out + len, cap, msg);
         out[len++] = '"';
         out[len++] = '}';
     } else {

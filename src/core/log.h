@@ -6,8 +6,7 @@
  * ts in milliseconds since the epoch; "v" on every line but errors (0 for info and
  * warnings, 1 for debug: shown from -v 1); an error line has no "v" but "err": the
  * message split at its first ": " into the outermost context (msg) and the error (err),
- * as the error contract (macro.h) wraps context; a message without one is both. A hint
- * line after an error (log_hints) has neither "v" nor "err", like klog's ErrorS(nil, ..).
+ * as the error contract (macro.h) wraps context; a message without one is both.
  * Filtered-out messages cost one comparison (the macros test the level first).
  * Thread-safe: each line is written with a single write(2). */
 #pragma once
@@ -24,9 +23,6 @@ void log_set_level(int level);
 void log_set_format(enum log_format f);
 void log_set_fd(int fd);
 _printf_(4, 5) void log_emit(int level, const char *file, int line, const char *fmt, ...);
-/* One line of fixed text (not a format), e.g. a hint; an error-level one carries no "err"
- * in JSON, since it is not the error itself. */
-void log_emit_hint(int level, const char *file, int line, const char *text);
 
 #define log_full(level, ...)                                                          \
     do {                                                                              \
@@ -38,12 +34,13 @@ void log_emit_hint(int level, const char *file, int line, const char *text);
 #define log_info(...) log_full(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_full(LOG_DEBUG, __VA_ARGS__)
 
-/* Hint lines (struct error's `hints`: static, NULL-terminated; NULL: none), each a line
- * of its own at `level`, after the line that logged the failure. */
-#define log_hints(level, hints)                                                       \
+/* Hint lines (struct error's `hints`: static, NULL-terminated; NULL: none), each an info
+ * line of its own after the line that logged the failure: advice, so the failure stays
+ * the one error (or warning) line. */
+#define log_hints(hints)                                                              \
     do {                                                                              \
-        for (const char *const *_h = (hints); (level) <= log_max_level && _h && *_h; _h++) \
-            log_emit_hint((level), __FILE__, __LINE__, *_h);                          \
+        for (const char *const *_h = (hints); _h && *_h; _h++)                        \
+            log_info("%s", *_h);                                                      \
     } while (0)
 
 /* A retry loop's failures, logged so that a failure that stays the same is said once:

@@ -177,7 +177,7 @@ static void plugin_try_start(struct plugin *p)
                  p->start_log.repeats ? " (the same failure again)" : "");
         if (level == LOG_ERROR && (err.code == -ENOENT || err.code == -ENOTDIR ||
                                    err.code == -EACCES || err.code == -EROFS))
-            log_hints(LOG_ERROR, reg_kubelet_path_hints);
+            log_hints(reg_kubelet_path_hints);
     } else {
         if (!first) /* at start, registration waits until every socket serves */
             plugin_register(p);

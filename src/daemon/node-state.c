@@ -99,7 +99,7 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
             return error_prefix(err, "failed to initialize NVML");
         log_warning("Failed to initialize NVML: %s; --fail-on-init-error=false, continuing "
                     "without resources", err->msg);
-        log_hints(LOG_WARNING, err->hints);
+        log_hints(err->hints);
         memset(err, 0, sizeof(*err));
         read_host_facts(s, opt);
         return 0;

@@ -87,7 +87,7 @@ static void on_done(void *userdata, int status, const char *message, const uint8
              r->resource, r->kubelet_socket, message ? message : "", status, r->backoff_ms,
              r->fail_log.repeats ? " (the same failure again)" : "");
     if (level == LOG_WARNING && status == GRPC_STATUS_UNAVAILABLE)
-        log_hints(LOG_WARNING, reg_kubelet_path_hints);
+        log_hints(reg_kubelet_path_hints);
     r->retry = loop_timer_add(r->loop, r->backoff_ms, on_retry, r);
     if (++r->failures >= REG_FAST_RETRIES)
         r->backoff_ms = r->backoff_ms * 2 > REG_BACKOFF_MAX_MS ? REG_BACKOFF_MAX_MS

@@ -104,7 +104,7 @@ static void test_json(void)
         json_decref(j);
     }
 
-    /* an error without context is its own error; a hint after an error has neither */
+    /* an error without context is its own error; a hint after it is an info line */
     log_emit(LOG_ERROR, "a/b.c", 1, "no context here");
     j = json_line((const char **)err_keys, 4);
     if (j) {
@@ -113,11 +113,11 @@ static void test_json(void)
         json_decref(j);
     }
     static const char *const hints[] = { "Is it: mounted?", NULL };
-    log_hints(LOG_ERROR, hints);
-    static const char *const hint_keys[] = { "ts", "caller", "msg" };
-    j = json_line((const char **)hint_keys, 3);
+    log_hints(hints);
+    j = json_line((const char **)info_keys, 4);
     if (j) {
         CHECK_STR(json_string_value(json_object_get(j, "msg")), "Is it: mounted?");
+        CHECK(json_integer_value(json_object_get(j, "v")) == 0);
         json_decref(j);
     }
 }
