@@ -172,8 +172,8 @@ plugin() {
 
 find_nvml() {
     for d in usr/lib64 usr/lib/x86_64-linux-gnu lib64 lib/x86_64-linux-gnu usr/lib lib; do
-        if [ -e "$driver_root/$d/libnvidia-ml.so.1" ]; then
-            echo "$driver_root/$d/libnvidia-ml.so.1"
+        if [ -e "${driver_root%/}/$d/libnvidia-ml.so.1" ]; then
+            echo "${driver_root%/}/$d/libnvidia-ml.so.1"
             return 0
         fi
     done
@@ -226,7 +226,11 @@ run() {
     quick=0
     while [ $# -gt 0 ]; do
         case $1 in
-        --driver-root) driver_root=$2; shift 2 ;;
+        --driver-root)
+            driver_root=$(cd "${2:?--driver-root needs a directory}" && pwd) ||
+                die "run: --driver-root $2 is not a directory"
+            shift 2
+            ;;
         --quick) quick=1; shift ;;
         *) die "run: unknown option $1" ;;
         esac
@@ -303,8 +307,8 @@ run() {
     cat "$T/kubelet.out"
     grep -q '^smoke ok' "$T/kubelet.out"
     rc=$?
-    reg=$(grep '^register:' "$T/kubelet.out" | cut -c11-130)
-    check "registration and Allocate" $rc "${reg:-no Register arrived}"
+    reg=$(sed -n 's/^register: .* endpoint=\([^ ]*\) resource=\([^ ]*\) .*/\2 on \1/p' "$T/kubelet.out")
+    check "registration and Allocate" $rc "${reg:-no Register arrived}$(sed -n 's/^allocate: \([^ ]*\) .*/, Allocate of \1 answered/p' "$T/kubelet.out")"
     loaded=$(awk '/libnvidia-ml/ { print $6; exit }' "/proc/$pid/maps" 2>/dev/null)
     echo "plugin (pid $pid) loaded NVML from: ${loaded:-?}"
     echo "plugin log:"
@@ -373,17 +377,15 @@ figures() {
     s1=$(ctx_switches)
     figure "idle context switches, all threads (${idle} s, ListAndWatch open)" "$(((s1 - s0) * 60 / idle)) / min"
 
+    (sleep 10 && kill -9 "$pid") 2>/dev/null &
+    dog=$!
     t0=$(uptime_cs)
     kill -TERM "$pid"
-    i=0
-    while [ $i -lt 100 ] && kill -0 "$pid" 2>/dev/null; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-    wait "$pid" 2>/dev/null
+    wait "$pid"
     rc=$?
     t1=$(uptime_cs)
-    pid=
+    kill "$dog" 2>/dev/null
+    pid=''
     check "SIGTERM" $rc "exit status $rc"
     figure "SIGTERM → exit (10 ms resolution)" "$(((t1 - t0) * 10)) ms"
 
