@@ -377,7 +377,8 @@ figures() {
     s1=$(ctx_switches)
     figure "idle context switches, all threads (${idle} s, ListAndWatch open)" "$(((s1 - s0) * 60 / idle)) / min"
 
-    (sleep 10 && kill -9 "$pid") 2>/dev/null &
+    # the watchdog holds none of our fds: a sleep it leaves behind must not keep a pipe open
+    (sleep 10 && kill -9 "$pid") >/dev/null 2>&1 </dev/null &
     dog=$!
     t0=$(uptime_cs)
     kill -TERM "$pid"
