@@ -22,6 +22,24 @@ if [ "${1:-}" = "--asan" ]; then
 fi
 [ -d "$dir" ] || meson setup "$dir" --buildtype=debugoptimized -Dwerror=true $opts
 ninja -C "$dir"
+# Tests leave nothing in $TMPDIR (docs/testing.md): the suites run with a private one,
+# and whatever is left in it at the end fails the run, listed, before it is removed.
+tmp=$(mktemp -d)
+finish() {
+    rc=$?
+    if [ -n "$(ls -A "$tmp")" ]; then
+        echo "scripts/test.sh: the tests left this behind in \$TMPDIR ($tmp):" >&2
+        ls -lA "$tmp" >&2
+        [ "$rc" -ne 0 ] || rc=1
+    fi
+    chmod -R u+rwx "$tmp" 2>/dev/null || true
+    rm -rf "$tmp"
+    exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+export TMPDIR="$tmp"
 meson test -C "$dir" --print-errorlogs --num-processes 2 ${MESON_TEST_ARGS:-}
 # The e2e suite streams its progress and the kubectl output it asserts on (--verbose).
 [ -z "$e2e" ] || meson test -C "$dir" --setup e2e --suite e2e --print-errorlogs --verbose
