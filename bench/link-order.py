@@ -198,7 +198,7 @@ def main():
     ap.add_argument("--build", required=True)
     a = ap.parse_args()
     build = os.path.abspath(a.build)
-    with tempfile.TemporaryDirectory(prefix="link-order-") as work:
+    with bp.scratch.directory("link-order-") as work:  # removed on SIGTERM too
         seen, groups = set(), []
         for setup in ("serve", "metrics", "api"):
             names = profile(build, setup, work) - seen
