@@ -1,10 +1,14 @@
 #!/bin/sh
-# The e2e single-node cluster's lifecycle, from Debian's archive only: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, containerd + runc (through sim-runtime.py, the
-# stand-in for the NVIDIA container runtime), a bridge CNI and the kubelet on its real
-# default root /var/lib/kubelet. Certificates and tokens are made per run.
+# The e2e single-node cluster's lifecycle: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, containerd + runc (through sim-runtime.py, the stand-in for the NVIDIA
+# container runtime), a bridge CNI and the kubelet on its real default root /var/lib/kubelet.
+# Certificates and tokens are made per run. The Kubernetes binaries are any release from 1.20
+# to 1.35 (CI: Debian's 1.20, kube-build.sh); the flags each takes are chosen by the version
+# it reports (choose_kube_flags). The rest is Debian 12's, containerd optionally not.
 #
 #   cluster.sh up <kube bin dir> <log dir> <nvml sim library> <profile>
+#       (env CONTAINERD_BIN_DIR: a directory with containerd, containerd-shim-runc-v2 and ctr
+#       to use instead of the ones on PATH, e.g. a containerd 1.7 for CDI)
 #   cluster.sh down             stop every daemon by PID, unmount, remove cgroups and state
 #   cluster.sh kubelet-restart  stop the kubelet by PID and start it again, same arguments
 #   cluster.sh import <oci archive>...   into containerd's k8s.io namespace
@@ -76,6 +80,84 @@ wait_for() {
 }
 
 kctl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+ctr_() { "$CTR" --address "$SOCK" "$@"; }
+
+# --- versions: the one place that maps a release to its flags and config fields -------------
+#
+# Every binary is asked for its own version (a kubelet and a control plane may differ), and
+# sets what that release takes. Kubernetes 1.20 to 1.35 are meant; the flags not listed
+# here are the same across that range.
+
+# kube_minor BINARY: N of the "Kubernetes v1.N.x" the binary prints.
+kube_minor() {
+    v=$("$1" --version 2>/dev/null | sed -n 's/^Kubernetes v1\.\([0-9][0-9]*\)\..*/\1/p')
+    [ -n "$v" ] || die "$1 --version does not say 'Kubernetes v1.N.x' (a build without the version ldflags?)"
+    [ "$v" -ge 20 ] || die "$1 is Kubernetes 1.$v: this cluster needs 1.20 or newer"
+    [ "$v" -le 35 ] || say "$1 is Kubernetes 1.$v: newer than the 1.35 this script knows; trying anyway"
+    echo "$v"
+}
+
+# Sets APISERVER_FLAGS, KCM_FLAGS, SCHEDULER_FLAGS, KUBELET_FLAGS and KUBELET_CONFIG (lines
+# appended to kubelet.yaml) from $BIN's binaries.
+choose_kube_flags() {
+    api=$(kube_minor "$BIN/kube-apiserver")
+    kcm=$(kube_minor "$BIN/kube-controller-manager")
+    sch=$(kube_minor "$BIN/kube-scheduler")
+    kl=$(kube_minor "$BIN/kubelet")
+    APISERVER_FLAGS="" KCM_FLAGS="" SCHEDULER_FLAGS="" KUBELET_FLAGS="" KUBELET_CONFIG=""
+    # The unauthenticated HTTP ports, off: kube-apiserver --insecure-port (hidden and
+    # without effect in 1.20) and the controller-manager's and scheduler's --port (default
+    # 10252 and 10251 in 1.20) were removed in 1.24.
+    if [ "$api" -lt 24 ]; then APISERVER_FLAGS="--insecure-port 0"; fi
+    if [ "$kcm" -lt 24 ]; then KCM_FLAGS="--port 0"; fi
+    if [ "$sch" -lt 24 ]; then SCHEDULER_FLAGS="--port 0"; fi
+    # The CRI endpoint: flags before 1.27 (--container-runtime remote: the default was
+    # docker until dockershim went in 1.24; the flag was removed in 1.27); from 1.27 the
+    # KubeletConfiguration field containerRuntimeEndpoint (the flag is deprecated).
+    if [ "$kl" -lt 27 ]; then
+        KUBELET_FLAGS="--container-runtime remote --container-runtime-endpoint unix://$SOCK"
+    else
+        KUBELET_CONFIG="containerRuntimeEndpoint: unix://$SOCK"
+    fi
+    # cgroup v1 (this script's cgroupfs driver works on both): in maintenance from 1.31,
+    # whose kubelet has failCgroupV1 (default false); 1.35 defaults it to true, so the
+    # kubelet refuses to start on a v1 host unless told otherwise.
+    if [ "$kl" -ge 31 ] && [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
+        KUBELET_CONFIG="$KUBELET_CONFIG
+failCgroupV1: false"
+    fi
+    # Not passed at any version, so nothing to choose: kubelet --network-plugin/--cni-*
+    # (removed in 1.24; CNI is containerd's, its cni bin_dir/conf_dir below),
+    # --pod-infra-container-image (the sandbox image is containerd's sandbox_image),
+    # --logtostderr (removed from the components in 1.26). KubeletConfiguration stays
+    # kubelet.config.k8s.io/v1beta1 throughout (there is no v1).
+    say "Kubernetes: kube-apiserver 1.$api, kube-controller-manager 1.$kcm, kube-scheduler 1.$sch, kubelet 1.$kl"
+}
+
+# containerd and ctr: from $CONTAINERD_BIN_DIR when given (its shim too), else from PATH.
+containerd_bins() {
+    CONTAINERD=containerd CTR=ctr
+    [ -n "${CONTAINERD_BIN_DIR:-}" ] || return 0
+    for b in containerd containerd-shim-runc-v2; do
+        [ -x "$CONTAINERD_BIN_DIR/$b" ] || die "CONTAINERD_BIN_DIR: no executable $CONTAINERD_BIN_DIR/$b"
+    done
+    CONTAINERD=$CONTAINERD_BIN_DIR/containerd
+    if [ -x "$CONTAINERD_BIN_DIR/ctr" ]; then CTR=$CONTAINERD_BIN_DIR/ctr; fi
+}
+
+# containerd: CRI config version 2 for 1.6 and 1.7; CDI (enable_cdi, cdi_spec_dirs) from
+# 1.7 (1.6 has none). Sets CONTAINERD_CRI_EXTRA.
+choose_containerd_flags() {
+    cv=$("$CONTAINERD" --version | awk '{print $3}' | sed 's/^v//')
+    cmaj=${cv%%.*} cmin=$(echo "$cv" | cut -d. -f2)
+    case $cmaj$cmin in *[!0-9]*|"") die "$CONTAINERD --version: no version in '$cv'" ;; esac
+    CONTAINERD_CRI_EXTRA=""
+    if [ "$cmaj" -gt 1 ] || [ "$cmin" -ge 7 ]; then
+        CONTAINERD_CRI_EXTRA='enable_cdi = true
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]'
+    fi
+    say "containerd $cv ($CONTAINERD)${CONTAINERD_CRI_EXTRA:+, CDI on}"
+}
 
 # --- certificates and tokens ----------------------------------------------------------------
 
@@ -170,6 +252,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   sandbox_image = "localhost/gdp-e2e/pause:1"
   restrict_oom_score_adj = true
   enable_selinux = false
+  $CONTAINERD_CRI_EXTRA
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -210,15 +293,16 @@ nodeStatusUpdateFrequency: 2s
 # No KUBE-* iptables chains: they would outlive the run on a machine that is not a node.
 makeIPTablesUtilChains: false
 resolvConf: /etc/resolv.conf
+$KUBELET_CONFIG
 EOF
 }
 
 kubelet_start() {
     echo kubelet >"$STATE/pids/kubelet.bin"
+    # shellcheck disable=SC2086 # KUBELET_FLAGS: words without blanks of their own
     start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" \
         --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$KUBELET_ROOT" \
-        --container-runtime remote --container-runtime-endpoint "unix://$SOCK" \
-        --hostname-override "$NODE" --v 2
+        $KUBELET_FLAGS --hostname-override "$NODE" --v 2
     wait_for "kubelet healthz" 60 kubelet_healthy
 }
 
@@ -232,15 +316,26 @@ kubelet_healthy() {
 up() {
     BIN=$1 LOGS=$2
     nvml=$3 profile=$4
-    [ -d "$STATE" ] && { say "state of an earlier run in $STATE: tearing it down first"; down; }
+    # In a subshell: down reads the earlier run's env (its BIN, LOGS, CONTAINERD_BIN_DIR).
+    if [ -d "$STATE" ]; then
+        say "state of an earlier run in $STATE: tearing it down first"
+        (down) || die "the earlier run's teardown is incomplete"
+    fi
     [ -e "$KUBELET_ROOT" ] && die "$KUBELET_ROOT exists and is not this test's (another kubelet?); not touching it"
+    for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
+        [ -x "$BIN/$b" ] || die "no executable $BIN/$b"
+    done
+    choose_kube_flags
+    containerd_bins
+    choose_containerd_flags
     mkdir -p "$STATE/pids" "$LOGS"
-    printf 'BIN=%s\nLOGS=%s\n' "$BIN" "$LOGS" >"$STATE/env"
+    printf "BIN='%s'\nLOGS='%s'\nCONTAINERD_BIN_DIR='%s'\n" "$BIN" "$LOGS" "${CONTAINERD_BIN_DIR:-}" >"$STATE/env"
     # What existed before us, so teardown removes only what this run made: the chart's
-    # hostPath directories, the CNI cache, containerd's fixed runtime directory (shim
-    # sockets, runc state), the sandboxes' netns directory and the kubelet's pod logs.
+    # hostPath directories, the CDI spec directories (a containerd 1.7 watches them), the CNI
+    # cache, containerd's fixed runtime directory (shim sockets, runc state), the sandboxes'
+    # netns directory and the kubelet's pod logs.
     ls /var/run/netns 2>/dev/null >"$STATE/netns.before" || true
-    for d in /run/nvidia/mps /var/run/cdi /var/lib/cni /run/containerd /var/run/netns /var/log/pods /var/log/containers; do
+    for d in /run/nvidia/mps /etc/cdi /var/run/cdi /var/lib/cni /run/containerd /var/run/netns /var/log/pods /var/log/containers; do
         [ -e "$d" ] || echo "$d" >>"$STATE/made-dirs"
     done
     mkdir -p "$KUBELET_ROOT"
@@ -257,8 +352,9 @@ up() {
 
     p=$STATE/pki
     echo kube-apiserver >"$STATE/pids/kube-apiserver.bin"
+    # shellcheck disable=SC2086 # the *_FLAGS: words without blanks of their own
     start kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" $APISERVER_FLAGS \
         --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
         --client-ca-file "$p/ca.crt" --token-auth-file "$p/tokens.csv" \
         --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
@@ -271,17 +367,21 @@ up() {
     wait_for "kube-apiserver" 90 kctl get --raw /readyz
 
     echo kube-controller-manager >"$STATE/pids/kube-controller-manager.bin"
+    # shellcheck disable=SC2086
     start kube-controller-manager "$BIN/kube-controller-manager" \
-        --kubeconfig "$STATE/controller-manager.kubeconfig" --bind-address 127.0.0.1 --port 0 \
+        --kubeconfig "$STATE/controller-manager.kubeconfig" --bind-address 127.0.0.1 $KCM_FLAGS \
         --leader-elect=false --service-account-private-key-file "$p/sa.key" \
         --root-ca-file "$p/ca.crt" --use-service-account-credentials=false
     echo kube-scheduler >"$STATE/pids/kube-scheduler.bin"
+    # shellcheck disable=SC2086
     start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$STATE/scheduler.kubeconfig" \
-        --bind-address 127.0.0.1 --port 0 --leader-elect=false
+        --bind-address 127.0.0.1 $SCHEDULER_FLAGS --leader-elect=false
 
     echo containerd >"$STATE/pids/containerd.bin"
-    start containerd containerd --config "$STATE/containerd.toml"
-    wait_for "containerd" 30 ctr --address "$SOCK" version
+    # PATH: containerd finds its shim (containerd-shim-runc-v2) there.
+    start containerd env PATH="${CONTAINERD_BIN_DIR:+$CONTAINERD_BIN_DIR:}$PATH" \
+        "$CONTAINERD" --config "$STATE/containerd.toml"
+    wait_for "containerd" 30 ctr_ version
     kubelet_start
     wait_for "node $NODE Ready" 120 node_ready
     say "cluster up: node $NODE Ready (state $STATE, logs $LOGS)"
@@ -293,7 +393,7 @@ node_ready() {
 
 import_images() {
     for tar in "$@"; do
-        ctr --address "$SOCK" -n k8s.io images import --no-unpack=false "$tar" >/dev/null
+        ctr_ -n k8s.io images import --no-unpack=false "$tar" >/dev/null
     done
 }
 
@@ -315,15 +415,16 @@ down() {
     # shellcheck disable=SC1091
     [ -f "$STATE/env" ] && . "$STATE/env"
     LOGS=${LOGS:-/tmp}
+    containerd_bins
     stop kubelet
     # Every container and sandbox task of this containerd: killed, deleted (which unmounts
     # their root filesystems), while containerd still runs.
     if alive containerd; then
-        for t in $(timeout 20 ctr --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
-            timeout 10 ctr --address "$SOCK" -n k8s.io tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1 || true
+        for t in $(timeout 20 "$CTR" --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
+            timeout 10 "$CTR" --address "$SOCK" -n k8s.io tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1 || true
         done
-        for t in $(timeout 20 ctr --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
-            timeout 10 ctr --address "$SOCK" -n k8s.io tasks delete -f "$t" >/dev/null 2>&1 || true
+        for t in $(timeout 20 "$CTR" --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
+            timeout 10 "$CTR" --address "$SOCK" -n k8s.io tasks delete -f "$t" >/dev/null 2>&1 || true
         done
     fi
     # Whatever still runs in the pods' cgroups (a task containerd lost track of).
@@ -394,8 +495,13 @@ down) down ;;
 kubelet-restart)
     # shellcheck disable=SC1091
     . "$STATE/env"
+    choose_kube_flags
     stop kubelet
     kubelet_start ;;
-import) import_images "$@" ;;
+import)
+    # shellcheck disable=SC1091
+    . "$STATE/env"
+    containerd_bins
+    import_images "$@" ;;
 *) die "usage: cluster.sh up|down|kubelet-restart|import" ;;
 esac

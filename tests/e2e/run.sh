@@ -6,6 +6,10 @@
 # (exit 77) — except under CI=true, where that is a failure.
 #
 # usage: run.sh   (env: GDP_SOURCE_DIR, GDP_BUILD_DIR as meson sets them; GDP_E2E_PROFILE)
+#   KUBE_BIN_DIR=<dir>        kube-apiserver, kube-controller-manager, kube-scheduler, kubelet
+#                             and kubectl of any release 1.20-1.35, instead of kube-build.sh's
+#   CONTAINERD_BIN_DIR=<dir>  containerd, containerd-shim-runc-v2 (and ctr) instead of PATH's
+#                             (a containerd 1.7 turns CDI on; Debian 12's 1.6 has none)
 set -eu
 here=$(dirname "$(realpath "$0")")
 src=$(realpath "${GDP_SOURCE_DIR:-$here/../..}")
@@ -38,7 +42,15 @@ unset LD_LIBRARY_PATH MALLOC_PERTURB_
 
 elapsed() { echo "$(( $(date +%s) - t0 )) s"; }
 sh "$here/deps.sh"
-bin=$(sh "$here/kube-build.sh")
+if [ -n "${KUBE_BIN_DIR:-}" ]; then
+    bin=$(realpath "$KUBE_BIN_DIR") # cluster.sh up checks what is in it
+else
+    bin=$(sh "$here/kube-build.sh")
+fi
+if [ -n "${CONTAINERD_BIN_DIR:-}" ]; then
+    CONTAINERD_BIN_DIR=$(realpath "$CONTAINERD_BIN_DIR")
+    export CONTAINERD_BIN_DIR
+fi
 echo "e2e: Kubernetes binaries in $bin ($(elapsed))"
 sh "$here/image.sh" "$src" "$build/e2e-image" "$build/e2e-image/out" | /usr/bin/python3 -c '
 import json, sys

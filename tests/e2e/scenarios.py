@@ -269,6 +269,10 @@ def s_walkthrough(ctx):
         return c and c[0]["status"] == "False" and c[0].get("reason") == "Unschedulable" and c[0]
     c = wait("toomany Unschedulable", unschedulable)
     print(f"  toomany: Pending, {c['reason']}: {c['message']}")
+    # Only the part every release says: 1.20 ends the message there ("0/1 nodes are
+    # available: 1 Insufficient nvidia.com/gpu."); later releases append the PostFilter's
+    # word on it (1.34: "... no new claims to deallocate, preemption: 0/1 nodes are
+    # available: 1 No preemption victims found for incoming pod.").
     if f"Insufficient {RES}" not in c["message"]:
         raise Fail(f"scheduler's reason does not name {RES}: {c['message']}")
     if kjson("get", "pod", "toomany")["status"]["phase"] != "Pending":
