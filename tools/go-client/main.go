@@ -36,7 +36,7 @@ func (rawCodec) Unmarshal(data []byte, v interface{}) error {
 	*(v.(*[]byte)) = append([]byte(nil), data...)
 	return nil
 }
-func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Name() string   { return "proto" }
 func (rawCodec) String() string { return "proto" } // grpc.Codec, for the server side
 
 func dial(socket string) *grpc.ClientConn {
@@ -198,9 +198,9 @@ func monotonicNs() int64 {
 	return ts.Nano()
 }
 
-func watch(socket string) {
-	conn := dial(socket)
-	defer conn.Close()
+// listAndWatch opens the ListAndWatch stream the way the kubelet does: one Empty sent,
+// the send side closed, the responses read by the caller.
+func listAndWatch(conn *grpc.ClientConn) grpc.ClientStream {
 	stream, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true},
 		"/v1beta1.DevicePlugin/ListAndWatch")
 	if err != nil {
@@ -211,6 +211,13 @@ func watch(socket string) {
 		fail("ListAndWatch send: %v", err)
 	}
 	stream.CloseSend()
+	return stream
+}
+
+func watch(socket string) {
+	conn := dial(socket)
+	defer conn.Close()
+	stream := listAndWatch(conn)
 	out := bufio.NewWriter(os.Stdout)
 	for {
 		var list []byte

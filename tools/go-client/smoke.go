@@ -11,7 +11,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -137,16 +136,7 @@ func smoke(dir string) {
 	}
 	fmt.Printf("options: %s\n", describeOptions(opt))
 
-	stream, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true},
-		"/v1beta1.DevicePlugin/ListAndWatch")
-	if err != nil {
-		fail("ListAndWatch: %v", err)
-	}
-	empty := []byte{}
-	if err := stream.SendMsg(&empty); err != nil {
-		fail("ListAndWatch send: %v", err)
-	}
-	stream.CloseSend()
+	stream := listAndWatch(conn)
 	var list []byte
 	got := make(chan error, 1)
 	go func() { got <- stream.RecvMsg(&list) }()
