@@ -331,11 +331,13 @@ up() {
     mkdir -p "$STATE/pids" "$LOGS"
     printf "BIN='%s'\nLOGS='%s'\nCONTAINERD_BIN_DIR='%s'\n" "$BIN" "$LOGS" "${CONTAINERD_BIN_DIR:-}" >"$STATE/env"
     # What existed before us, so teardown removes only what this run made: the chart's
-    # hostPath directories, the CDI spec directories (a containerd 1.7 watches them), the CNI
+    # hostPath directories and their parents (the kubelet creates them, DirectoryOrCreate),
+    # the CDI spec directories (a containerd 1.7 watches them), the CNI
     # cache, containerd's fixed runtime directory (shim sockets, runc state), the sandboxes'
     # netns directory and the kubelet's pod logs.
     ls /var/run/netns 2>/dev/null >"$STATE/netns.before" || true
-    for d in /run/nvidia/mps /etc/cdi /var/run/cdi /var/lib/cni /run/containerd /var/run/netns /var/log/pods /var/log/containers; do
+    for d in /run/nvidia /run/nvidia/mps /etc/kubernetes /etc/kubernetes/node-feature-discovery \
+        /etc/cdi /var/run/cdi /var/lib/cni /run/containerd /var/run/netns /var/log/pods /var/log/containers; do
         [ -e "$d" ] || echo "$d" >>"$STATE/made-dirs"
     done
     mkdir -p "$KUBELET_ROOT"

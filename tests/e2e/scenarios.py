@@ -270,9 +270,9 @@ def s_walkthrough(ctx):
     c = wait("toomany Unschedulable", unschedulable)
     print(f"  toomany: Pending, {c['reason']}: {c['message']}")
     # Only the part every release says: 1.20 ends the message there ("0/1 nodes are
-    # available: 1 Insufficient nvidia.com/gpu."); later releases append the PostFilter's
-    # word on it (1.34: "... no new claims to deallocate, preemption: 0/1 nodes are
-    # available: 1 No preemption victims found for incoming pod.").
+    # available: 1 Insufficient nvidia.com/gpu."), 1.34 goes on ("... no new claims to
+    # deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for
+    # scheduling.").
     if f"Insufficient {RES}" not in c["message"]:
         raise Fail(f"scheduler's reason does not name {RES}: {c['message']}")
     if kjson("get", "pod", "toomany")["status"]["phase"] != "Pending":
