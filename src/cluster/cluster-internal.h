@@ -8,6 +8,7 @@
 
 #include "cluster/cluster-evcache.h"
 #include "cluster/cluster.h"
+#include "core/backoff.h"
 
 struct kube;
 struct kube_req;
@@ -55,7 +56,7 @@ struct cluster {
     json_t *owner_refs;             /* NodeFeature owners; NULL: none */
     bool owner_refs_done;
     bool labels_again;              /* labels changed while a delivery was running */
-    unsigned labels_retry_ms;
+    struct backoff labels_backoff;
     struct loop_timer *labels_retry;
 
     /* events */

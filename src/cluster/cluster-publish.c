@@ -46,20 +46,20 @@ static void finish(struct cluster *c, bool ok, const char *why)
     c->labels_step = STEP_IDLE;
     c->labels_req = NULL;
     if (ok) {
-        c->labels_retry_ms = 0;
+        backoff_reset(&c->labels_backoff);
         if (c->labels_again) {
             c->labels_again = false;
             deliver(c);
         }
         return;
     }
-    c->labels_retry_ms = c->labels_retry_ms ? c->labels_retry_ms * 2 : RETRY_MIN_MS;
-    if (c->labels_retry_ms > RETRY_MAX_MS)
-        c->labels_retry_ms = RETRY_MAX_MS;
-    log_warning("Publishing node labels failed: %s; retrying in %us", why,
-                c->labels_retry_ms / 1000);
+    if (c->labels_backoff.failures == 0) /* a run of failures starts: from RETRY_MIN_MS */
+        c->labels_backoff = BACKOFF_INIT(RETRY_MIN_MS, RETRY_MAX_MS, 0, false);
+    uint64_t delay_ms = backoff_next(&c->labels_backoff);
+    log_warning("Publishing node labels failed: %s; retrying in %llus", why,
+                (unsigned long long)(delay_ms / 1000));
     c->labels_again = false;
-    c->labels_retry = loop_timer_add(c->loop, c->labels_retry_ms, on_retry, c);
+    c->labels_retry = loop_timer_add(c->loop, delay_ms, on_retry, c);
 }
 
 static void sent(struct cluster *c, const char *where)

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cluster/cluster.h"
+#include "core/backoff.h"
 #include "core/log.h"
 #include "config/config-load.h"
 #include "core/loop.h"
@@ -30,7 +31,7 @@ struct plugin {
     struct daemon *daemon;
     struct serving *state;
     struct loop_timer *start_retry;
-    unsigned start_backoff_ms;
+    struct backoff start_backoff;
     struct log_repeat start_log; /* a bind failure that stays the same is said once */
     bool kept;                   /* handed over by a reload: already serving */
 };
@@ -129,7 +130,7 @@ static struct dp_context plugin_context(const struct plugin *p)
 static int plugin_serve(struct plugin *p, struct error *err)
 {
     struct dp_context ctx = plugin_context(p);
-    log_full(p->start_backoff_ms ? LOG_DEBUG : LOG_INFO, "Starting GRPC server for '%s'",
+    log_full(p->start_backoff.failures ? LOG_DEBUG : LOG_INFO, "Starting GRPC server for '%s'",
              p->res->name);
     int r = dp_plugin_start(p->daemon->loop, p->state->socket_dir, &ctx, &p->dp, err);
     if (r < 0)
@@ -159,7 +160,7 @@ static void plugin_try_start(struct plugin *p)
 {
     char missing[4096];
     struct error err = { 0 };
-    bool first = p->start_backoff_ms == 0;
+    bool first = p->start_backoff.failures == 0;
 
     if (p->res->sharing == SHARING_MPS &&
         !mps_daemon_ready(p->state->node.cfg, p->res, missing, sizeof(missing))) {
@@ -181,15 +182,12 @@ static void plugin_try_start(struct plugin *p)
     } else {
         if (!first) /* at start, registration waits until every socket serves */
             plugin_register(p);
-        p->start_backoff_ms = 0;
+        backoff_reset(&p->start_backoff);
         log_repeat_reset(&p->start_log);
         return;
     }
-    p->start_backoff_ms = first ? START_BACKOFF_MIN_MS
-                                : p->start_backoff_ms * 2 > START_BACKOFF_MAX_MS
-                                      ? START_BACKOFF_MAX_MS
-                                      : p->start_backoff_ms * 2;
-    p->start_retry = loop_timer_add(p->daemon->loop, p->start_backoff_ms, on_start_retry, p);
+    p->start_retry = loop_timer_add(p->daemon->loop, backoff_next(&p->start_backoff),
+                                    on_start_retry, p);
 }
 
 static void on_start_retry(struct loop *l, struct loop_timer *t, void *userdata)
@@ -244,6 +242,7 @@ static bool state_adopt_plugins(struct daemon *m, struct serving *s, struct serv
         p->res = res;
         p->daemon = m;
         p->state = s;
+        p->start_backoff = BACKOFF_INIT(START_BACKOFF_MIN_MS, START_BACKOFF_MAX_MS, 0, false);
         struct plugin *o = keepable_plugin(old, s, res);
         if (!o)
             continue;

@@ -247,7 +247,7 @@ static void accept_timer_cb(struct loop *l, struct loop_timer *t, void *userdata
     struct grpc_server *srv = userdata;
     srv->accept_timer = NULL;
     if (grpc_guard_listen(srv) < 0)
-        srv->accept_timer = loop_timer_add(l, srv->accept_backoff_ms, accept_timer_cb, srv);
+        srv->accept_timer = loop_timer_add(l, srv->accept_backoff.delay_ms, accept_timer_cb, srv);
 }
 
 int grpc_guard_listen(struct grpc_server *srv)
@@ -280,7 +280,7 @@ static void accept_pause(struct grpc_server *srv, int err, bool evicted)
         srv->accept_failing = true;
         srv->accept_fail_since_ms = loop_now_ms();
         srv->accept_failures = 0;
-        srv->accept_backoff_ms = ACCEPT_BACKOFF_MIN_MS;
+        srv->accept_backoff = BACKOFF_INIT(ACCEPT_BACKOFF_MIN_MS, ACCEPT_BACKOFF_MAX_MS, 0, false);
         srv->accept_logged = grpc_lograte_ok(&srv->rate_accept, ACCEPT_LOG_INTERVAL_MS, &sup);
         if (srv->accept_logged)
             log_warning("grpc: accept on %s: %s; %s, retrying within %u ms "
@@ -289,13 +289,11 @@ static void accept_pause(struct grpc_server *srv, int err, bool evicted)
                         evicted ? "closed the connection idle longest"
                                 : "no idle connection to close",
                         ACCEPT_BACKOFF_MAX_MS, sup);
-    } else {
-        srv->accept_backoff_ms = (unsigned)u64_min(2ull * srv->accept_backoff_ms,
-                                                   ACCEPT_BACKOFF_MAX_MS);
     }
     srv->accept_failures++;
     grpc_guard_unlisten(srv);
-    srv->accept_timer = loop_timer_add(srv->loop, srv->accept_backoff_ms, accept_timer_cb, srv);
+    srv->accept_timer = loop_timer_add(srv->loop, backoff_next(&srv->accept_backoff),
+                                       accept_timer_cb, srv);
 }
 
 static void accept_recovered(struct grpc_server *srv)

@@ -17,6 +17,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "core/backoff.h"
 #include "grpc/grpc_internal.h"
 
 struct loop;
@@ -105,7 +106,7 @@ struct grpc_server {
     /* accept path (grpc_server_guard.c) */
     bool listening;            /* the listen fd is watched */
     struct loop_timer *accept_timer;
-    unsigned accept_backoff_ms;
+    struct backoff accept_backoff;
     bool accept_failing;       /* an out-of-fds episode is going on */
     bool accept_logged;        /* ... and its start was logged */
     uint64_t accept_fail_since_ms;

@@ -114,16 +114,6 @@ int kube_conn_init(struct kube *k, struct error *err)
     return 0;
 }
 
-uint64_t kube_jitter(unsigned ms)
-{
-    uint32_t x = 0;
-    /* getrandom, not random(): an unseeded random() gives every plugin restarted with
-     * the API server the same sequence, the lockstep jitter is there to avoid. */
-    if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x))
-        x = (uint32_t)loop_now_us();
-    return ms / 2 + x % (ms / 2 + 1);
-}
-
 static void conn_close(struct kube *k)
 {
     struct kube_conn *c = &k->conn;
@@ -168,10 +158,8 @@ static void conn_fail(struct kube *k, int err, const char *why)
         c->last_error = xstrdup(why);
     }
     conn_close(k);
-    c->backoff_ms = c->backoff_ms ? (unsigned)u64_min(c->backoff_ms * 2ull, KUBE_BACKOFF_MAX_MS)
-                                  : KUBE_BACKOFF_MIN_MS;
     c->state = KUBE_CONN_BACKOFF;
-    c->backoff_timer = loop_timer_add(k->loop, kube_jitter(c->backoff_ms), backoff_cb, k);
+    c->backoff_timer = loop_timer_add(k->loop, backoff_next(&c->backoff), backoff_cb, k);
     kube_on_disconnected(k, err);
 }
 

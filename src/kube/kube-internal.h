@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "core/backoff.h"
 #include "kube/kube.h"
 
 struct error;
@@ -106,7 +107,7 @@ struct kube_conn {
     bool ssl_live;        /* ssl set up for the current socket */
     uint8_t *out;         /* bytes from nghttp2 not yet accepted by the socket / TLS */
     size_t out_len, out_off, out_cap;
-    unsigned backoff_ms;
+    struct backoff backoff;
     struct loop_timer *backoff_timer;
     /* Armed only while something is pending: the connect + TLS handshake deadline, or,
      * once up, a PING sent because a stream timed out (any byte from the server ends
@@ -170,9 +171,6 @@ struct kube {
 };
 
 /* kube-conn.c */
-/* A random point in the upper half of [0, ms]: backoff that clients restarted together
- * do not follow in lockstep. */
-uint64_t kube_jitter(unsigned ms);
 /* TLS material from the credentials (CA, client certificate and key); no socket yet. */
 int kube_conn_init(struct kube *k, struct error *err);
 void kube_conn_free(struct kube *k);

@@ -26,7 +26,7 @@ struct kube_watch {
     struct kube_req *req;
     struct loop_timer *retry_timer, *silence_timer;
     uint64_t last_data_ms, started_ms;
-    unsigned backoff_ms;
+    struct backoff backoff;
     bool busy, stopped;
     char *last_error;
 };
@@ -151,14 +151,12 @@ static void fail(struct kube_watch *w, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    w->backoff_ms = w->backoff_ms ? (unsigned)u64_min(w->backoff_ms * 2ull, KUBE_BACKOFF_MAX_MS)
-                                  : KUBE_BACKOFF_MIN_MS;
     if (!w->last_error || !streq(w->last_error, why)) {
         log_warning("kube: watch %s: %s; retrying with backoff", w->collection, why);
         set_str(&w->last_error, why);
     }
     loop_timer_cancel(w->k->loop, w->retry_timer);
-    w->retry_timer = loop_timer_add(w->k->loop, kube_jitter(w->backoff_ms), retry_cb, w);
+    w->retry_timer = loop_timer_add(w->k->loop, backoff_next(&w->backoff), retry_cb, w);
 }
 
 static char *status_text(int status, json_t *body)
@@ -226,7 +224,7 @@ static void list_done(struct kube *k, int status, json_t *body, void *userdata)
     }
     json_object_clear(w->listed);
     set_str(&w->rv, rv);
-    w->backoff_ms = 0;
+    backoff_reset(&w->backoff);
     set_str(&w->last_error, NULL);
     if (!emit(w, KUBE_WATCH_SYNCED, NULL)) {
         watch_free(w);
@@ -328,7 +326,7 @@ static bool handle_line(struct kube_watch *w, const char *line, size_t len)
             json_object_set_new(w->known, key, known_copy(obj));
         if (rv)
             set_str(&w->rv, rv);
-        w->backoff_ms = 0;
+        backoff_reset(&w->backoff);
         go_on = emit(w, e, obj);
     }
     json_decref(ev);
@@ -447,3 +445,4 @@ void kube_watch_stop(struct kube_watch *w)
     }
     watch_free(w);
 }
+    w->backoff = BACKOFF_INIT(KUBE_BACKOFF_MIN_MS, KUBE_BACKOFF_MAX_MS, 0, true);

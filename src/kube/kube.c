@@ -233,7 +233,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
     if (st >= 200)
         r->status = st;
     /* The server answers: the connection works, so the next failure starts backoff anew. */
-    k->conn.backoff_ms = 0;
+    backoff_reset(&k->conn.backoff);
     return 0;
 }
 
@@ -542,6 +542,7 @@ int kube_new(struct loop *l, const struct kube_options *o, struct kube **out, st
     struct kube *k = xcalloc(1, sizeof(*k));
     k->loop = l;
     k->conn.fd = -1;
+    k->conn.backoff = BACKOFF_INIT(KUBE_BACKOFF_MIN_MS, KUBE_BACKOFF_MAX_MS, 0, true);
     k->timeout_ms = o && o->request_timeout_ms ? o->request_timeout_ms : KUBE_DEFAULT_TIMEOUT_MS;
     k->max_response = o && o->max_response_bytes ? o->max_response_bytes : KUBE_DEFAULT_MAX_RESPONSE;
     k->qps = o && o->qps > 0 ? o->qps : KUBE_DEFAULT_QPS;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "api.pb-c.h"
+#include "core/backoff.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "grpc/grpc.h"
@@ -29,8 +30,7 @@ struct reg {
     char *resource;
     struct grpc_call *call;
     struct loop_timer *retry;
-    unsigned backoff_ms;
-    unsigned failures;         /* in a row, since the last success or restart */
+    struct backoff backoff;    /* failures in a row, since the last success or restart */
     bool registered;
     unsigned count;
     uint64_t started_us;
@@ -67,8 +67,7 @@ static void on_done(void *userdata, int status, const char *message, const uint8
     if (status == GRPC_STATUS_OK) {
         r->registered = true;
         r->count++;
-        r->backoff_ms = REG_BACKOFF_FIRST_MS;
-        r->failures = 0;
+        backoff_reset(&r->backoff);
         log_repeat_reset(&r->fail_log);
         log_info("Registered device plugin for '%s' with Kubelet (%llu us)", r->resource,
                  (unsigned long long)(loop_now_us() - r->started_us));
@@ -78,20 +77,19 @@ static void on_done(void *userdata, int status, const char *message, const uint8
      * of a kubelet that is not there (a wrong --kubelet-socket) are debug lines. */
     char key[600];
     snprintf(key, sizeof(key), "%d %s", status, message ? message : "");
-    int level = r->backoff_ms < REG_BACKOFF_QUIET_MS
+    uint64_t delay_ms = backoff_next(&r->backoff);
+    int level = delay_ms < REG_BACKOFF_QUIET_MS
                     ? LOG_DEBUG
                     : log_repeat_level(&r->fail_log, LOG_WARNING, key);
     log_full(level,
              "Could not register device plugin for '%s' with Kubelet at %s: %s (status %d); "
-             "retrying in %u ms%s",
-             r->resource, r->kubelet_socket, message ? message : "", status, r->backoff_ms,
+             "retrying in %llu ms%s",
+             r->resource, r->kubelet_socket, message ? message : "", status,
+             (unsigned long long)delay_ms,
              r->fail_log.repeats ? " (the same failure again)" : "");
     if (level == LOG_WARNING && status == GRPC_STATUS_UNAVAILABLE)
         log_hints(reg_kubelet_path_hints);
-    r->retry = loop_timer_add(r->loop, r->backoff_ms, on_retry, r);
-    if (++r->failures >= REG_FAST_RETRIES)
-        r->backoff_ms = r->backoff_ms * 2 > REG_BACKOFF_MAX_MS ? REG_BACKOFF_MAX_MS
-                                                                : r->backoff_ms * 2;
+    r->retry = loop_timer_add(r->loop, delay_ms, on_retry, r);
 }
 
 static void reg_call(struct reg *r)
@@ -125,7 +123,7 @@ struct reg *reg_new(struct loop *l, const char *kubelet_socket, const char *endp
     r->kubelet_socket = xstrdup(kubelet_socket);
     r->endpoint = xstrdup(endpoint);
     r->resource = xstrdup(resource_name);
-    r->backoff_ms = REG_BACKOFF_FIRST_MS;
+    r->backoff = BACKOFF_INIT(REG_BACKOFF_FIRST_MS, REG_BACKOFF_MAX_MS, REG_FAST_RETRIES, false);
     return r;
 }
 
@@ -136,8 +134,7 @@ void reg_restart(struct reg *r)
     loop_timer_cancel(r->loop, r->retry);
     r->retry = NULL;
     r->registered = false;
-    r->backoff_ms = REG_BACKOFF_FIRST_MS;
-    r->failures = 0;
+    backoff_reset(&r->backoff);
     log_repeat_reset(&r->fail_log); /* a new kubelet: its first failure is news */
     reg_call(r);
 }

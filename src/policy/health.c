@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <strings.h>
 
+#include "core/backoff.h"
 
 /* Our reading of NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors), see
  * docs/health.md for the reasoning per row. Xids without a row get default_class. */
@@ -247,8 +248,7 @@ enum health_wait_change health_wait_result(const struct health_config *hc,
         return was ? HEALTH_WAIT_NOW_OK : HEALTH_WAIT_SAME;
     }
     ws->consecutive++;
-    ws->backoff_ms = ws->backoff_ms == 0 ? hc->wait_backoff_ms
-                                         : u64_min(ws->backoff_ms * 2, hc->wait_backoff_max_ms);
+    ws->backoff_ms = backoff_grow(ws->backoff_ms, hc->wait_backoff_ms, hc->wait_backoff_max_ms);
     if (!ws->failing && ws->consecutive >= hc->wait_error_threshold) {
         ws->failing = true;
         return HEALTH_WAIT_NOW_FAILING;

@@ -1,0 +1,39 @@
+/* Capped exponential backoff with optional jitter and fast retries; the policy is in
+ * backoff.h. */
+#include <sys/random.h>
+
+#include "backoff.h"
+#include "loop.h"
+
+uint64_t backoff_grow(uint64_t prev_ms, uint64_t first_ms, uint64_t max_ms)
+{
+    if (prev_ms == 0)
+        return first_ms < max_ms ? first_ms : max_ms;
+    if (prev_ms >= max_ms || prev_ms > UINT64_MAX / 2)
+        return max_ms;
+    return prev_ms * 2 < max_ms ? prev_ms * 2 : max_ms;
+}
+
+uint64_t backoff_jitter(uint64_t ms)
+{
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x))
+        x = loop_now_us();
+    return ms / 2 + x % (ms / 2 + 1);
+}
+
+uint64_t backoff_next(struct backoff *b)
+{
+    unsigned fast = b->fast ? b->fast : 1;
+    b->delay_ms = b->failures < fast ? backoff_grow(0, b->first_ms, b->max_ms)
+                                     : backoff_grow(b->delay_ms, b->first_ms, b->max_ms);
+    if (b->failures < UINT32_MAX)
+        b->failures++;
+    return b->jitter ? backoff_jitter(b->delay_ms) : b->delay_ms;
+}
+
+void backoff_reset(struct backoff *b)
+{
+    b->failures = 0;
+    b->delay_ms = 0;
+}
