@@ -415,6 +415,7 @@ struct kube_watch *kube_watch_start(struct kube *k, const char *collection_path,
     }
     struct kube_watch *w = xcalloc(1, sizeof(*w));
     w->k = k;
+    w->backoff = BACKOFF_INIT(KUBE_BACKOFF_MIN_MS, KUBE_BACKOFF_MAX_MS, 0, true);
     w->collection = xstrdup(collection_path);
     w->selector = field_selector && *field_selector ? xstrdup(field_selector) : NULL;
     w->fn = fn;
@@ -445,4 +446,3 @@ void kube_watch_stop(struct kube_watch *w)
     }
     watch_free(w);
 }
-    w->backoff = BACKOFF_INIT(KUBE_BACKOFF_MIN_MS, KUBE_BACKOFF_MAX_MS, 0, true);
