@@ -1,13 +1,16 @@
-/* The NVML event waiter of the health monitor (health/monitor.c is its only user): one
+/* The NVML event waiter of the health monitor (health/monitor.c is its only user): the
  * event set, the thread that blocks in nvml_event_wait() on it, and the queue plus
  * eventfd that hand what the thread saw to the loop.
  *
  * Lifetime: created once when health checks are first enabled and kept for the whole
- * process (reloads retarget the monitor, they do not replace the waiter), so there is
- * one thread, one event set and two eventfds however often the plugin reloads.
- * NVML cannot interrupt a wait: hm_waiter_stop() detaches the thread, which holds its
- * own reference on the waiter and frees it (and the event set, and its NVML reference)
- * when its current wait returns.
+ * process (reloads retarget the monitor, they do not replace the waiter), so there are
+ * two eventfds however often the plugin reloads, and one thread and one event set while
+ * no new GPU is registered. Registering a GPU while the thread sits in a long wait
+ * switches to a new event set and thread (a *generation*, see monitor-wait.c) so that
+ * the GPU is watched within a second; the old thread ends when its wait returns, and at
+ * most two old ones linger. NVML cannot interrupt a wait: hm_waiter_stop() tells the
+ * (detached) threads to stop; each holds its own reference on the waiter, frees its
+ * event set, and lets the waiter (and its NVML reference) go when its wait returns.
  *
  * Threads: every function here is called on the loop thread; the waiter's own thread
  * only reads its parameters (under the waiter's mutex) and pushes messages. */
@@ -45,9 +48,9 @@ void hm_waiter_stop(struct hm_waiter *w);
 /* Register the GPU with this UUID for Xid and ECC events (as far as it supports them)
  * unless it already is. 0: registered (now or before); -ENOTSUP: too old (remembered,
  * not retried; err filled the first time only); other -errno: not registered. NVML has
- * no unregister: a registration lasts as long as the event set. Whether a wait already
- * in progress sees a device registered after it began is not documented by NVML; at
- * worst its events come with the next wait. */
+ * no unregister: a registration lasts as long as the waiter. Its events reach the loop
+ * within a second even if the thread is in the middle of a long wait (a wait does not
+ * see a registration made after it began: a new one starts, see monitor-wait.c). */
 int hm_waiter_register(struct hm_waiter *w, const char *uuid, struct error *err);
 bool hm_waiter_registered(const struct hm_waiter *w, const char *uuid);
 /* The UUID of the GPU whose registered handle dev is; NULL if none (or dev NULL). */
