@@ -1,5 +1,12 @@
 /* Event sets: registrations per device, a FIFO of pending events per set, and a
- * condition variable (CLOCK_MONOTONIC) that nvmlEventSetWait blocks on. */
+ * condition variable (CLOCK_MONOTONIC) that nvmlEventSetWait blocks on.
+ *
+ * NVML does not say whether a wait in progress sees a device registered after it began
+ * (the driver may fix what it listens to when the wait starts), so the simulator takes
+ * the conservative reading: such a registration is pending until the set's next wait
+ * begins, and events on it before then are not delivered to the set at all. A client
+ * that relies on a long wait noticing a new registration fails here as it could on a
+ * real node. */
 #include <errno.h>
 #include <time.h>
 
@@ -16,6 +23,7 @@ struct sim_event {
 struct sim_reg {
     struct sim_device *gpu;
     unsigned long long mask;
+    bool pending;              /* made during a wait: live from the set's next wait */
 };
 
 struct nvmlEventSet_st {
@@ -24,6 +32,7 @@ struct nvmlEventSet_st {
     struct sim_reg *regs;
     size_t n_regs, alloc_regs;
     struct sim_event *head, *tail;
+    unsigned n_waiting;        /* waits in progress on this set */
 };
 
 static struct nvmlEventSet_st *sets;
@@ -120,7 +129,7 @@ _public_ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned lon
         ;
     if (i == set->n_regs) {
         set->regs = grow_array(set->regs, &set->alloc_regs, i + 1, sizeof(*set->regs));
-        set->regs[set->n_regs++] = (struct sim_reg){ gpu, 0 };
+        set->regs[set->n_regs++] = (struct sim_reg){ gpu, 0, set->n_waiting > 0 };
     }
     set->regs[i].mask |= eventTypes;
     pthread_mutex_unlock(&sim_lock);
@@ -151,7 +160,7 @@ void sim_events_post_locked(struct sim_device *gpu, unsigned long long type, uns
 {
     for (struct nvmlEventSet_st *s = sets; s; s = s->next)
         for (size_t i = 0; i < s->n_regs; i++)
-            if (s->regs[i].gpu == gpu && (s->regs[i].mask & type))
+            if (s->regs[i].gpu == gpu && !s->regs[i].pending && (s->regs[i].mask & type))
                 queue_locked(s, gpu, type, data, gi, ci);
 }
 
@@ -165,7 +174,7 @@ void sim_events_post_unattributed_locked(unsigned long long type, unsigned long 
 {
     for (struct nvmlEventSet_st *s = sets; s; s = s->next)
         for (size_t i = 0; i < s->n_regs; i++)
-            if (s->regs[i].mask & type) {
+            if (!s->regs[i].pending && (s->regs[i].mask & type)) {
                 queue_locked(s, NULL, type, data, SIM_UNATTRIBUTED, SIM_UNATTRIBUTED);
                 break;
             }
@@ -191,6 +200,9 @@ static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsign
         pthread_mutex_unlock(&sim_lock);
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    for (size_t i = 0; i < set->n_regs; i++)
+        set->regs[i].pending = false;
+    set->n_waiting++;
     /* a wait-error command also fails a wait already in progress, as a driver fault
      * would: otherwise a long timeout would hide it until the wait ends */
     for (;;) {
@@ -198,6 +210,7 @@ static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsign
             if (sim_wait_error_count > 0)
                 sim_wait_error_count--;
             r = sim_wait_error_code;
+            set->n_waiting--;
             pthread_mutex_unlock(&sim_lock);
             return r;
         }
@@ -205,10 +218,12 @@ static nvmlReturn_t wait_event(nvmlEventSet_t set, nvmlEventData_t *data, unsign
             break;
         int e = pthread_cond_timedwait(&set->cond, &sim_lock, &deadline);
         if (e == ETIMEDOUT && !set->head && !sim_wait_error_count) {
+            set->n_waiting--;
             pthread_mutex_unlock(&sim_lock);
             return NVML_ERROR_TIMEOUT;
         }
     }
+    set->n_waiting--;
     struct sim_event *ev = set->head;
     set->head = ev->next;
     if (!set->head)

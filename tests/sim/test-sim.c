@@ -2,6 +2,8 @@
  * shutdown, buffer sizes, events and the control channel, profile faults, init errors,
  * malformed profiles, the exported symbols and nvml-sim-render (sim-test.h has the
  * helpers; MIG and topology are in test-sim-topo.c). */
+#include <pthread.h>
+
 #include "sim-test.h"
 #include "tests/common/fixture.h"
 
@@ -228,6 +230,43 @@ static nvmlEventData_t wait_event(nvmlEventSet_t set)
     return e;
 }
 
+struct bg_wait {
+    nvmlEventSet_t set;
+    unsigned timeout_ms;
+    nvmlReturn_t r;
+    nvmlEventData_t e;
+};
+
+static void *bg_wait_run(void *arg)
+{
+    struct bg_wait *w = arg;
+    w->r = N(nvmlEventSetWait_v2)(w->set, &w->e, w->timeout_ms);
+    return NULL;
+}
+
+/* A registration made while a wait is in progress on the set is not seen by that wait
+ * (the conservative reading of NVML): an Xid on the new GPU does not end it, and is
+ * not delivered later either; the next wait sees the GPU. */
+static void pending_registration(nvmlEventSet_t set, nvmlDevice_t g)
+{
+    struct bg_wait w = { .set = set, .timeout_ms = 1500 };
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, bg_wait_run, &w) == 0);
+    struct timespec ts = { 0, 300000000 };
+    nanosleep(&ts, NULL); /* the wait is in progress */
+    OK(N(nvmlDeviceRegisterEvents)(g, nvmlEventTypeXidCriticalError, set));
+    send_acked("xid GPU-a100a100-0000-0000-0000-000000000001 43");
+    CHECK(pthread_join(t, NULL) == 0);
+    RET(w.r, NVML_ERROR_TIMEOUT);
+    nvmlEventData_t e;
+    RET(N(nvmlEventSetWait_v2)(set, &e, 0), NVML_ERROR_TIMEOUT);
+    /* now live: the next wait gets it */
+    send("xid GPU-a100a100-0000-0000-0000-000000000001 45");
+    e = wait_event(set);
+    CHECK(e.device == g && e.eventData == 45);
+    wait_acks(acked + 1);
+}
+
 static void case_events(void)
 {
     setenv("MOCK_NVML_CONFIG", path_of("GDP_SOURCE_DIR", "sim/profiles/a100-mig-mixed.yaml"), 1);
@@ -325,6 +364,7 @@ static void case_events(void)
     wait_acks(acked + 1);
     send_acked("restore GPU-a100a100-0000-0000-0000-000000000002");
     OK(N(nvmlDeviceGetName)(g2, name, sizeof(name)));
+    pending_registration(set, g1);
     OK(N(nvmlEventSetFree)(set));
     RET(N(nvmlEventSetWait_v2)(set, &e, 0), NVML_ERROR_INVALID_ARGUMENT);
     OK(N(nvmlShutdown)());
