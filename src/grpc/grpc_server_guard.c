@@ -22,21 +22,10 @@
 static struct grpc_server *servers;
 static size_t held_total, held_max;
 
-bool grpc_lograte_ok(struct grpc_lograte *r, unsigned interval_ms, unsigned *suppressed)
-{
-    uint64_t now = loop_now_ms();
-    if (now < r->next_ms) {
-        r->suppressed++;
-        return false;
-    }
-    r->next_ms = now + interval_ms;
-    *suppressed = r->suppressed;
-    r->suppressed = 0;
-    return true;
-}
-
 void grpc_guard_server_add(struct grpc_server *srv)
 {
+    srv->rate_accept = RATELIMIT_INIT(ACCEPT_LOG_INTERVAL_MS, 1);
+    srv->rate_evict = srv->rate_budget = srv->rate_deadline = RATELIMIT_INIT(LOG_INTERVAL_MS, 1);
     srv->snext = servers;
     servers = srv;
 }
@@ -87,7 +76,7 @@ static bool evict_holder(struct grpc_stream *v, const char *which)
     size_t bytes = v->held;
     uint64_t age = loop_now_ms() - v->held_since_ms;
     unsigned sup;
-    if (grpc_lograte_ok(&srv->rate_budget, LOG_INTERVAL_MS, &sup))
+    if (ratelimit_below(&srv->rate_budget, &sup))
         log_warning("grpc: %s: %s buffer budget (%zu bytes) exhausted: dropping stream %d, "
                     "which held %zu bytes for %" PRIu64 " ms (%u more not logged)",
                     srv->path, which,
@@ -158,7 +147,7 @@ static void request_timer_cb(struct loop *l, struct loop_timer *t, void *userdat
             if (!s->headers_done) {
                 /* Nothing else can arrive on the connection before the CONTINUATION
                  * that ends this block (RFC 9113 6.10): the connection is stuck. */
-                if (grpc_lograte_ok(&srv->rate_deadline, LOG_INTERVAL_MS, &sup))
+                if (ratelimit_below(&srv->rate_deadline, &sup))
                     log_warning("grpc: %s: request headers not complete within %" PRIu64
                                 " ms, closing the connection (%u more not logged)",
                                 srv->path, timeout, sup);
@@ -168,7 +157,7 @@ static void request_timer_cb(struct loop *l, struct loop_timer *t, void *userdat
             }
             _cleanup_free_ char *m = xasprintf("request not complete within %" PRIu64 " ms",
                                                timeout);
-            if (grpc_lograte_ok(&srv->rate_deadline, LOG_INTERVAL_MS, &sup))
+            if (ratelimit_below(&srv->rate_deadline, &sup))
                 log_warning("grpc: %s: stream %d: %s, resetting it (%u more not logged)",
                             srv->path, s->id, m, sup);
             srv->deadline_resets++;
@@ -231,7 +220,7 @@ static void evict_idle(struct grpc_conn *v, const char *why)
 {
     struct grpc_server *srv = v->srv;
     unsigned sup;
-    if (grpc_lograte_ok(&srv->rate_evict, LOG_INTERVAL_MS, &sup))
+    if (ratelimit_below(&srv->rate_evict, &sup))
         log_warning("grpc: %s: %s: closing the connection idle longest (%" PRIu64 " ms%s) "
                     "(%u more not logged)",
                     srv->path, why, loop_now_ms() - v->last_activity_ms,
@@ -281,7 +270,7 @@ static void accept_pause(struct grpc_server *srv, int err, bool evicted)
         srv->accept_fail_since_ms = loop_now_ms();
         srv->accept_failures = 0;
         srv->accept_backoff = BACKOFF_INIT(ACCEPT_BACKOFF_MIN_MS, ACCEPT_BACKOFF_MAX_MS, 0, false);
-        srv->accept_logged = grpc_lograte_ok(&srv->rate_accept, ACCEPT_LOG_INTERVAL_MS, &sup);
+        srv->accept_logged = ratelimit_below(&srv->rate_accept, &sup);
         if (srv->accept_logged)
             log_warning("grpc: accept on %s: %s; %s, retrying within %u ms "
                         "(%u earlier episodes not logged)",
@@ -342,7 +331,7 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *userdata)
             struct grpc_conn *v = grpc_guard_pick_idle(srv);
             if (!v) {
                 unsigned sup;
-                if (grpc_lograte_ok(&srv->rate_evict, LOG_INTERVAL_MS, &sup))
+                if (ratelimit_below(&srv->rate_evict, &sup))
                     log_warning("grpc: %s: %u connections open, each with a server stream: "
                                 "refusing a new one (%u more not logged)",
                                 srv->path, srv->n_conns, sup);

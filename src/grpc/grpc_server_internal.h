@@ -18,6 +18,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "core/backoff.h"
+#include "core/ratelimit.h"
 #include "grpc/grpc_internal.h"
 
 struct loop;
@@ -80,13 +81,6 @@ struct grpc_conn {
     struct grpc_outbuf out;
 };
 
-/* Rate limit for lines a peer can provoke: at most one per interval, with a count of
- * the ones left out. */
-struct grpc_lograte {
-    uint64_t next_ms;
-    unsigned suppressed;
-};
-
 struct grpc_server {
     struct grpc_server *snext; /* every live server of the process (budget, fds) */
     struct loop *loop;
@@ -111,7 +105,8 @@ struct grpc_server {
     bool accept_logged;        /* ... and its start was logged */
     uint64_t accept_fail_since_ms;
     unsigned accept_failures;
-    struct grpc_lograte rate_accept, rate_evict, rate_budget, rate_deadline;
+    /* lines a peer can provoke: one per interval, with a count of those left out */
+    struct ratelimit rate_accept, rate_evict, rate_budget, rate_deadline;
     unsigned evictions;        /* connections closed to make room (tests) */
     unsigned budget_resets;    /* streams reset by the buffer budget (tests) */
     unsigned deadline_resets;  /* requests reset by the request deadline (tests) */
@@ -160,5 +155,3 @@ void grpc_conn_idle_watch(struct grpc_conn *c);
 /* The connection that can go with the least harm (no server stream, idle longest),
  * among this server's (srv) or every server's (NULL) connections; NULL if none. */
 struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv);
-/* True once per interval; *suppressed gets the lines left out since the last one. */
-bool grpc_lograte_ok(struct grpc_lograte *r, unsigned interval_ms, unsigned *suppressed);

@@ -16,11 +16,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/ratelimit.h"
 
 #define URL_MAX 1024u
 #define ACCEPTS_PER_WAKEUP 16
 #define ACCEPT_PAUSE_MS 1000u
-#define WARN_INTERVAL_MS 10000u
+#define WARN_INTERVAL_MS 10000u /* one line per 10 s, with the count left out */
 
 struct http_conn {
     struct http_server *srv;
@@ -53,23 +54,16 @@ struct http_server {
     struct http_conn *conns;
     unsigned n_conns;
     struct loop_timer *accept_retry;
-    uint64_t last_warn_ms;
-    unsigned warn_suppressed;
+    struct ratelimit warn_rate;
 };
 
 /* ------------------------------------------------------------------ connections */
 
 static void warn_limited(struct http_server *s, const char *what)
 {
-    uint64_t now = loop_now_ms();
-    if (s->last_warn_ms && now - s->last_warn_ms < WARN_INTERVAL_MS) {
-        s->warn_suppressed++;
-        return;
-    }
-    log_warning("metrics listener on port %u: %s (%u more not logged)", s->port, what,
-                s->warn_suppressed);
-    s->last_warn_ms = now;
-    s->warn_suppressed = 0;
+    unsigned sup;
+    if (ratelimit_below(&s->warn_rate, &sup))
+        log_warning("metrics listener on port %u: %s (%u more not logged)", s->port, what, sup);
 }
 
 static void conn_close(struct http_conn *c)
@@ -469,6 +463,7 @@ int http_server_new(struct loop *l, const char *address, const struct http_route
         return error_set(err, fd, "listening on %s: %s", address, strerror(-fd));
 
     struct http_server *s = xcalloc(1, sizeof(*s));
+    s->warn_rate = RATELIMIT_INIT(WARN_INTERVAL_MS, 1);
     s->loop = l;
     s->fd = fd;
     s->routes = routes;
