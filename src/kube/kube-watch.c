@@ -4,7 +4,12 @@
  * last resourceVersion; 410 Gone (as an HTTP status or an ERROR event) relists, and the
  * relist reports objects that vanished meanwhile as DELETED, then SYNCED. Failures back
  * off (capped) and are logged once per new reason. The objects last seen are kept so
- * that a DELETED found by a relist carries the object. */
+ * that a DELETED found by a relist carries the object.
+ *
+ * The server is not trusted to honour the field selector: with "metadata.name=X" an
+ * object of another name (from a faulty or hostile server, in a list or an event) is
+ * neither kept nor reported, and said once at warning level (debug while it repeats),
+ * so a watch of one Node holds one object whatever the server streams. */
 #include <stdio.h>
 
 #include "core/error.h"
@@ -17,6 +22,9 @@ struct kube_watch {
     struct kube *k;
     struct kube_watch *prev, *next; /* in k->watches, so kube_free can stop it */
     char *collection, *selector;
+    char *name;            /* "metadata.name=NAME" asked for; NULL: any name matches */
+    struct log_repeat foreign_log;
+    unsigned long long foreign; /* objects ignored for not matching the selector */
     kube_watch_fn fn;
     void *userdata;
     char *rv;              /* resume point, NULL before the first list */
@@ -90,6 +98,22 @@ static json_t *known_copy(json_t *obj)
     return keep;
 }
 
+/* Whether obj is one the selector can match; says once (per watch) when it is not. */
+static bool wanted(struct kube_watch *w, json_t *obj)
+{
+    const char *name = meta_str(obj, "name");
+    if (!w->name || (name && streq(name, w->name)))
+        return true;
+    w->foreign++;
+    int level = log_repeat_level(&w->foreign_log, LOG_WARNING, "foreign");
+    log_full(level,
+             "kube: watch %s: ignoring an object named \"%.253s\" that the field selector %s "
+             "does not match: the server does not honour it (object %llu of the kind; the next "
+             "are debug lines)",
+             w->collection, name ? name : "", w->selector, w->foreign);
+    return false;
+}
+
 static char *obj_key(json_t *obj)
 {
     const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
@@ -117,6 +141,7 @@ static void watch_free(struct kube_watch *w)
     json_decref(w->listed);
     free(w->collection);
     free(w->selector);
+    free(w->name);
     free(w->rv);
     free(w->cont);
     free(w->last_error);
@@ -192,6 +217,8 @@ static void list_done(struct kube *k, int status, json_t *body, void *userdata)
     size_t i;
     json_t *item;
     json_array_foreach(items, i, item) {
+        if (!wanted(w, item))
+            continue;
         _cleanup_free_ char *key = obj_key(item);
         json_object_set_new(w->listed, key, json_true());
         json_object_set_new(w->known, key, known_copy(item));
@@ -315,6 +342,9 @@ static bool handle_line(struct kube_watch *w, const char *line, size_t len)
     } else if (streq(type, "BOOKMARK")) {
         if (rv)
             set_str(&w->rv, rv);
+    } else if (!wanted(w, obj)) {
+        if (rv)
+            set_str(&w->rv, rv);
     } else {
         _cleanup_free_ char *key = obj_key(obj);
         enum kube_watch_event e = streq(type, "ADDED")      ? KUBE_WATCH_ADDED
@@ -418,6 +448,9 @@ struct kube_watch *kube_watch_start(struct kube *k, const char *collection_path,
     w->backoff = BACKOFF_INIT(KUBE_BACKOFF_MIN_MS, KUBE_BACKOFF_MAX_MS, 0, true);
     w->collection = xstrdup(collection_path);
     w->selector = field_selector && *field_selector ? xstrdup(field_selector) : NULL;
+    /* Only the one form this client uses is enforced; any other selector is the server's. */
+    if (w->selector && startswith(w->selector, "metadata.name=") && !strchr(w->selector, ','))
+        w->name = xstrdup(w->selector + strlen("metadata.name="));
     w->fn = fn;
     w->userdata = userdata;
     w->known = json_object();

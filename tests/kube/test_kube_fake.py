@@ -265,6 +265,32 @@ class Watch(Base):
         self.cmd("drop")
         self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=104&")
 
+    def test_objects_the_selector_does_not_match_are_dropped(self):
+        # A server that ignores the field selector (issue 18 A1): the client reports and
+        # keeps only the Node asked for, and says so once.
+        self.cmd("add n1")
+        p = self.start("metadata.name=n1")
+        p.expect(r"^event SYNCED$")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&")
+        self.cmd("modify n1")  # the stream is up once its event comes
+        p.expect(r"^event MODIFIED /n1 102$")
+        for i in range(3):
+            self.cmd("inject ADDED other-%d" % i)
+        self.cmd("inject DELETED other-0")
+        self.cmd("modify n1")
+        p.expect(r"^event MODIFIED /n1 107$")
+        self.assertEqual([l for l in p.seen if "other-" in l], [])
+        # once at warning level (the probe logs the rest at debug level, shown as I)
+        warned = [l for l in p.errlines if "ignoring an object named" in l and l[0] == "W"]
+        self.assertEqual(len(warned), 1, p.errlines)
+        self.assertIn('"other-0"', warned[0])
+        # A relist (410) still reports n1 alone, and deletes nothing.
+        self.cmd("compact")
+        self.cmd("drop")
+        p.expect(r"^event ADDED /n1 \d+$")
+        p.expect(r"^event SYNCED$")
+        self.assertEqual([l for l in p.seen if "DELETED" in l], [])
+
     def relist_after_410(self, mode):
         self.cmd("add n1")
         self.cmd("add n2")

@@ -40,6 +40,8 @@ type event struct {
 	rv   int
 	typ  string
 	node map[string]interface{}
+	// A hostile server's event: sent whatever the watch's field selector says.
+	raw bool
 	// Bookmarks: told when this watcher has written and flushed the event, so that the
 	// command's "ok" comes after the bytes are on the connection (a request answered
 	// afterwards on another stream then arrives after them).
@@ -211,7 +213,7 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			continue
 		case e := <-in:
-			if e.typ != "BOOKMARK" && !matches(sel, e.node) {
+			if e.typ != "BOOKMARK" && !e.raw && !matches(sel, e.node) {
 				continue
 			}
 			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.node})
@@ -418,6 +420,70 @@ func (s *server) command(line string) {
 			}
 		}
 		s.mu.Unlock()
+	case "inject":
+		// inject TYPE NAME [KEY=VALUE]: one event for a Node NAME (with that label) to
+		// every watch, its field selector ignored, the store untouched (a hostile server).
+		s.mu.Lock()
+		if len(f) > 2 {
+			s.rv++
+			save := s.labels[f[2]]
+			s.labels[f[2]] = map[string]string{}
+			if len(f) > 3 {
+				if kv := strings.SplitN(f[3], "=", 2); len(kv) == 2 {
+					s.labels[f[2]][kv[0]] = kv[1]
+				}
+			}
+			n := s.node(f[2])
+			s.labels[f[2]] = save
+			for ch := range s.watchers {
+				select {
+				case ch <- event{rv: s.rv, typ: f[1], node: n, raw: true}:
+				default:
+				}
+			}
+		}
+		s.mu.Unlock()
+	case "flood":
+		// flood N PREFIX: N ADDED events for Nodes PREFIX-0 ... to every watch, field
+		// selector ignored, none dropped; "ok" once the last is on the wire (or 120 s).
+		count, _ := strconv.Atoi(arg)
+		prefix := "other"
+		if len(f) > 2 {
+			prefix = f[2]
+		}
+		s.mu.Lock()
+		chans := []chan event{}
+		for ch := range s.watchers {
+			chans = append(chans, ch)
+		}
+		s.mu.Unlock()
+		deadline := time.After(120 * time.Second)
+		sent := make(chan struct{}, len(chans))
+	flood:
+		for i := 0; i < count; i++ {
+			s.mu.Lock()
+			s.rv++
+			n := s.node(fmt.Sprintf("%s-%d", prefix, i))
+			rv := s.rv
+			s.mu.Unlock()
+			e := event{rv: rv, typ: "ADDED", node: n, raw: true}
+			if i == count-1 {
+				e.sent = sent
+			}
+			for _, ch := range chans {
+				select {
+				case ch <- e:
+				case <-deadline:
+					break flood
+				}
+			}
+		}
+		for range chans {
+			select {
+			case <-sent:
+			case <-deadline:
+			}
+		}
 	case "compact":
 		s.mu.Lock()
 		s.history = nil
