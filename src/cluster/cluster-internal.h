@@ -37,6 +37,7 @@ struct cluster {
     struct loop_timer *wait_timer;
     int inotify_fd;
     bool label_known;               /* the watch delivered the Node once */
+    bool node_gone;                 /* it was deleted since: label and config kept */
     char *label;                    /* its value; NULL: absent */
     char *annotation;               /* CLUSTER_CONFIG_ANNOTATION on the Node; NULL: none */
     char *annotation_source;        /* CLUSTER_CONFIG_SOURCE_ANNOTATION; NULL: none */

@@ -34,7 +34,7 @@ int cluster_kube_new(struct loop *l, const struct config_cluster *k, struct kube
 
 bool cluster_config_on(const struct config_cluster *k)
 {
-    return k->config_dir && *k->config_dir && k->node_name && *k->node_name;
+    return k->config_dir && *k->config_dir && config_node_name_valid(k->node_name);
 }
 
 struct kube *cluster_kube(struct cluster *c)
@@ -195,27 +195,47 @@ static void on_node(struct kube_watch *w, enum kube_watch_event ev, json_t *obj,
         return;
     }
     const json_t *meta = json_object_get(obj, "metadata");
-    const char *value = ev == KUBE_WATCH_DELETED
-                            ? NULL
-                            : json_string_value(
-                                  json_object_get(json_object_get(meta, "labels"), c->label_key));
-    const char *ann = ev == KUBE_WATCH_DELETED
-                          ? NULL
-                          : json_string_value(json_object_get(json_object_get(meta, "annotations"),
-                                                              CLUSTER_CONFIG_ANNOTATION));
-    const char *ann_source =
-        ev == KUBE_WATCH_DELETED
-            ? NULL
-            : json_string_value(json_object_get(json_object_get(meta, "annotations"),
-                                                CLUSTER_CONFIG_SOURCE_ANNOTATION));
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    /* Only the own Node says what its label is (the watch drops other names already;
+     * this holds whatever a server sends). */
+    if (!streq_ptr(json_string_value(json_object_get(meta, "name")), c->node) ||
+        (kind && !streq(kind, "Node")))
+        return;
+    if (ev == KUBE_WATCH_DELETED) {
+        /* Deleted is not "label removed": a Node re-created (a re-registered kubelet, a
+         * replaced VM) keeps the config applied until its new object says otherwise, as
+         * NVIDIA's config-manager keeps the last label. */
+        if (!c->node_gone)
+            log_info("Node %s deleted; keeping the per-node config until it is re-created",
+                     c->node);
+        c->node_gone = true;
+        free(c->annotation);
+        c->annotation = NULL;
+        free(c->annotation_source);
+        c->annotation_source = NULL;
+        return;
+    }
+    bool recreated = c->node_gone;
+    c->node_gone = false;
+    const char *value =
+        json_string_value(json_object_get(json_object_get(meta, "labels"), c->label_key));
+    const char *ann = json_string_value(json_object_get(json_object_get(meta, "annotations"),
+                                                        CLUSTER_CONFIG_ANNOTATION));
+    const char *ann_source = json_string_value(json_object_get(
+        json_object_get(meta, "annotations"), CLUSTER_CONFIG_SOURCE_ANNOTATION));
     free(c->annotation);
     c->annotation = ann ? xstrdup(ann) : NULL;
     free(c->annotation_source);
     c->annotation_source = ann_source ? xstrdup(ann_source) : NULL;
     bool first = !c->label_known;
     c->label_known = true;
-    if (!first && streq_ptr(c->label, value) && c->applied_once)
+    if (!first && streq_ptr(c->label, value) && c->applied_once) {
+        /* The same label: nothing to apply; a re-created Node gets its annotations back
+         * (reselect finds the config unchanged and only annotates). */
+        if (recreated)
+            reselect(c);
         return;
+    }
     if (!first || value)
         log_info("Node label %s=%s", c->label_key, value ? value : "(absent)");
     free(c->label);
@@ -306,7 +326,16 @@ struct cluster *cluster_new(struct loop *l, const struct config *cfg,
     c->kube_cfg.kubeconfig = dup_nonempty(k->kubeconfig);
     c->kube_cfg.kube_api_qps = k->kube_api_qps;
     c->kube_cfg.kube_api_burst = k->kube_api_burst;
-    c->node = dup_nonempty(k->node_name);
+    /* A name that is no Node's would go into request paths: one line, and every API
+     * feature off (they need the Node); the device plugin serves on without them. */
+    bool bad_node = k->node_name && *k->node_name && !config_node_name_valid(k->node_name);
+    if (bad_node)
+        /* The log escapes what it quotes (escape_cntrl); the bound keeps it one short line. */
+        log_error("Invalid node name \"%.300s\" (--node-name, NODE_NAME): not a DNS-1123 "
+                  "subdomain (lowercase letters, digits, '-' and '.', at most 253); node "
+                  "labels via the API, per-node configuration and Events are off",
+                  k->node_name);
+    c->node = bad_node ? NULL : dup_nonempty(k->node_name);
     c->ns = xstrdup(k->namespace && *k->namespace ? k->namespace : "default");
     c->pod = dup_nonempty(k->pod_name);
     cluster_evcache_init(&c->evcache);
@@ -316,17 +345,19 @@ struct cluster *cluster_new(struct loop *l, const struct config *cfg,
     bool labels_api = c->labels_mode == CLUSTER_LABELS_NODEFEATURE ||
                       c->labels_mode == CLUSTER_LABELS_NODE_PATCH;
     if (labels_api && !c->node) {
-        log_error("Node labels via the API (%s) need the node name (--node-name, NODE_NAME "
-                  "from the downward API); node labels are off",
-                  mode_names[c->labels_mode]);
+        if (!bad_node)
+            log_error("Node labels via the API (%s) need the node name (--node-name, NODE_NAME "
+                      "from the downward API); node labels are off",
+                      mode_names[c->labels_mode]);
         c->labels_mode = CLUSTER_LABELS_OFF;
     }
     if (k->config_dir && *k->config_dir) {
         if (!cluster_config_on(k)) {
-            log_error("Per-node configuration (--config-dir %s) needs the node name "
-                      "(--node-name, NODE_NAME); serving the configuration of the flags, "
-                      "environment and --config-file",
-                      k->config_dir);
+            if (!bad_node)
+                log_error("Per-node configuration (--config-dir %s) needs the node name "
+                          "(--node-name, NODE_NAME); serving the configuration of the flags, "
+                          "environment and --config-file",
+                          k->config_dir);
         } else {
             c->config_on = true;
             c->config_dir = xstrdup(k->config_dir);

@@ -131,5 +131,9 @@ void config_free(struct config *c);
 /* The sharing in force, as the reference reads `sharing:`: MPS when that section is
  * present and replicates something, else time-slicing when it does, else none. */
 enum sharing_strategy config_sharing_strategy(const struct config *c);
+/* Whether name is a DNS-1123 subdomain, as a Node's name must be: lowercase alphanumerics,
+ * '-' and '.', at most 253 bytes, each dot-separated label starting and ending with an
+ * alphanumeric. It goes into request paths and field selectors as is. */
+bool config_node_name_valid(const char *name);
 /* The section whose resources are replicated: `mps` whenever it is present. */
 const struct config_sharing *config_sharing_section(const struct config *c);

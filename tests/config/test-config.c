@@ -405,10 +405,27 @@ static void test_forms(void)
     config_free(&c);
 }
 
+/* NODE_NAME goes into request paths: only a DNS-1123 subdomain is a Node's name. */
+static void test_node_name(void)
+{
+    char longest[254], too_long[255];
+    memset(longest, 'a', 253);
+    longest[253] = 0;
+    memset(too_long, 'a', 254);
+    too_long[254] = 0;
+    const char *good[] = { "n1", "a", "node-1.example.com", "0", "a-b-c.d0", longest };
+    const char *bad[] = { NULL, "", "N1", "n_1", "-n1", "n1-", ".n1", "n1.", "a..b", "a.-b",
+                          "a-.b", "n1/../x", "n1?watch=1", "n 1", "n1\n", "nöde", too_long };
+    for (size_t i = 0; i < ELEMENTSOF(good); i++)
+        CHECK(config_node_name_valid(good[i]), "\"%.20s\" refused", good[i]);
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+        CHECK(!config_node_name_valid(bad[i]), "\"%.20s\" accepted", bad[i] ? bad[i] : "(null)");
+}
+
 int main(void)
 {
     static void (*const tests[])(void) = {
-        test_errors, test_defaults, test_precedence, test_forms, NULL,
+        test_errors, test_defaults, test_precedence, test_forms, test_node_name, NULL,
     };
     return config_test_main("config", tests);
 }
