@@ -4,7 +4,9 @@
 
 void cluster_evcache_init(struct cluster_evcache *c)
 {
-    *c = (struct cluster_evcache){ .tokens = CLUSTER_EVCACHE_BURST };
+    *c = (struct cluster_evcache){
+        .bucket = TOKENBUCKET_INIT(CLUSTER_EVCACHE_REFILL_MS, CLUSTER_EVCACHE_BURST),
+    };
 }
 
 static void entry_clear(struct cluster_evcache_entry *e)
@@ -21,29 +23,13 @@ void cluster_evcache_clear(struct cluster_evcache *c)
         entry_clear(&c->e[i]);
 }
 
-/* One token per CLUSTER_EVCACHE_REFILL_MS, up to the burst; no timer: the bucket is
- * refilled lazily when an event arrives. */
-static bool take_token(struct cluster_evcache *c, uint64_t now)
-{
-    while (c->tokens < CLUSTER_EVCACHE_BURST && c->refill_at_ms && now >= c->refill_at_ms) {
-        c->tokens++;
-        c->refill_at_ms = c->tokens < CLUSTER_EVCACHE_BURST
-                              ? c->refill_at_ms + CLUSTER_EVCACHE_REFILL_MS
-                              : 0;
-    }
-    if (c->tokens == 0)
-        return false;
-    if (c->tokens-- == CLUSTER_EVCACHE_BURST)
-        c->refill_at_ms = now + CLUSTER_EVCACHE_REFILL_MS;
-    return true;
-}
-
 struct cluster_ev_decision cluster_evcache_observe(struct cluster_evcache *c, const char *type,
                                                    const char *reason, const char *message,
                                                    uint64_t now_ms, const char *new_name,
                                                    const char *now_rfc3339)
 {
-    if (!take_token(c, now_ms)) {
+    /* No timer: the bucket is refilled when an event arrives. */
+    if (!tokenbucket_take(&c->bucket, now_ms)) {
         c->dropped++;
         return (struct cluster_ev_decision){ .action = CLUSTER_EV_DROP };
     }

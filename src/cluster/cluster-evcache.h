@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/tokenbucket.h"
+
 #define CLUSTER_EVCACHE_SIZE 64
 #define CLUSTER_EVCACHE_BURST 25
 #define CLUSTER_EVCACHE_REFILL_MS (5u * 60u * 1000u)
@@ -31,8 +33,7 @@ struct cluster_evcache_entry {
 struct cluster_evcache {
     struct cluster_evcache_entry e[CLUSTER_EVCACHE_SIZE];
     uint64_t tick;
-    unsigned tokens;
-    uint64_t refill_at_ms; /* when the next token is due (0: bucket full) */
+    struct tokenbucket bucket; /* time in ms */
     uint64_t dropped;
 };
 

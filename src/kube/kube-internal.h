@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "core/backoff.h"
+#include "core/tokenbucket.h"
 #include "kube/kube.h"
 
 struct error;
@@ -154,10 +155,9 @@ struct kube {
     struct kube_creds creds;
     uint32_t timeout_ms;
     size_t max_response;
-    double qps;
+    double qps;                    /* as configured (reported by tests/kube/kube-probe) */
     uint32_t burst;
-    double tokens;
-    uint64_t tokens_at_us;
+    struct tokenbucket rate;       /* from qps and burst; time in µs */
     struct loop_timer *rate_timer;
     struct loop_timer *kick_timer; /* sends what kube_request queued, from the loop */
     struct kube_conn conn;

@@ -394,16 +394,11 @@ static void rate_cb(struct loop *l, struct loop_timer *t, void *userdata)
 static bool rate_take(struct kube *k)
 {
     uint64_t now = loop_now_us();
-    double refilled = k->tokens + (double)(now - k->tokens_at_us) / 1e6 * k->qps;
-    /* No libm (fmin/ceil) for two operations: it is one more mapped library. */
-    k->tokens = refilled < (double)k->burst ? refilled : (double)k->burst;
-    k->tokens_at_us = now;
-    if (k->tokens >= 1.0) {
-        k->tokens -= 1.0;
+    if (tokenbucket_take(&k->rate, now))
         return true;
-    }
+    /* + 1 ms: the timer's millisecond must not end before the token is there. */
     if (!k->rate_timer)
-        k->rate_timer = loop_timer_add(k->loop, (uint64_t)((1.0 - k->tokens) / k->qps * 1000.0) + 1,
+        k->rate_timer = loop_timer_add(k->loop, tokenbucket_wait(&k->rate, now) / 1000 + 1,
                                        rate_cb, k);
     return false;
 }
@@ -547,8 +542,8 @@ int kube_new(struct loop *l, const struct kube_options *o, struct kube **out, st
     k->max_response = o && o->max_response_bytes ? o->max_response_bytes : KUBE_DEFAULT_MAX_RESPONSE;
     k->qps = o && o->qps > 0 ? o->qps : KUBE_DEFAULT_QPS;
     k->burst = o && o->burst ? o->burst : KUBE_DEFAULT_BURST;
-    k->tokens = k->burst;
-    k->tokens_at_us = loop_now_us();
+    double period_us = 1e6 / k->qps; /* one token per period; at least 1 µs */
+    k->rate = TOKENBUCKET_INIT(period_us >= 1.0 ? (uint64_t)period_us : 1, k->burst);
     int r;
     if (o && o->kubeconfig && *o->kubeconfig)
         r = kube_creds_from_kubeconfig(&k->creds, o->kubeconfig, err);

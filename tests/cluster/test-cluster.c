@@ -177,13 +177,13 @@ static void test_evcache(void)
     for (int i = 0; i <= CLUSTER_EVCACHE_SIZE; i++) {
         char msg[32];
         snprintf(msg, sizeof(msg), "m%d", i);
-        c.tokens = CLUSTER_EVCACHE_BURST; /* not testing the bucket here */
+        c.bucket.tokens = CLUSTER_EVCACHE_BURST; /* not testing the bucket here */
         cluster_evcache_observe(&c, "Normal", "R", msg, 0, msg, "T");
     }
-    c.tokens = CLUSTER_EVCACHE_BURST;
+    c.bucket.tokens = CLUSTER_EVCACHE_BURST;
     d = cluster_evcache_observe(&c, "Normal", "R", "m0", 0, "new", "T");
     CHECK(d.action == CLUSTER_EV_CREATE);
-    c.tokens = CLUSTER_EVCACHE_BURST;
+    c.bucket.tokens = CLUSTER_EVCACHE_BURST;
     d = cluster_evcache_observe(&c, "Normal", "R", "m2", 0, "new2", "T");
     CHECK(d.action == CLUSTER_EV_PATCH);
     cluster_evcache_clear(&c);
