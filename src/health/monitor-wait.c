@@ -47,6 +47,8 @@ struct hm_reg {
     nvml_device dev;
     uint64_t mask;             /* the event types it registered for */
     bool unsupported;          /* NOT_SUPPORTED: never registered, never retried */
+    bool stale;                /* not in the current set: a switch could not register it
+                                * (lost then); registered again once NVML answers */
     char uuid[96];
 };
 
@@ -341,9 +343,12 @@ static void maybe_switch(struct hm_waiter *w)
     for (size_t i = 0; g && i < w->n_regs; i++) {
         if (w->regs[i].unsupported)
             continue;
+        w->regs[i].stale = false;
         if (nvml_device_register_events(w->regs[i].dev, w->regs[i].mask, g->set, &err) < 0) {
-            /* a GPU gone since (lost, removed): its events cannot come anyway */
+            /* a GPU gone since (lost, removed): its events cannot come now; the monitor
+             * registers it again when a probe finds it (hm_waiter_registered) */
             log_debug("%s: registering in the new event set: %s", w->regs[i].uuid, err.msg);
+            w->regs[i].stale = true;
             memset(&err, 0, sizeof(err));
         }
     }
@@ -370,7 +375,7 @@ int hm_waiter_register(struct hm_waiter *w, const char *uuid, struct error *err)
     uint64_t supported;
     int r;
 
-    if (reg)
+    if (reg && !reg->stale)
         return reg->unsupported ? -ENOTSUP : 0;
     if ((r = nvml_device_by_uuid(uuid, &dev, err)) < 0 ||
         (r = nvml_device_supported_events(dev, &supported, err)) < 0)
@@ -381,6 +386,16 @@ int hm_waiter_register(struct hm_waiter *w, const char *uuid, struct error *err)
     r = nvml_device_register_events(dev, mask, w->cur->set, err);
     if (r < 0 && r != -ENOTSUP)
         return r;
+    if (reg) {
+        /* stale: back in the current set, with the handle NVML gives for it now */
+        reg->dev = dev;
+        reg->mask = mask;
+        reg->unsupported = r == -ENOTSUP;
+        reg->stale = false;
+        if (r == 0)
+            maybe_switch(w);
+        return r;
+    }
     w->regs = grow_array(w->regs, &w->alloc_regs, w->n_regs + 1, sizeof(*w->regs));
     reg = &w->regs[w->n_regs++];
     *reg = (struct hm_reg){ .dev = dev, .mask = mask, .unsupported = r == -ENOTSUP };
@@ -393,7 +408,7 @@ int hm_waiter_register(struct hm_waiter *w, const char *uuid, struct error *err)
 bool hm_waiter_registered(const struct hm_waiter *w, const char *uuid)
 {
     const struct hm_reg *reg = reg_by_uuid(w, uuid);
-    return reg && !reg->unsupported;
+    return reg && (reg->unsupported || !reg->stale);
 }
 
 const char *hm_waiter_uuid_of(const struct hm_waiter *w, nvml_device dev)

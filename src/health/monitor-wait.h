@@ -52,6 +52,9 @@ void hm_waiter_stop(struct hm_waiter *w);
  * within a second even if the thread is in the middle of a long wait (a wait does not
  * see a registration made after it began: a new one starts, see monitor-wait.c). */
 int hm_waiter_register(struct hm_waiter *w, const char *uuid, struct error *err);
+/* Nothing to register for this UUID: its events are watched, or never can be
+ * (NOT_SUPPORTED). False for a GPU that a switch to a new event set could not register
+ * (lost at the time): register it again once it answers. */
 bool hm_waiter_registered(const struct hm_waiter *w, const char *uuid);
 /* The UUID of the GPU whose registered handle dev is; NULL if none (or dev NULL). */
 const char *hm_waiter_uuid_of(const struct hm_waiter *w, nvml_device dev);

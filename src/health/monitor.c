@@ -317,7 +317,8 @@ static bool probe_unit(struct health_monitor *m, size_t g, struct hm_mig *mig, u
         return false;
     describe(m, g, mig, name, sizeof(name));
     int r = probe(mig ? mig->uuid : gpu->uuid, mig != NULL, &err);
-    if (r == 0 && !mig && gpu->needs_register) {
+    /* also a GPU that was lost when the waiter moved to a new event set */
+    if (r == 0 && !mig && (gpu->needs_register || !hm_waiter_registered(m->waiter, gpu->uuid))) {
         r = hm_waiter_register(m->waiter, gpu->uuid, &err);
         if (r == -ENOTSUP) {
             warn_unsupported(name, "");

@@ -28,7 +28,7 @@ LATENCY_S = 2.0
 
 
 class HealthWait(harness.PluginTestCase):
-    def start_late(self, n_late):
+    def start_late(self, n_late, args=()):
         """a100 with its last n_late GPUs lost at start; the plugin runs and lists the
         others, and its thread is in a wait that began after startup. Returns (the GPUs
         listed, the late ones)."""
@@ -46,7 +46,7 @@ class HealthWait(harness.PluginTestCase):
         self.render(path)
         self.start_kubelet()
         self.ack = os.path.join(self.tmp, "nvml.ack")
-        self.start_plugin(extra_env={"MOCK_NVML_CONTROL_ACK": self.ack})
+        self.start_plugin(args, extra_env={"MOCK_NVML_CONTROL_ACK": self.ack})
         self.kubelet.registered()
         first = uuids[:-n_late]
         self.wait_health(0, lambda h: set(first) <= set(h), "first device list")
@@ -144,6 +144,27 @@ class HealthWait(harness.PluginTestCase):
                 return f.read().count("\n")
         except FileNotFoundError:
             return 0
+
+    def test_gpu_lost_during_a_switch_is_watched_again(self):
+        # A short quiet period so that the lost GPU is probed soon; waitTimeout default.
+        cfg = self.write_config("version: v1\nhealth:\n  quietPeriod: 300ms\n")
+        first, (late,) = self.start_late(1, ["--config-file", cfg])
+        lost = first[2]
+        mark = self.kubelet.events.mark()
+        self.inject("lose %s" % lost)
+        self.wait_health(mark, lambda h: h.get(lost) == "Unhealthy", "lost GPU out")
+        # the new event set cannot take the lost GPU's registration
+        self.add(late)
+        mark = self.kubelet.events.mark()
+        self.inject_acked("restore %s" % lost)
+        self.wait_health(mark, lambda h: h.get(lost) == "Healthy", "lost GPU back")
+        mark = self.kubelet.events.mark()
+        self.inject("xid %s 48" % lost)
+        try:
+            self.wait_health_within(mark, lost, LATENCY_S * 2)
+        except AssertionError:
+            self.fail("GPU %s, lost while the event set changed, not watched after it came "
+                      "back\n%s" % (lost, self.failure_context()))
 
     def inject_acked(self, line):
         """Injects and waits until the simulator applied it (one ack line per command;
