@@ -193,6 +193,10 @@ static void *waiter_thread(void *arg)
             log_debug("NVML event wait failed: %s", err.msg);
         }
         pthread_mutex_lock(&w->mu);
+        if (g->superseded) { /* meanwhile: the wait state is the new thread's now */
+            pthread_mutex_unlock(&w->mu);
+            break;
+        }
         enum health_wait_change change = health_wait_result(&p, &w->ws, ok);
         uint64_t backoff = w->ws.backoff_ms;
         pthread_mutex_unlock(&w->mu);
