@@ -8,14 +8,16 @@
  *
  * The server is not trusted to honour the field selector: with "metadata.name=X" an
  * object of another name (from a faulty or hostile server, in a list or an event) is
- * neither kept nor reported, and said once at warning level (debug while it repeats),
- * so a watch of one Node holds one object whatever the server streams. */
+ * neither kept nor reported, and said in one warning per KUBE_WATCH_FOREIGN_LOG_MS (the
+ * next one counts those left out), so a watch of one Node holds one object whatever the
+ * server streams. */
 #include <stdio.h>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
+#include "core/ratelimit.h"
 #include "kube/kube-internal.h"
 
 struct kube_watch {
@@ -23,8 +25,7 @@ struct kube_watch {
     struct kube_watch *prev, *next; /* in k->watches, so kube_free can stop it */
     char *collection, *selector;
     char *name;            /* "metadata.name=NAME" asked for; NULL: any name matches */
-    struct log_repeat foreign_log;
-    unsigned long long foreign; /* objects ignored for not matching the selector */
+    struct ratelimit foreign_log; /* objects ignored for not matching the selector */
     kube_watch_fn fn;
     void *userdata;
     char *rv;              /* resume point, NULL before the first list */
@@ -38,6 +39,9 @@ struct kube_watch {
     bool busy, stopped;
     char *last_error;
 };
+
+/* A server that ignores the selector keeps doing so: a reminder every 5 minutes. */
+#define KUBE_WATCH_FOREIGN_LOG_MS (5 * 60 * 1000)
 
 unsigned kube_watch_silence_ms = KUBE_WATCH_TIMEOUT_S * 1000u + KUBE_WATCH_SILENCE_MARGIN_MS;
 
@@ -98,19 +102,21 @@ static json_t *known_copy(json_t *obj)
     return keep;
 }
 
-/* Whether obj is one the selector can match; says once (per watch) when it is not. */
+/* Whether obj is one the selector can match; rate-limited warning when it is not. */
 static bool wanted(struct kube_watch *w, json_t *obj)
 {
     const char *name = meta_str(obj, "name");
     if (!w->name || (name && streq(name, w->name)))
         return true;
-    w->foreign++;
-    int level = log_repeat_level(&w->foreign_log, LOG_WARNING, "foreign");
-    log_full(level,
-             "kube: watch %s: ignoring an object named \"%.253s\" that the field selector %s "
-             "does not match: the server does not honour it (object %llu of the kind; the next "
-             "are debug lines)",
-             w->collection, name ? name : "", w->selector, w->foreign);
+    unsigned left_out = 0;
+    if (!ratelimit_below(&w->foreign_log, &left_out))
+        return false;
+    char more[48] = "";
+    if (left_out)
+        snprintf(more, sizeof(more), " (%u more not logged)", left_out);
+    log_warning("kube: watch %s: ignoring an object named \"%.253s\" that the field selector "
+                "%s does not match: the server does not honour it%s",
+                w->collection, name ? name : "", w->selector, more);
     return false;
 }
 
@@ -451,6 +457,7 @@ struct kube_watch *kube_watch_start(struct kube *k, const char *collection_path,
     /* Only the one form this client uses is enforced; any other selector is the server's. */
     if (w->selector && startswith(w->selector, "metadata.name=") && !strchr(w->selector, ','))
         w->name = xstrdup(w->selector + strlen("metadata.name="));
+    w->foreign_log = RATELIMIT_INIT(KUBE_WATCH_FOREIGN_LOG_MS, 1);
     w->fn = fn;
     w->userdata = userdata;
     w->known = json_object();
