@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <sys/socket.h>
 
+#include "core/listener.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
@@ -229,39 +230,24 @@ static void evict_idle(struct grpc_conn *v, const char *why)
     grpc_conn_close(v);
 }
 
-static void accept_cb(struct loop *l, int fd, uint32_t events, void *userdata);
+static enum listener_next accept_error(void *userdata, int err, bool evicted);
+static void accept_conn(void *userdata, int cfd);
 
-static void accept_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
-{
-    struct grpc_server *srv = userdata;
-    srv->accept_timer = NULL;
-    if (grpc_guard_listen(srv) < 0)
-        srv->accept_timer = loop_timer_add(l, srv->accept_backoff.delay_ms, accept_timer_cb, srv);
-}
+static const struct listener_ops accept_ops = { .conn = accept_conn, .error = accept_error };
 
 int grpc_guard_listen(struct grpc_server *srv)
 {
-    if (srv->listening)
-        return 0;
-    int r = loop_add_io(srv->loop, srv->fd, EPOLLIN, accept_cb, srv);
-    if (r < 0)
-        return r;
-    srv->listening = true;
-    return 0;
+    if (!srv->listener.ops)
+        listener_init(&srv->listener, srv->loop, srv->fd, ACCEPT_BATCH,
+                      BACKOFF_INIT(ACCEPT_BACKOFF_MIN_MS, ACCEPT_BACKOFF_MAX_MS, 0, false),
+                      &accept_ops, srv);
+    return listener_start(&srv->listener);
 }
 
-void grpc_guard_unlisten(struct grpc_server *srv)
-{
-    loop_timer_cancel(srv->loop, srv->accept_timer);
-    srv->accept_timer = NULL;
-    if (srv->listening)
-        (void)loop_del_io(srv->loop, srv->fd);
-    srv->listening = false;
-}
+void grpc_guard_unlisten(struct grpc_server *srv) { listener_stop(&srv->listener); }
 
-/* accept() fails while a connection waits: the listen fd is level-triggered, so
- * watching it now would fire again at once. Stop watching it and come back after a
- * capped backoff; one line per episode. */
+/* accept() fails while a connection waits: the listener pauses (capped backoff, see
+ * ACCEPT_BACKOFF_*); one line per episode. */
 static void accept_pause(struct grpc_server *srv, int err, bool evicted)
 {
     if (!srv->accept_failing) {
@@ -269,7 +255,6 @@ static void accept_pause(struct grpc_server *srv, int err, bool evicted)
         srv->accept_failing = true;
         srv->accept_fail_since_ms = loop_now_ms();
         srv->accept_failures = 0;
-        srv->accept_backoff = BACKOFF_INIT(ACCEPT_BACKOFF_MIN_MS, ACCEPT_BACKOFF_MAX_MS, 0, false);
         srv->accept_logged = ratelimit_below(&srv->rate_accept, &sup);
         if (srv->accept_logged)
             log_warning("grpc: accept on %s: %s; %s, retrying within %u ms "
@@ -280,9 +265,6 @@ static void accept_pause(struct grpc_server *srv, int err, bool evicted)
                         ACCEPT_BACKOFF_MAX_MS, sup);
     }
     srv->accept_failures++;
-    grpc_guard_unlisten(srv);
-    srv->accept_timer = loop_timer_add(srv->loop, backoff_next(&srv->accept_backoff),
-                                       accept_timer_cb, srv);
 }
 
 static void accept_recovered(struct grpc_server *srv)
@@ -296,54 +278,43 @@ static void accept_recovered(struct grpc_server *srv)
                  srv->path, srv->accept_failures, loop_now_ms() - srv->accept_fail_since_ms);
 }
 
-static bool out_of_resources(int err)
-{
-    return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
-}
-
-static void accept_cb(struct loop *l, int fd, uint32_t events, void *userdata)
+static enum listener_next accept_error(void *userdata, int err, bool evicted)
 {
     struct grpc_server *srv = userdata;
-    bool evicted = false;
-    for (unsigned i = 0; i < ACCEPT_BATCH; i++) {
-        int cfd = RETRY_EINTR(accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (cfd < 0) {
-            int err = errno;
-            if (err == EAGAIN || err == EWOULDBLOCK)
-                return;
-            if (err == ECONNABORTED)
-                continue;
-            /* One fd freed per try: if that is not enough, wait for the timer. */
-            if (out_of_resources(err) && !evicted) {
-                struct grpc_conn *v = grpc_guard_pick_idle(NULL);
-                if (v) {
-                    evict_idle(v, "out of file descriptors");
-                    evicted = true;
-                    continue;
-                }
-            }
-            accept_pause(srv, err, evicted);
+    if (err == ECONNABORTED)
+        return LISTENER_NEXT;
+    /* One fd freed per try: if that is not enough, wait for the timer. */
+    if (listener_out_of_fds(err) && !evicted) {
+        struct grpc_conn *v = grpc_guard_pick_idle(NULL);
+        if (v) {
+            evict_idle(v, "out of file descriptors");
+            return LISTENER_RETRY;
+        }
+    }
+    accept_pause(srv, err, evicted);
+    return LISTENER_PAUSE;
+}
+
+static void accept_conn(void *userdata, int cfd)
+{
+    struct grpc_server *srv = userdata;
+    accept_recovered(srv);
+    if (srv->n_conns >= srv->lim.max_connections) {
+        struct grpc_conn *v = grpc_guard_pick_idle(srv);
+        if (!v) {
+            unsigned sup;
+            if (ratelimit_below(&srv->rate_evict, &sup))
+                log_warning("grpc: %s: %u connections open, each with a server stream: "
+                            "refusing a new one (%u more not logged)",
+                            srv->path, srv->n_conns, sup);
+            close(cfd);
             return;
         }
-        evicted = false;
-        accept_recovered(srv);
-        if (srv->n_conns >= srv->lim.max_connections) {
-            struct grpc_conn *v = grpc_guard_pick_idle(srv);
-            if (!v) {
-                unsigned sup;
-                if (ratelimit_below(&srv->rate_evict, &sup))
-                    log_warning("grpc: %s: %u connections open, each with a server stream: "
-                                "refusing a new one (%u more not logged)",
-                                srv->path, srv->n_conns, sup);
-                close(cfd);
-                continue;
-            }
-            evict_idle(v, "connection cap reached");
-        }
-        if (!grpc_conn_new(srv, cfd)) {
-            log_warning("grpc: cannot set up a connection on %s, ignoring", srv->path);
-            close(cfd);
-        }
+        evict_idle(v, "connection cap reached");
+    }
+    if (!grpc_conn_new(srv, cfd)) {
+        log_warning("grpc: cannot set up a connection on %s, ignoring", srv->path);
+        close(cfd);
     }
 }
 

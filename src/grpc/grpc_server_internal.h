@@ -17,7 +17,7 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "core/backoff.h"
+#include "core/listener.h"
 #include "core/ratelimit.h"
 #include "grpc/grpc_internal.h"
 
@@ -98,9 +98,7 @@ struct grpc_server {
     uint8_t *rbuf;
 
     /* accept path (grpc_server_guard.c) */
-    bool listening;            /* the listen fd is watched */
-    struct loop_timer *accept_timer;
-    struct backoff accept_backoff;
+    struct listener listener;  /* the listen fd (core/listener.h) */
     bool accept_failing;       /* an out-of-fds episode is going on */
     bool accept_logged;        /* ... and its start was logged */
     uint64_t accept_fail_since_ms;

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "core/error.h"
+#include "core/listener.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/ratelimit.h"
@@ -53,7 +54,7 @@ struct http_server {
     struct http_limits lim;
     struct http_conn *conns;
     unsigned n_conns;
-    struct loop_timer *accept_retry;
+    struct listener listener;
     struct ratelimit warn_rate;
 };
 
@@ -378,46 +379,34 @@ static struct http_conn *conn_new(struct http_server *s, int fd)
     return c;
 }
 
-static void on_accept(struct loop *l, int fd, uint32_t events, void *userdata);
-
-static void on_accept_retry(struct loop *l, struct loop_timer *t, void *userdata)
+/* Out of fds: make room while a connection can go, else pause accepting (the listener's
+ * fixed ACCEPT_PAUSE_MS). Any other failure: wait for the next wakeup. */
+static enum listener_next accept_error(void *userdata, int err, bool retried)
 {
     struct http_server *s = userdata;
-    s->accept_retry = NULL;
-    loop_add_io(l, s->fd, EPOLLIN, on_accept, s);
-}
-
-static void on_accept(struct loop *l, int fd, uint32_t events, void *userdata)
-{
-    struct http_server *s = userdata;
-    for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
-        int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (cfd < 0 && errno == EINTR)
-            continue;
-        if (cfd < 0 &&
-            (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
-            /* Out of fds: make room if a connection can go, else stop accepting for a
-             * moment (a level-triggered listen fd would spin otherwise). */
-            struct http_conn *v = pick_victim(s);
-            if (v) {
-                conn_close(v);
-                continue;
-            }
-            warn_limited(s, "out of file descriptors, pausing accept");
-            loop_del_io(l, fd);
-            s->accept_retry = loop_timer_add(l, ACCEPT_PAUSE_MS, on_accept_retry, s);
-            return;
-        }
-        if (cfd < 0)
-            return; /* EAGAIN, or a connection that died before we took it */
-        if (s->n_conns >= s->lim.max_connections) {
-            warn_limited(s, "connection cap reached, closing the idle longest");
-            conn_close(pick_victim(s));
-        }
-        if (!conn_new(s, cfd))
-            close(cfd);
+    if (!listener_out_of_fds(err))
+        return LISTENER_STOP;
+    struct http_conn *v = pick_victim(s);
+    if (v) {
+        conn_close(v);
+        return LISTENER_RETRY;
     }
+    warn_limited(s, "out of file descriptors, pausing accept");
+    return LISTENER_PAUSE;
 }
+
+static void accept_conn(void *userdata, int cfd)
+{
+    struct http_server *s = userdata;
+    if (s->n_conns >= s->lim.max_connections) {
+        warn_limited(s, "connection cap reached, closing the idle longest");
+        conn_close(pick_victim(s));
+    }
+    if (!conn_new(s, cfd))
+        close(cfd);
+}
+
+static const struct listener_ops accept_ops = { .conn = accept_conn, .error = accept_error };
 
 /* ------------------------------------------------------------------ server */
 
@@ -479,7 +468,9 @@ int http_server_new(struct loop *l, const char *address, const struct http_route
     if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
         s->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
                                                    : ((struct sockaddr_in6 *)&bound)->sin6_port);
-    r = loop_add_io(l, fd, EPOLLIN, on_accept, s);
+    listener_init(&s->listener, l, fd, ACCEPTS_PER_WAKEUP,
+                  BACKOFF_INIT(ACCEPT_PAUSE_MS, ACCEPT_PAUSE_MS, 0, false), &accept_ops, s);
+    r = listener_start(&s->listener);
     if (r < 0) {
         close(fd);
         free(s);
@@ -495,9 +486,7 @@ void http_server_free(struct http_server *s)
         return;
     while (s->conns)
         conn_close(s->conns);
-    loop_timer_cancel(s->loop, s->accept_retry);
-    if (!s->accept_retry)
-        loop_del_io(s->loop, s->fd);
+    listener_stop(&s->listener);
     close(s->fd);
     free(s);
 }
