@@ -127,6 +127,12 @@ class LineReader:
             self.eof = True
             self.cond.notify_all()
 
+    def wait_eof(self, timeout):
+        """Until the writer's end of the pipe is closed and every line is read."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.eof, timeout):
+                raise AssertionError("pipe still open %.1fs after the child exited" % timeout)
+
     def close(self, stream):
         """After the child exited: let the reader drain, then close the pipe."""
         self._thread.join(5)
@@ -250,10 +256,15 @@ class Plugin:
 
     def wait_exit(self, timeout=TIMEOUT):
         try:
-            return self.proc.wait(timeout)
+            rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             raise AssertionError("plugin did not exit within %.1fs; stderr:\n%s" % (
                 timeout, self.stderr.text()))
+        # The exit can be reaped before the reader threads have read the last lines from
+        # the pipes: a test that counts the lines right after must see all of them.
+        self.stderr.wait_eof(timeout)
+        self.stdout.wait_eof(timeout)
+        return rc
 
     def alive(self):
         return self.proc.poll() is None
