@@ -27,19 +27,8 @@ class ListNodeConfig(harness.PluginTestCase):
             self.skipTest("fake API server not built")
         self.render("t4")
         self.ngpus = len(harness.load_profile("t4"))
-        d = os.path.join(self.tmp, "apiserver")
-        os.mkdir(d)
-        self.srv = kt.LineProc([FAKE, d])
-        self.addCleanup(self.srv.stop)
-        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
-        self.kubeconfig = kt.write_kubeconfig(os.path.join(d, "kubeconfig"),
-                                              "https://127.0.0.1:%d" % port,
-                                              ca=os.path.join(d, "ca.crt"), token="tok1")
-        self.configs = os.path.join(self.tmp, "configs")
-        os.mkdir(self.configs)
-        for name, text in (("default", "version: v1\n"), ("ts", TS)):
-            with open(os.path.join(self.configs, name), "w") as f:
-                f.write(text)
+        self.srv, self.kubeconfig, self.configs = kt.fake_apiserver(
+            self, FAKE, {"default": "version: v1\n", "ts": TS})
         self.cmd("add n1")
 
     def cmd(self, line):

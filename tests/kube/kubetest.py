@@ -135,6 +135,25 @@ def write_kubeconfig(path, server, ca=None, token=None, token_file=None, cert=No
     return path
 
 
+def fake_apiserver(tc, fake, configs):
+    """For a plugin test with per-node config: the fake API server `fake` started in tc's
+    temp dir (stopped at tc's cleanup) and a config directory holding `configs` (name ->
+    text). Returns (server, kubeconfig path, config directory)."""
+    d = os.path.join(tc.tmp, "apiserver")
+    os.mkdir(d)
+    srv = LineProc([fake, d])
+    tc.addCleanup(srv.stop)
+    port = int(srv.expect(r"^listening (\d+)$").group(1))
+    kubeconfig = write_kubeconfig(os.path.join(d, "kubeconfig"), "https://127.0.0.1:%d" % port,
+                                  ca=os.path.join(d, "ca.crt"), token="tok1")
+    cdir = os.path.join(tc.tmp, "configs")
+    os.mkdir(cdir)
+    for name, text in configs.items():
+        with open(os.path.join(cdir, name), "w") as f:
+            f.write(text)
+    return srv, kubeconfig, cdir
+
+
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
