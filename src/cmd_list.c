@@ -89,9 +89,10 @@ static void pick_config(struct config *cfg, int argc, char **argv, struct cluste
     *lc = (struct list_config){ .how = "flags and --config-file", .file = cfg->config_file };
     if (!cluster_config_on(k)) {
         if (k->config_dir && *k->config_dir)
-            lc->note = *why = xasprintf("per-node config (--config-dir %s) off: no node name "
+            lc->note = *why = xasprintf("per-node config (--config-dir %s) off: %s node name "
                                         "(--node-name, NODE_NAME)",
-                                        k->config_dir);
+                                        k->config_dir,
+                                        k->node_name && *k->node_name ? "invalid" : "no");
         return;
     }
     if (cluster_config_select_now(k, s, &err) < 0) {

@@ -73,6 +73,13 @@ class ListConfig(harness.PluginTestCase):
         self.assertEqual(r.stdout.splitlines()[0], "Config: flags and --config-file "
                          "(per-node config (--config-dir %s) off: no node name "
                          "(--node-name, NODE_NAME))" % self.tmp, r.stdout)
+        # ... and with a node name that is not a DNS-1123 subdomain: off, said as such.
+        r = self.run_plugin(["--config-dir", self.tmp, "--node-name", "N1/../x", "list"],
+                            env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines()[0], "Config: flags and --config-file "
+                         "(per-node config (--config-dir %s) off: invalid node name "
+                         "(--node-name, NODE_NAME))" % self.tmp, r.stdout)
 
     def test_api_server_unreachable(self):
         """Per-node config on, nothing listening at the API server's address: one warning
