@@ -1,23 +1,12 @@
 /* Which named config applies to this node (see cluster-select.h). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "cluster/cluster-select.h"
 #include "core/error.h"
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void names_free(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
 
 static void dirp_close(DIR **d)
 {
@@ -25,48 +14,41 @@ static void dirp_close(DIR **d)
         closedir(*d);
 }
 
-int cluster_select_list(const char *dir, char ***names_out, struct error *err)
+/* A config file of the directory: a regular file (symlinks followed, as a ConfigMap
+ * mount's entries are symlinks into ..data), by a name that is one path component and
+ * not the mount's own machinery ("..data", "..2024_..."). A name that came from a node
+ * label is checked the same way, so "../x" or "a/b" never leaves the directory. */
+static bool is_config(DIR *d, const char *name)
 {
-    DIR *d __attribute__((cleanup(dirp_close))) = opendir(dir);
-    if (!d)
-        return error_set(err, -errno, "reading config directory %s: %s", dir, strerror(errno));
-    char **v = xcalloc(1, sizeof(char *));
-    size_t n = 0, alloc = 1;
-    struct dirent *e;
-    while ((errno = 0, e = readdir(d))) {
-        /* ".", ".." and a ConfigMap mount's "..data", "..2024_..." entries. */
-        if (startswith(e->d_name, ".."))
-            continue;
-        if (streq(e->d_name, "."))
-            continue;
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode))
-            continue; /* a dangling link during a ConfigMap update, a directory */
-        if (n == CLUSTER_SELECT_MAX_FILES) {
-            names_free(v);
-            return error_set(err, -E2BIG, "config directory %s: more than %d files", dir,
-                             CLUSTER_SELECT_MAX_FILES);
-        }
-        v = grow_array(v, &alloc, n + 2, sizeof(char *));
-        v[n++] = xstrdup(e->d_name);
-        v[n] = NULL;
-    }
-    if (errno) {
-        int r = -errno;
-        names_free(v);
-        return error_set(err, r, "reading config directory %s: %s", dir, strerror(-r));
-    }
-    qsort(v, n, sizeof(char *), cmp_str);
-    *names_out = v;
-    return (int)n;
+    struct stat st;
+    if (!*name || streq(name, ".") || startswith(name, "..") || strchr(name, '/'))
+        return false;
+    /* A dangling link during a ConfigMap update, a directory: not a config. */
+    return fstatat(dirfd(d), name, &st, 0) == 0 && S_ISREG(st.st_mode);
 }
 
-static bool has(char *const *names, const char *name)
+/* Counts rather than lists: a ConfigMap can hold thousands of keys, and the rules only
+ * ask whether a name exists and whether there is exactly one file, so nothing but the
+ * first name is kept whatever the directory's size. */
+int cluster_select_count(DIR *d, const char *dir, char **single_out, struct error *err)
 {
-    for (; *names; names++)
-        if (streq(*names, name))
-            return true;
-    return false;
+    _cleanup_free_ char *first = NULL;
+    int n = 0;
+    struct dirent *e;
+    rewinddir(d);
+    while ((errno = 0, e = readdir(d))) {
+        if (!is_config(d, e->d_name))
+            continue;
+        if (n == 0)
+            first = xstrdup(e->d_name);
+        if (n < INT_MAX)
+            n++;
+    }
+    if (errno)
+        return error_set(err, -errno, "reading config directory %s: %s", dir, strerror(errno));
+    if (single_out)
+        *single_out = n == 1 ? TAKE_PTR(first) : NULL;
+    return n;
 }
 
 static int pick(struct cluster_selection *out, const char *dir, const char *name,
@@ -83,8 +65,11 @@ int cluster_select_config(const char *dir, const char *label, const char *label_
                           struct cluster_selection *out, struct error *err)
 {
     *out = (struct cluster_selection){ 0 };
-    char **names = NULL;
-    int n = cluster_select_list(dir, &names, err);
+    DIR *d __attribute__((cleanup(dirp_close))) = opendir(dir);
+    if (!d)
+        return error_set(err, -errno, "reading config directory %s: %s", dir, strerror(errno));
+    _cleanup_free_ char *single = NULL;
+    int n = cluster_select_count(d, dir, &single, err);
     if (n < 0)
         return n;
     int r;
@@ -93,7 +78,7 @@ int cluster_select_config(const char *dir, const char *label, const char *label_
         goto out;
     }
     if (label && *label) {
-        if (has(names, label)) {
+        if (is_config(d, label)) {
             r = pick(out, dir, label, "node label");
             goto out;
         }
@@ -101,7 +86,7 @@ int cluster_select_config(const char *dir, const char *label, const char *label_
                               label, label_key, dir);
     }
     if (default_name && *default_name) {
-        if (!has(names, default_name)) {
+        if (!is_config(d, default_name)) {
             r = error_set(err, -ENOENT, "default config \"%s\" does not exist in %s",
                           default_name, dir);
             goto out;
@@ -110,12 +95,12 @@ int cluster_select_config(const char *dir, const char *label, const char *label_
         goto out;
     }
     for (char *const *f = fallbacks; f && *f; f++) {
-        if (streq(*f, "named") && has(names, "default")) {
+        if (streq(*f, "named") && is_config(d, "default")) {
             r = pick(out, dir, "default", "fallback named");
             goto out;
         }
-        if (streq(*f, "single") && n == 1) {
-            r = pick(out, dir, names[0], "fallback single");
+        if (streq(*f, "single") && single) {
+            r = pick(out, dir, single, "fallback single");
             goto out;
         }
         if (streq(*f, "empty")) {
@@ -132,7 +117,6 @@ int cluster_select_config(const char *dir, const char *label, const char *label_
                   "(%d configs in %s)",
                   n, dir);
 out:
-    names_free(names);
     if (r < 0 && out->note)
         error_prefix(err, "%s, and", out->note);
     if (r < 0)

@@ -11,13 +11,14 @@
  * Pure apart from reading the directory. No logging: notes and errors are returned. */
 #pragma once
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 struct error;
 
-/* Bounds of what a ConfigMap mount can hold (1 MiB per ConfigMap anyway). */
-#define CLUSTER_SELECT_MAX_FILES 256
+/* Bound of one config file (a ConfigMap holds 1 MiB in all); the directory itself may
+ * hold any number of files. */
 #define CLUSTER_SELECT_MAX_BYTES (1024 * 1024)
 
 struct cluster_selection {
@@ -29,10 +30,11 @@ struct cluster_selection {
                    * label L does not exist in DIR") */
 };
 
-/* The names of the config files in dir: regular files (symlinks followed, as a
- * ConfigMap mount's entries are symlinks into ..data), names not starting with ".."
- * (the mount's own machinery), sorted. Returns the count or -errno (err names dir). */
-int cluster_select_list(const char *dir, char ***names_out, struct error *err);
+/* How many config files d (opened from dir, named in errors) holds: regular files
+ * (symlinks followed, as a ConfigMap mount's entries are symlinks into ..data), names not
+ * starting with ".." (the mount's own machinery). With exactly one, *single_out is its
+ * name (to free), else NULL. Keeps nothing per file. Returns the count or -errno. */
+int cluster_select_count(DIR *d, const char *dir, char **single_out, struct error *err);
 
 /* label: the label's value, NULL or "" when absent. Returns 0 with *out filled, or
  * -ENOENT / -EINVAL with err saying which rule failed (config-manager's messages). */

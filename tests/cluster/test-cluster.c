@@ -72,17 +72,15 @@ static void test_select(void)
     mkdir("cm/subdir", 0755);
     write_file("cm/..stray", "a file of the mount's machinery\n");
 
-    char **names = NULL;
     struct error err = { 0 };
-    int n = cluster_select_list("cm", &names, &err);
-    CHECK(n == 2);
-    if (n == 2) {
-        CHECK_STR(names[0], "default");
-        CHECK_STR(names[1], "ts");
+    _cleanup_free_ char *single = NULL;
+    DIR *d = opendir("cm");
+    CHECK(d != NULL);
+    if (d) {
+        CHECK(cluster_select_count(d, "cm", &single, &err) == 2);
+        CHECK(single == NULL);
+        closedir(d);
     }
-    for (char **p = names; p && *p; p++)
-        free(*p);
-    free(names);
 
     select_case("cm", "ts", NULL, NAMED_SINGLE, "ts", "node label", false);
     select_case("cm", NULL, NULL, NAMED_SINGLE, "default", "fallback named", false);
@@ -103,6 +101,22 @@ static void test_select(void)
     write_file("one/mig", "version: v1\n");
     select_case("one", NULL, NULL, NAMED_SINGLE, "mig", "fallback single", false);
     select_case("one", NULL, NULL, (char *const[]){ "named", NULL }, NULL, NULL, false);
+
+    /* Any number of files a ConfigMap can produce (issue 18, A5: over 256 turned
+     * per-node config off): 10,000 files, the label's one and "default" among them. */
+    mkdir("big", 0755);
+    for (int i = 0; i < 10000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "big/c%05d", i);
+        write_file(name, "version: v1\n");
+    }
+    write_file("big/default", "version: v1\n");
+    select_case("big", "c09999", NULL, NAMED_SINGLE, "c09999", "node label", false);
+    select_case("big", NULL, NULL, NAMED_SINGLE, "default", "fallback named", false);
+    select_case("big", NULL, NULL, (char *const[]){ "single", NULL }, NULL, NULL, false);
+    /* a label is one name in the directory, never a path out of it */
+    select_case("cm", "../cm/ts", NULL, NAMED_SINGLE, "default", "fallback named", true);
+    select_case("cm", "..data", NULL, NAMED_SINGLE, "default", "fallback named", true);
 
     mkdir("empty", 0755);
     select_case("empty", "x", NULL, NAMED_SINGLE, NULL, NULL, false);

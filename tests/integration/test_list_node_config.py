@@ -58,6 +58,18 @@ class ListNodeConfig(harness.PluginTestCase):
         self.assertEqual(len(self.rows(doc)), 4 * self.ngpus, doc)
         self.assertTrue(all(d["replicas"] == 4 for d in self.rows(doc)), doc)
 
+    def test_a_config_directory_of_any_size(self):
+        """Issue 18, A5: more than 256 files turned per-node config off (8 devices instead
+        of the labelled config's replicas). A ConfigMap can hold thousands of keys."""
+        for i in range(10000):
+            with open(os.path.join(self.configs, "c%05d" % i), "w") as f:
+                f.write("version: v1\n")
+        self.cmd("label n1 %s=ts" % KEY)
+        doc = json.loads(self.list("--output", "json").stdout)
+        self.assertEqual((doc["config"]["name"], doc["config"]["how"]), ("ts", "node label"),
+                         doc["config"])
+        self.assertEqual(len(self.rows(doc)), 4 * self.ngpus, doc)
+
     def test_no_label_is_the_fallback(self):
         r = self.list()
         self.assertEqual(r.stdout.splitlines()[0], "Config: default (fallback named)", r.stdout)
