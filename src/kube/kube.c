@@ -559,6 +559,11 @@ int kube_new(struct loop *l, const struct kube_options *o, struct kube **out, st
         kube_free(k);
         return r;
     }
+    /* Said once at start: with it the token goes to whoever answers on the path. */
+    if (k->creds.insecure)
+        log_warning("kube: %s: insecure-skip-tls-verify is true: the API server's certificate "
+                    "is not verified, so the bearer token and every answer can be intercepted",
+                    k->creds.source);
     *out = k;
     return 0;
 }

@@ -6,7 +6,9 @@ the plugin's own Node; and a NODE_NAME that is no Node's name. Default timeouts;
 figures measured are printed.
 
 usage: test_apiserver.py <fake-apiserver>"""
+import json
 import os
+import signal
 import sys
 import time
 
@@ -97,6 +99,31 @@ class HostileApiServer(harness.PluginTestCase):
         if not attacklib.sanitized(self.plugin.pid):
             self.assertLess(hwm, RSS_LIMIT_KIB)
         self.assertTrue(self.plugin.alive())
+
+    def test_insecure_skip_tls_verify_is_said(self):
+        """A kubeconfig with insecure-skip-tls-verify: true works (as kubectl's does) but
+        says once, at start, that the server's certificate is not checked; with the CA
+        given instead, nothing is said."""
+        self.start()
+        self.plugin.wait_log(APPLIED)
+        self.assertEqual(self.plugin.stderr.count(lambda l: "insecure-skip-tls-verify" in l), 0)
+        self.plugin.signal(signal.SIGTERM)
+        self.assertEqual(self.plugin.wait_exit(), 0)
+        with open(self.kubeconfig) as f:
+            doc = json.load(f)
+        cluster = doc["clusters"][0]["cluster"]
+        del cluster["certificate-authority"]
+        cluster["insecure-skip-tls-verify"] = True
+        with open(self.kubeconfig, "w") as f:
+            json.dump(doc, f)
+        self.start_plugin(["--kubeconfig", self.kubeconfig, "--node-name", "n1",
+                           "--config-dir", self.configs, "--events=false", "-v", "0"],
+                          extra_env={"GDP_SYSFS_ROOT": self.sys_root})
+        self.plugin.wait_log(APPLIED)
+        said = [l for l in self.plugin.stderr.lines if "insecure-skip-tls-verify" in l]
+        print("insecure-skip-tls-verify: %r" % said)
+        self.assertEqual(len(said), 1, self.plugin.stderr.text()[-3000:])
+        self.assertEqual(said[0][:1], "W", said)
 
     def test_foreign_node_label_is_not_ours(self):
         """other-1 with another config label, sent on the own Node's watch: the plugin's
