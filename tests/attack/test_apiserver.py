@@ -20,9 +20,8 @@ sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
 import kubetest as kt  # noqa: E402
 
 FAKE = None
-KEY = "nvidia.com/device-plugin.config"
-TS = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
-      "    - name: nvidia.com/gpu\n      replicas: 4\n")
+KEY = kt.CONFIG_LABEL
+TS = kt.TS_CONFIG
 FLOOD = 50000
 RSS_LIMIT_KIB = 24 * 1024
 APPLIED = "Applied per-node config "

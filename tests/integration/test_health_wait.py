@@ -68,6 +68,21 @@ class HealthWait(harness.PluginTestCase):
         self.plugin.wait_log(RETARGET_LINE, log)
         self.wait_health(mark, lambda h: h.get(uuid) == "Healthy", "%s listed" % uuid)
 
+    def end_old_waits(self, uuid, before, what):
+        """An Xid on uuid, a GPU every old wait holds: it is Unhealthy, said once (no
+        wait forwards it twice), and the old waits are gone (threads, fds, RSS flat)."""
+        mark = self.kubelet.events.mark()
+        log = self.plugin.stderr.mark()
+        self.inject("xid %s 48" % uuid)
+        self.wait_health(mark, lambda h: h.get(uuid) == "Unhealthy", "GPU %s out" % uuid)
+        after = attacklib.settled(self.plugin.pid, before)
+        print("\n%s: before %s, after %s" % (what, before, after))
+        attacklib.assert_flat(self, before, after, what=what)
+        self.plugin.wait_log("Xid 48", log)
+        xid_lines = [l for l in self.plugin.stderr.lines[log:]
+                     if re.search(r"%s.*is Unhealthy: Xid 48" % re.escape(uuid), l)]
+        self.assertEqual(len(xid_lines), 1, xid_lines)
+
     def test_gpu_added_mid_wait_is_monitored(self):
         first, (late,) = self.start_late(1)
         before = attacklib.Snapshot(self.plugin.pid)
@@ -88,17 +103,7 @@ class HealthWait(harness.PluginTestCase):
 
         # An event on a GPU of the first wait ends it: that thread forwards nothing
         # twice and is gone; threads and fds are back at their count.
-        mark = self.kubelet.events.mark()
-        log = self.plugin.stderr.mark()
-        self.inject("xid %s 48" % first[1])
-        self.wait_health(mark, lambda h: h.get(first[1]) == "Unhealthy", "GPU 1 out")
-        after = attacklib.settled(self.plugin.pid, before)
-        print("GPU added mid-wait: before %s, after %s" % (before, after))
-        attacklib.assert_flat(self, before, after, what="GPU added mid-wait")
-        self.plugin.wait_log("Xid 48", log)
-        xid_lines = [l for l in self.plugin.stderr.lines[log:]
-                     if re.search(r"%s.*is Unhealthy: Xid 48" % re.escape(first[1]), l)]
-        self.assertEqual(len(xid_lines), 1, xid_lines)
+        self.end_old_waits(first[1], before, "GPU added mid-wait")
 
         # The thread still waits at 1 h: exit does not wait for it.
         self.plugin.signal(signal.SIGTERM)
@@ -120,16 +125,7 @@ class HealthWait(harness.PluginTestCase):
             self.assertEqual(now.threads, before.threads + min(i + 1, MAX_OLD_WAITS),
                              "old waits: before %s, now %s" % (before, now))
         # An event on a GPU every old wait holds ends them all; counted once.
-        mark = self.kubelet.events.mark()
-        log = self.plugin.stderr.mark()
-        self.inject("xid %s 48" % first[1])
-        self.wait_health(mark, lambda h: h.get(first[1]) == "Unhealthy", "GPU 1 out")
-        after = attacklib.settled(self.plugin.pid, before)
-        print("\n3 GPUs added mid-wait: before %s, after %s" % (before, after))
-        attacklib.assert_flat(self, before, after, what="3 GPUs added mid-wait")
-        xid_lines = [l for l in self.plugin.stderr.lines[log:]
-                     if re.search(r"%s.*is Unhealthy: Xid 48" % re.escape(first[1]), l)]
-        self.assertEqual(len(xid_lines), 1, xid_lines)
+        self.end_old_waits(first[1], before, "3 GPUs added mid-wait")
         # Back to one thread in a 1 h wait: after the last slice, nothing wakes.
         time.sleep(SLICE_S + 0.5)
         t0 = switches(self.plugin.pid)

@@ -15,9 +15,8 @@ sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
 import kubetest as kt  # noqa: E402
 
 FAKE = None
-KEY = "nvidia.com/device-plugin.config"
-TS = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
-      "    - name: nvidia.com/gpu\n      replicas: 4\n")
+KEY = kt.CONFIG_LABEL
+TS = kt.TS_CONFIG
 
 
 class ListNodeConfig(harness.PluginTestCase):

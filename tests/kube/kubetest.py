@@ -13,6 +13,11 @@ import scratch  # noqa: E402  (the tests' scratch directories; children killed b
 
 WAIT = 30.0  # generous: a line that never comes fails the test after this long
 
+# Per-node config tests: the node label and a config of 4 time-slicing replicas per GPU.
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+TS_CONFIG = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+             "    - name: nvidia.com/gpu\n      replicas: 4\n")
+
 
 class LineProc:
     def __init__(self, argv, **kw):
