@@ -30,22 +30,28 @@ func wipeSockets(dir string) {
 	}
 }
 
-func kubeletRestarts(dir string, n int) {
-	out := bufio.NewWriter(os.Stdout)
-	defer out.Flush()
-	registered := make(chan time.Time, 16)
-	handler := func(srv interface{}, stream grpc.ServerStream) error {
+// registrationHandler serves the kubelet's Registration service as raw bytes: every call is
+// answered Empty, and onRegister sees each Register request.
+func registrationHandler(onRegister func(req []byte)) grpc.StreamHandler {
+	return func(srv interface{}, stream grpc.ServerStream) error {
 		method, _ := grpc.MethodFromServerStream(stream)
 		var req []byte
 		if err := stream.RecvMsg(&req); err != nil {
 			return err
 		}
 		if method == "/v1beta1.Registration/Register" {
-			registered <- time.Now()
+			onRegister(req)
 		}
 		empty := []byte{}
 		return stream.SendMsg(&empty)
 	}
+}
+
+func kubeletRestarts(dir string, n int) {
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	registered := make(chan time.Time, 16)
+	handler := registrationHandler(func([]byte) { registered <- time.Now() })
 	sock := filepath.Join(dir, "kubelet.sock")
 	for i := 0; i < n; i++ {
 		wipeSockets(dir)

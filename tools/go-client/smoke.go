@@ -87,21 +87,12 @@ func mapEntries(msg []byte, num protowire.Number) []string {
 
 func smoke(dir string) {
 	registered := make(chan []byte, 1)
-	handler := func(srv interface{}, stream grpc.ServerStream) error {
-		method, _ := grpc.MethodFromServerStream(stream)
-		var req []byte
-		if err := stream.RecvMsg(&req); err != nil {
-			return err
+	handler := registrationHandler(func(req []byte) {
+		select {
+		case registered <- req:
+		default: // only the first one is checked
 		}
-		if method == "/v1beta1.Registration/Register" {
-			select {
-			case registered <- req:
-			default: // only the first one is checked
-			}
-		}
-		empty := []byte{}
-		return stream.SendMsg(&empty)
-	}
+	})
 	sock := filepath.Join(dir, "kubelet.sock")
 	srv := grpc.NewServer(grpc.CustomCodec(rawCodec{}), grpc.UnknownServiceHandler(handler))
 	lis, err := net.Listen("unix", sock)
