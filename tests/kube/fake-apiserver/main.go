@@ -294,8 +294,22 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(body)
 		return
 	}
+	for _, route := range routes {
+		if route(s, w, r) {
+			return
+		}
+	}
 	status(w, 404, "NotFound", "the server could not find the requested resource")
 }
+
+// Extensions in other files of this package (one file per API resource a test needs):
+// a route answers a request it recognises and returns true; a command handles a stdin
+// command word and returns true ("ok WORD" is said after it, as for the built-in ones).
+// Each file registers its own from init().
+var (
+	routes   []func(s *server, w http.ResponseWriter, r *http.Request) bool
+	commands []func(s *server, f []string) bool
+)
 
 func (s *server) record(typ string, n map[string]interface{}) {
 	e := event{rv: s.rv, typ: typ, node: n}
@@ -541,6 +555,12 @@ func (s *server) command(line string) {
 		s.srv.Shutdown(context.Background())
 	case "start":
 		s.serve()
+	default:
+		for _, cmd := range commands {
+			if cmd(s, f) {
+				break
+			}
+		}
 	}
 	s.say("ok %s", f[0])
 }
