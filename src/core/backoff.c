@@ -14,12 +14,20 @@ uint64_t backoff_grow(uint64_t prev_ms, uint64_t first_ms, uint64_t max_ms)
     return prev_ms * 2 < max_ms ? prev_ms * 2 : max_ms;
 }
 
-uint64_t backoff_jitter(uint64_t ms)
+uint64_t backoff_random_below(uint64_t n)
 {
     uint64_t x = 0;
+    if (n == 0)
+        return 0;
     if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x))
         x = loop_now_us();
-    return ms / 2 + x % (ms / 2 + 1);
+    /* The modulo bias is below n / 2^64: nothing for the delays this spreads. */
+    return x % n;
+}
+
+uint64_t backoff_jitter(uint64_t ms)
+{
+    return ms / 2 + backoff_random_below(ms / 2 + 1);
 }
 
 uint64_t backoff_next(struct backoff *b)

@@ -45,3 +45,7 @@ uint64_t backoff_grow(uint64_t prev_ms, uint64_t first_ms, uint64_t max_ms);
 /* A random point in [ms/2, ms] (getrandom: an unseeded random() would give every
  * process restarted together the same sequence, the lock-step jitter is there to avoid). */
 uint64_t backoff_jitter(uint64_t ms);
+
+/* A uniformly random value in [0, n) (0 when n is 0), from the same source. For spreading
+ * what is not a retry: the API client's watch timeouts, the first try after an outage. */
+uint64_t backoff_random_below(uint64_t n);

@@ -26,11 +26,17 @@ struct loop_timer;
 /* Reconnect and watch-retry backoff: from 100 ms doubling to 30 s, with jitter. */
 #define KUBE_BACKOFF_MIN_MS 100u
 #define KUBE_BACKOFF_MAX_MS 30000u
-/* A watch asks the server to end it after this long (it then resumes from its last
- * resourceVersion) and is dropped as dead when silent this long past that. */
-#define KUBE_WATCH_TIMEOUT_S 300u
+/* A watch asks the server to end it after a timeout drawn afresh for each request,
+ * uniformly in [KUBE_WATCH_TIMEOUT_MIN_S, 2 * KUBE_WATCH_TIMEOUT_MIN_S) as client-go's
+ * reflector does (it then resumes from its last resourceVersion), so that a fleet started
+ * together does not renew its watches in lock-step; it is dropped as dead when silent
+ * KUBE_WATCH_SILENCE_MARGIN_MS past the timeout it asked for. */
+#define KUBE_WATCH_TIMEOUT_MIN_S 300u
 #define KUBE_WATCH_SILENCE_MARGIN_MS 60000u
-/* The silence after which a watch is dropped (tests shorten it). */
+/* The timeoutSeconds of one watch request: a fresh draw in [300, 600). */
+unsigned kube_watch_timeout_s(void);
+/* Tests shorten the silence after which a watch is dropped; 0 (the default): the
+ * timeout sent + KUBE_WATCH_SILENCE_MARGIN_MS. */
 extern unsigned kube_watch_silence_ms;
 /* The token file is looked at before a request at most this often. */
 #define KUBE_TOKEN_CHECK_MS 1000u

@@ -35,6 +35,7 @@ struct kube_watch {
     struct kube_req *req;
     struct loop_timer *retry_timer, *silence_timer;
     uint64_t last_data_ms, started_ms;
+    uint64_t silence_ms;   /* of the stream in progress: its timeout + the margin */
     struct backoff backoff;
     bool busy, stopped;
     char *last_error;
@@ -43,7 +44,12 @@ struct kube_watch {
 /* A server that ignores the selector keeps doing so: a reminder every 5 minutes. */
 #define KUBE_WATCH_FOREIGN_LOG_MS (5 * 60 * 1000)
 
-unsigned kube_watch_silence_ms = KUBE_WATCH_TIMEOUT_S * 1000u + KUBE_WATCH_SILENCE_MARGIN_MS;
+unsigned kube_watch_silence_ms;
+
+unsigned kube_watch_timeout_s(void)
+{
+    return KUBE_WATCH_TIMEOUT_MIN_S + (unsigned)backoff_random_below(KUBE_WATCH_TIMEOUT_MIN_S);
+}
 
 static void start_list(struct kube_watch *w);
 static void start_watch(struct kube_watch *w);
@@ -304,7 +310,7 @@ static void arm_silence(struct kube_watch *w, uint64_t ms)
 static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct kube_watch *w = userdata;
-    uint64_t limit = kube_watch_silence_ms;
+    uint64_t limit = w->silence_ms;
     uint64_t quiet = loop_now_ms() - w->last_data_ms;
     w->silence_timer = NULL;
     if (!w->req)
@@ -426,16 +432,19 @@ static void watch_done(struct kube *k, int status, json_t *body, void *userdata)
 static void start_watch(struct kube_watch *w)
 {
     _cleanup_free_ char *rv = kube_escape(w->rv);
+    unsigned timeout_s = kube_watch_timeout_s();
     _cleanup_free_ char *params = xasprintf("watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%u",
-                                            rv, KUBE_WATCH_TIMEOUT_S);
+                                            rv, timeout_s);
     _cleanup_free_ char *path = query_path(w, params);
-    /* At most once per server timeout (5 min) on a healthy watch. */
+    w->silence_ms = kube_watch_silence_ms ? kube_watch_silence_ms
+                                          : timeout_s * 1000ull + KUBE_WATCH_SILENCE_MARGIN_MS;
+    /* At most once per server timeout (5-10 min) on a healthy watch. */
     log_debug("kube: watch %s: from resourceVersion %s", w->collection, w->rv);
     w->req = kube_req_new(w->k, KUBE_GET, path, NULL, watch_done, w);
     kube_req_set_stream(w->req, watch_chunk, w->k->max_response);
     w->started_ms = w->last_data_ms = loop_now_ms();
     loop_timer_cancel(w->k->loop, w->silence_timer);
-    arm_silence(w, kube_watch_silence_ms);
+    arm_silence(w, w->silence_ms);
     kube_req_submit(w->req);
 }
 

@@ -171,8 +171,14 @@ int main(int argc, char **argv)
         return 1;
     }
     if (optind < argc && streq(argv[optind], "options")) {
-        out("request_timeout_ms %u\nmax_response_bytes %zu\nqps %g\nburst %u\nwatch_silence_ms %u\n",
-            kube->timeout_ms, kube->max_response, kube->qps, kube->burst, kube_watch_silence_ms);
+        out("request_timeout_ms %u\nmax_response_bytes %zu\nqps %g\nburst %u\n"
+            "watch_timeout_s %u-%u\n",
+            kube->timeout_ms, kube->max_response, kube->qps, kube->burst,
+            KUBE_WATCH_TIMEOUT_MIN_S, 2 * KUBE_WATCH_TIMEOUT_MIN_S - 1);
+        if (kube_watch_silence_ms)
+            out("watch_silence_ms %u\n", kube_watch_silence_ms);
+        else
+            out("watch_silence_ms timeout+%u\n", KUBE_WATCH_SILENCE_MARGIN_MS);
         kube_free(kube);
         loop_free(loop);
         return 0;

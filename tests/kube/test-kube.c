@@ -255,6 +255,24 @@ static void test_names(void)
     json_decref(st);
 }
 
+/* Each watch request draws its timeoutSeconds afresh in [300, 600) (issue 18: a fixed
+ * 300 s renewed a fleet's watches in lock-step): bounds, and spread over the range. */
+static void test_watch_timeout(void)
+{
+    unsigned lo = UINT32_MAX, hi = 0, tenths[10] = { 0 };
+    for (int i = 0; i < 3000; i++) {
+        unsigned t = kube_watch_timeout_s();
+        CHECK(t >= 300 && t < 600);
+        lo = t < lo ? t : lo;
+        hi = t > hi ? t : hi;
+        tenths[t >= 300 && t < 600 ? (t - 300) / 30 : 0]++;
+    }
+    CHECK(lo < 310 && hi > 589);
+    /* 300 expected per tenth; 200-400 fails by chance with p < 1e-8 */
+    for (int i = 0; i < 10; i++)
+        CHECK(tenths[i] >= 200 && tenths[i] <= 400);
+}
+
 int main(void)
 {
     dir = scratch_dir("test-kube-");
@@ -263,6 +281,7 @@ int main(void)
     test_server_urls();
     test_watch_lines();
     test_names();
+    test_watch_timeout();
     if (scratch_remove(dir) < 0)
         test_failures++;
     if (test_failures)

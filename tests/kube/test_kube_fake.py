@@ -109,7 +109,8 @@ class Requests(Base):
         self.assertEqual(out.expect(r"^max_response_bytes (\d+)$").group(1), str(4 << 20))
         self.assertEqual(out.expect(r"^qps (\S+)$").group(1), "5")
         self.assertEqual(out.expect(r"^burst (\d+)$").group(1), "10")
-        self.assertEqual(out.expect(r"^watch_silence_ms (\d+)$").group(1), "360000")
+        self.assertEqual(out.expect(r"^watch_timeout_s (\S+)$").group(1), "300-599")
+        self.assertEqual(out.expect(r"^watch_silence_ms (\S+)$").group(1), "timeout+60000")
         self.assertEqual(out.stop(), 0)
 
     def test_oversize_response_is_emsgsize(self):
@@ -233,7 +234,7 @@ class Watch(Base):
         p = self.start()
         p.expect(r"^event ADDED /n1 101$")
         p.expect(r"^event SYNCED$")
-        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&allowWatchBookmarks=true&timeoutSeconds=300 ")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=101&allowWatchBookmarks=true&timeoutSeconds=[3-5]\d\d ")
         self.cmd("add n2")
         p.expect(r"^event ADDED /n2 102$")
         self.cmd("modify n1")
@@ -248,6 +249,24 @@ class Watch(Base):
         self.cmd("modify n1")
         p.expect(r"^event MODIFIED /n1 107$")
         self.assertFalse([l for l in p.seen if "SYNCED" in l][1:], "no relist expected")
+
+    def test_watch_timeout_drawn_afresh_per_request(self):
+        # Issue 18 item 8: a fixed timeoutSeconds=300 renewed a fleet's watches in
+        # lock-step; each request draws anew in [300, 600), as client-go's reflector.
+        self.cmd("add n1")
+        p = self.start()
+        p.expect(r"^event SYNCED$")
+        drawn = []
+        for i in range(8):
+            m = self.server_req(r"GET /api/v1/nodes\?watch=1&resourceVersion=\d+&"
+                                r"allowWatchBookmarks=true&timeoutSeconds=(\d+) ")
+            drawn.append(int(m.group(1)))
+            self.cmd("modify n1")  # an event resets the watch's backoff: the next resume is quick
+            p.expect(r"^event MODIFIED /n1 %d$" % (102 + i))
+            self.cmd("drop")
+        print("timeoutSeconds drawn:", drawn, file=sys.stderr)
+        self.assertTrue(all(300 <= t < 600 for t in drawn), drawn)
+        self.assertGreaterEqual(len(set(drawn)), 4, drawn)  # 8 draws of 300: ~1e-11 to fail
 
     def test_bookmark_moves_the_resume_point(self):
         self.cmd("add n1")
