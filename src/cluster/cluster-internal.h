@@ -5,10 +5,14 @@
 
 #include <jansson.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "cluster/cluster-evcache.h"
 #include "cluster/cluster.h"
 #include "core/backoff.h"
+
+/* Without inotify, how often the config directory is checked instead. */
+#define CLUSTER_DIR_POLL_MS 10000u
 
 struct kube;
 struct kube_req;
@@ -35,6 +39,9 @@ struct cluster {
     char **fallbacks;
     struct kube_watch *watch;
     struct loop_timer *wait_timer;
+    struct loop_timer *dir_poll;    /* without inotify: the directory checked every
+                                     * CLUSTER_DIR_POLL_MS instead */
+    struct stat dir_st, file_st;    /* the directory and the applied file as last seen */
     int inotify_fd;
     bool label_known;               /* the watch delivered the Node once */
     bool node_gone;                 /* it was deleted since: label and config kept */

@@ -259,6 +259,33 @@ static void on_dir_event(struct loop *l, int fd, uint32_t events, void *userdata
         reselect(c);
 }
 
+/* The directory and the applied file as stat() sees them now (zeroed when missing). */
+static void dir_snapshot(const struct cluster *c, struct stat *dir, struct stat *file)
+{
+    memset(dir, 0, sizeof(*dir));
+    memset(file, 0, sizeof(*file));
+    (void)stat(c->config_dir, dir);
+    if (c->applied_path && *c->applied_path)
+        (void)stat(c->applied_path, file);
+}
+
+/* Without inotify: a ConfigMap update (the kubelet swaps the ..data link, which changes
+ * the directory) or a file rewritten in place is seen within CLUSTER_DIR_POLL_MS. */
+static void on_dir_poll(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct cluster *c = userdata;
+    c->dir_poll = loop_timer_add(l, CLUSTER_DIR_POLL_MS, on_dir_poll, c);
+    struct stat d, f;
+    dir_snapshot(c, &d, &f);
+    bool changed = !fs_same_file(&d, &c->dir_st) || !fs_same_file(&f, &c->file_st);
+    c->dir_st = d;
+    c->file_st = f;
+    if (changed && c->applied_once) {
+        reselect(c);
+        dir_snapshot(c, &c->dir_st, &c->file_st); /* the file applied may be another now */
+    }
+}
+
 static void on_start_now(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct cluster *c = userdata;
@@ -275,12 +302,17 @@ void cluster_config_start(struct cluster *c)
         inotify_add_watch(c->inotify_fd, c->config_dir,
                           IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE |
                               IN_ATTRIB | IN_ONLYDIR) < 0) {
-        log_warning("Watching %s: %s; a changed config is applied at the next label change "
-                    "or SIGHUP",
-                    c->config_dir, strerror(errno));
+        log_warning("Watching %s: %s: %s%s; checking it every %us instead", c->config_dir,
+                    c->inotify_fd < 0 ? "inotify_init1" : "inotify_add_watch", strerror(errno),
+                    errno == EMFILE ? " (fs.inotify.max_user_instances is shared by every "
+                                      "process of this user on the node)"
+                                    : "",
+                    CLUSTER_DIR_POLL_MS / 1000u);
         if (c->inotify_fd >= 0)
             close(c->inotify_fd);
         c->inotify_fd = -1;
+        dir_snapshot(c, &c->dir_st, &c->file_st);
+        c->dir_poll = loop_timer_add(c->loop, CLUSTER_DIR_POLL_MS, on_dir_poll, c);
     } else {
         loop_add_io(c->loop, c->inotify_fd, EPOLLIN, on_dir_event, c);
     }
@@ -393,6 +425,7 @@ void cluster_free(struct cluster *c)
     kube_free(c->kube);
     if (c->wait_timer)
         loop_timer_cancel(c->loop, c->wait_timer);
+    loop_timer_cancel(c->loop, c->dir_poll);
     if (c->inotify_fd >= 0) {
         loop_del_io(c->loop, c->inotify_fd);
         close(c->inotify_fd);

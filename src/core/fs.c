@@ -69,3 +69,9 @@ int read_file_bounded(const char *path, size_t max, char **out, size_t *len, str
         *st = sb;
     return r;
 }
+
+bool fs_same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}

@@ -1,6 +1,7 @@
 /* Small filesystem helpers. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -18,3 +19,9 @@ int read_fd_bounded(int fd, size_t hint, size_t max, char **out, size_t *len);
  * check (-EINVAL) instead of blocking the loop; -EFBIG past max. st (optional) gets the
  * file's stat. Returns 0 or -errno. */
 int read_file_bounded(const char *path, size_t max, char **out, size_t *len, struct stat *st);
+
+/* The same file as before, by identity and change time: device, inode and ctime. A file
+ * unlinked and created again may get the same inode number back (tmpfs reuses them),
+ * never the same ctime; a rewrite in place changes the ctime too. For the stat()-based
+ * checks that stand in for inotify when it cannot be had. */
+bool fs_same_file(const struct stat *a, const struct stat *b);

@@ -1,6 +1,12 @@
 /* Kubelet restart detection: inotify on the device-plugin directory for the kubelet's
  * socket being created again (no polling).
  *
+ * Without inotify (inotify_init1 fails with EMFILE when the per-user limit of instances,
+ * 128 by default and shared with every other agent of the user on the node, is used up;
+ * or no watch can be added) the same things are checked with stat() every
+ * KWATCH_POLL_MS, after one warning saying why: a kubelet restart is then noticed within
+ * that period instead of at once. The plugin never stops serving for want of inotify.
+ *
  * The directory itself can go away (an operator or a node agent wipes and recreates
  * /var/lib/kubelet/device-plugins). A watch on the directory never reports the new one,
  * so its parent (or, if that is gone too, the nearest existing ancestor) is watched as
@@ -11,9 +17,13 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "kubelet_watch.h"
+
+/* Polling period without inotify: how late a kubelet restart may be noticed then. */
+#define KWATCH_POLL_MS 2000u
 
 #define DIR_EVENTS (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 #define PARENT_EVENTS (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF)
@@ -29,6 +39,10 @@ struct kwatch {
     bool up_is_parent;  /* wd_up is on the direct parent (events name dir_name) */
     kwatch_fn fn;
     void *userdata;
+    /* Polling, when fd < 0. */
+    struct loop_timer *poll;
+    bool dir_seen, sock_seen;
+    struct stat sock;   /* the kubelet socket as last seen */
 };
 
 /* Watch the nearest existing ancestor of dir, then dir itself. The parent is watched
@@ -107,17 +121,49 @@ static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
     }
 }
 
-int kwatch_new(struct loop *l, const char *kubelet_socket, kwatch_fn fn, void *userdata,
-               struct kwatch **out, struct error *err)
+/* One stat() round: the directory gone or back, the socket created anew (another inode
+ * or change time: a restarted kubelet unlinks and binds it again). report=false only
+ * takes the first picture. */
+static void poll_check(struct kwatch *w, bool report)
+{
+    struct stat d, s;
+    _cleanup_free_ char *path = xasprintf("%s/%s", w->dir, w->name);
+    bool dir = stat(w->dir, &d) == 0 && S_ISDIR(d.st_mode);
+    bool sock = dir && stat(path, &s) == 0;
+    bool fire = false;
+    if (report && w->dir_seen && !dir)
+        log_warning("%s was removed; plugin sockets are gone, waiting for it to come back",
+                    w->dir);
+    else if (report && !w->dir_seen && dir) {
+        log_info("%s is back, serving and registering again", w->dir);
+        fire = true;
+    } else if (report && sock && (!w->sock_seen || !fs_same_file(&s, &w->sock)))
+        fire = true;
+    w->dir_seen = dir;
+    w->sock_seen = sock;
+    if (sock)
+        w->sock = s;
+    if (fire) {
+        log_info("%s created, re-registering", w->name);
+        w->fn(w->userdata);
+    }
+}
+
+static void on_poll(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kwatch *w = userdata;
+    w->poll = loop_timer_add(l, KWATCH_POLL_MS, on_poll, w);
+    poll_check(w, true);
+}
+
+static struct kwatch *kwatch_alloc(struct loop *l, const char *kubelet_socket, kwatch_fn fn,
+                                   void *userdata)
 {
     _cleanup_free_ char *dir_copy = xstrdup(kubelet_socket);
     _cleanup_free_ char *base_copy = xstrdup(kubelet_socket);
-    _cleanup_close_ int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0)
-        return error_set(err, -errno, "inotify_init1: %s", strerror(errno));
     struct kwatch *w = xcalloc(1, sizeof(*w));
     w->loop = l;
-    w->fd = fd;
+    w->fd = -1;
     w->dir = xstrdup(dirname(dir_copy));
     w->name = xstrdup(basename(base_copy));
     const char *last = strrchr(w->dir, '/');
@@ -125,21 +171,46 @@ int kwatch_new(struct loop *l, const char *kubelet_socket, kwatch_fn fn, void *u
     w->wd_dir = w->wd_up = -1;
     w->fn = fn;
     w->userdata = userdata;
-    int r = 0;
-    if (!rewatch(w) && w->wd_up < 0)
-        r = error_set(err, -errno, "watching %s: %s", w->dir, strerror(errno));
-    else if ((r = loop_add_io(l, fd, EPOLLIN, on_inotify, w)) < 0)
-        error_set(err, r, "watching %s: %s", w->dir, strerror(-r));
-    if (r < 0) {
-        free(w->dir);
-        free(w->dir_name);
-        free(w->name);
-        free(w);
-        return r;
+    return w;
+}
+
+int kwatch_new(struct loop *l, const char *kubelet_socket, kwatch_fn fn, void *userdata,
+               struct kwatch **out, struct error *err)
+{
+    struct kwatch *w = kwatch_alloc(l, kubelet_socket, fn, userdata);
+    const char *what = "inotify_init1";
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd >= 0) {
+        w->fd = fd;
+        what = "inotify_add_watch";
+        if (rewatch(w) || w->wd_up >= 0) {
+            int r = loop_add_io(l, fd, EPOLLIN, on_inotify, w);
+            if (r < 0) {
+                error_set(err, r, "watching %s: %s", w->dir, strerror(-r));
+                kwatch_free(w);
+                return r;
+            }
+            if (w->wd_dir < 0)
+                log_warning("%s does not exist; waiting for it", w->dir);
+            *out = w;
+            return 0;
+        }
+        int saved = errno;
+        close(fd);
+        w->fd = -1;
+        errno = saved;
     }
-    if (w->wd_dir < 0)
+    log_warning("Watching %s for kubelet restarts: %s: %s%s; checking it every %us instead",
+                w->dir, what, strerror(errno),
+                errno == EMFILE ? " (fs.inotify.max_user_instances is shared by every process "
+                                  "of this user on the node)"
+                : errno == ENOSPC ? " (fs.inotify.max_user_watches is used up)"
+                                  : "",
+                KWATCH_POLL_MS / 1000u);
+    poll_check(w, false);
+    if (!w->dir_seen)
         log_warning("%s does not exist; waiting for it", w->dir);
-    w->fd = TAKE_FD(fd);
+    w->poll = loop_timer_add(l, KWATCH_POLL_MS, on_poll, w);
     *out = w;
     return 0;
 }
@@ -148,8 +219,11 @@ void kwatch_free(struct kwatch *w)
 {
     if (!w)
         return;
-    loop_del_io(w->loop, w->fd);
-    close(w->fd);
+    if (w->fd >= 0) {
+        loop_del_io(w->loop, w->fd);
+        close(w->fd);
+    }
+    loop_timer_cancel(w->loop, w->poll);
     free(w->dir);
     free(w->dir_name);
     free(w->name);

@@ -1,5 +1,6 @@
 /* Notices a kubelet (re)start: inotify on the directory of the kubelet socket, firing
- * when the socket file itself is created or moved in. No polling. */
+ * when the socket file itself is created or moved in. No polling, unless inotify cannot
+ * be had (then a stat() every 2 s, after one warning). */
 #pragma once
 
 #include "core/error.h"

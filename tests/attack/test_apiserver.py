@@ -52,12 +52,12 @@ class HostileApiServer(harness.PluginTestCase):
         self.srv.send(line)
         self.srv.expect(r"^ok %s$" % line.split()[0], timeout=timeout)
 
-    def start(self, node="n1"):
+    def start(self, node="n1", wrap=()):
         """The plugin serving the ts config (4 replicas per GPU) read from the label."""
         self.start_kubelet()
         self.start_plugin(["--kubeconfig", self.kubeconfig, "--node-name", node,
                            "--config-dir", self.configs, "--events=false", "-v", "0"],
-                          extra_env={"GDP_SYSFS_ROOT": self.sys_root})
+                          extra_env={"GDP_SYSFS_ROOT": self.sys_root}, wrap=wrap)
         _, devs = self.kubelet.registered()
         return devs
 
@@ -170,6 +170,35 @@ class HostileApiServer(harness.PluginTestCase):
         # A re-created Node that says otherwise is followed.
         self.cmd("label n1 %s=default" % KEY)
         self.plugin.wait_log(APPLIED + "default", mark)
+
+    def test_config_dir_checked_without_inotify(self):
+        """inotify_init1 fails (the user's instances used up): one warning per watcher,
+        and a ConfigMap update of the selected config (the kubelet's ..data swap) is still
+        applied, found by the directory check every 10 s (the ConfigMap volume's atomic
+        swap changes the directory, a rename the file's inode)."""
+        sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "integration"))
+        import test_lifecycle as tl
+        if not tl.no_inotify_possible():
+            self.skipTest("no user namespaces here (unshare --user)")
+        devs = self.start(wrap=tl.NO_INOTIFY)
+        self.plugin.wait_log(APPLIED)
+        self.assertEqual(len(devs["devices"]), 4 * self.ngpus)
+        mark = self.plugin.stderr.mark()
+        ev_mark = self.kubelet.events.mark()
+        t0 = time.monotonic()
+        tmp = os.path.join(self.configs, ".ts.new")  # replaced as a whole, atomically
+        with open(tmp, "w") as f:
+            f.write(TS.replace("replicas: 4", "replicas: 2"))
+        os.rename(tmp, os.path.join(self.configs, "ts"))
+        self.plugin.wait_log(APPLIED, mark, timeout=30)
+        _, devs = self.kubelet.registered(ev_mark)
+        took = time.monotonic() - t0
+        warned = [l for l in self.plugin.stderr.lines if "max_user_instances" in l]
+        print("without inotify: config update applied after %.1f s (check every 10 s); "
+              "warnings %d" % (took, len(warned)))
+        self.assertEqual(len(devs["devices"]), 2 * self.ngpus, devs)
+        self.assertEqual(len(warned), 2, warned)  # kubelet directory, config directory
+        self.assertLess(took, 25)
 
     def test_bad_node_name_turns_the_api_off_and_serves(self):
         """NODE_NAME that is no DNS-1123 subdomain: one error line naming it (escaped),

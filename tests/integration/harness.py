@@ -228,8 +228,10 @@ class TestKubelet:
 
 
 class Plugin:
-    def __init__(self, args, env, log):
-        self.proc = scratch.adopt(subprocess.Popen([PLUGIN] + list(args), stdin=subprocess.DEVNULL,
+    def __init__(self, args, env, log, wrap=()):
+        # wrap: a command that execs its arguments (the pid stays the plugin's).
+        self.proc = scratch.adopt(subprocess.Popen(list(wrap) + [PLUGIN] + list(args),
+                                                   stdin=subprocess.DEVNULL,
                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                    env=env, close_fds=True))
         self.stderr = LineReader(self.proc.stderr, tee=log)
@@ -367,9 +369,9 @@ class PluginTestCase(unittest.TestCase):
         self.addCleanup(self.kubelet.stop)
         return self.kubelet
 
-    def start_plugin(self, args=(), env=None, nvml=True, extra_env=None):
+    def start_plugin(self, args=(), env=None, nvml=True, extra_env=None, wrap=()):
         p = Plugin(self.plugin_args(args), env or self.plugin_env(nvml=nvml, extra=extra_env),
-                   self.log)
+                   self.log, wrap)
         self.addCleanup(self._finish_plugin, p)
         self.plugin = p
         return p
