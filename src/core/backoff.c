@@ -25,6 +25,12 @@ uint64_t backoff_random_below(uint64_t n)
     return x % n;
 }
 
+uint64_t backoff_after_outage(uint64_t outage_ms, uint64_t cap_ms)
+{
+    uint64_t span = outage_ms < cap_ms ? outage_ms : cap_ms;
+    return span == UINT64_MAX ? backoff_random_below(span) : backoff_random_below(span + 1);
+}
+
 uint64_t backoff_jitter(uint64_t ms)
 {
     return ms / 2 + backoff_random_below(ms / 2 + 1);

@@ -49,3 +49,9 @@ uint64_t backoff_jitter(uint64_t ms);
 /* A uniformly random value in [0, n) (0 when n is 0), from the same source. For spreading
  * what is not a retry: the API client's watch timeouts, the first try after an outage. */
 uint64_t backoff_random_below(uint64_t n);
+
+/* The wait before the first try once a peer that was unreachable for outage_ms answers
+ * again: a random point in [0, min(outage_ms, cap_ms)]. Clients that lost the peer
+ * together do not all come back in the same second, and a brief blip still recovers in
+ * about its own length. */
+uint64_t backoff_after_outage(uint64_t outage_ms, uint64_t cap_ms);

@@ -14,6 +14,7 @@
  * request timeout or the connection is dropped. Both timers exist only while that is
  * pending, so an idle connection still costs no wakeups. */
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
 #include <netdb.h>
@@ -151,6 +152,8 @@ static void backoff_cb(struct loop *l, struct loop_timer *t, void *userdata)
 static void conn_fail(struct kube *k, int err, const char *why)
 {
     struct kube_conn *c = &k->conn;
+    if (c->state == KUBE_CONN_READY && !c->lost_ms)
+        c->lost_ms = loop_now_ms();
     if (!c->last_error || !streq(c->last_error, why)) {
         log_warning("kube: API server %s (%s): %s; retrying with backoff", k->creds.authority,
                     k->creds.source ? k->creds.source : "", why);
@@ -270,7 +273,10 @@ void kube_conn_flush(struct kube *k)
     }
 done:
     if (!blocked && !nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)) {
-        /* GOAWAY exchanged and every stream done: a clean end, not a failure. */
+        /* GOAWAY exchanged and every stream done: a clean end, not a failure (but if
+         * the server is going away for a while, the outage counts from here). */
+        if (!c->lost_ms)
+            c->lost_ms = loop_now_ms();
         conn_close(k);
         c->state = KUBE_CONN_IDLE;
         kube_on_disconnected(k, -ECONNRESET);
@@ -303,6 +309,19 @@ static void session_start(struct kube *k)
     c->state = KUBE_CONN_READY;
     free(c->last_error);
     c->last_error = NULL;
+    if (c->lost_ms) {
+        /* Back after an outage: the watches' first requests wait a random part of it, so
+         * that a fleet that lost the server together does not come back in one second;
+         * the connection attempts themselves were spread by the backoff's jitter, whose
+         * delay had grown with the outage. */
+        uint64_t now = loop_now_ms(), down = now - c->lost_ms;
+        uint64_t hold = backoff_after_outage(down, KUBE_OUTAGE_SPREAD_MAX_MS);
+        c->lost_ms = 0;
+        c->spread_until_ms = now + hold;
+        log_full(down >= 1000 ? LOG_INFO : LOG_DEBUG,
+                 "kube: API server %s reachable again after %" PRIu64 " ms; watches resume in %" PRIu64 " ms",
+                 k->creds.authority, down, hold);
+    }
     kube_on_connected(k);
     kube_conn_flush(k);
 }

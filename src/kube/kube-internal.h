@@ -26,6 +26,12 @@ struct loop_timer;
 /* Reconnect and watch-retry backoff: from 100 ms doubling to 30 s, with jitter. */
 #define KUBE_BACKOFF_MIN_MS 100u
 #define KUBE_BACKOFF_MAX_MS 30000u
+/* After an outage of D, the watches' first requests on the new connection wait a random
+ * point in [0, min(D, this)]: client-go's reflector backoff caps at the same 30 s, and a
+ * wider spread would leave a node's labels and config stale longer than the outage
+ * warrants (5,000 nodes over 30 s: ~170 watch requests a second, far under an API
+ * server's 400 in-flight requests). */
+#define KUBE_OUTAGE_SPREAD_MAX_MS 30000u
 /* A watch asks the server to end it after a timeout drawn afresh for each request,
  * uniformly in [KUBE_WATCH_TIMEOUT_MIN_S, 2 * KUBE_WATCH_TIMEOUT_MIN_S) as client-go's
  * reflector does (it then resumes from its last resourceVersion), so that a fleet started
@@ -121,6 +127,10 @@ struct kube_conn {
      * it). Firing drops the connection: a hung server is not kept forever. */
     struct loop_timer *check_timer;
     char *last_error;     /* why the last attempt failed, logged once per change */
+    /* Outage spread: when the connection that was up went down (0 while up, and before
+     * the first connection), and until when the requests marked `spread` (a watch's
+     * list and watch) wait on the new connection (backoff_after_outage()). */
+    uint64_t lost_ms, spread_until_ms;
 };
 
 /* --------------------------------------------------------------- requests */
@@ -150,6 +160,7 @@ struct kube_req {
     bool closed;                  /* stream closed by nghttp2 */
     uint32_t rst_code;
     bool retried_401;
+    bool spread;                  /* waits out the outage spread (kube_req_set_spread) */
     bool pending_chunk;           /* stream bytes not yet shown to chunk */
     bool busy, cancelled;         /* inside chunk; cancelled meanwhile (free after) */
     uint8_t *buf;
@@ -166,6 +177,7 @@ struct kube {
     struct tokenbucket rate;       /* from qps and burst; time in µs */
     struct loop_timer *rate_timer;
     struct loop_timer *kick_timer; /* sends what kube_request queued, from the loop */
+    struct loop_timer *spread_timer; /* sends the spread requests at conn.spread_until_ms */
     struct kube_conn conn;
     struct kube_req *queue_head, *queue_tail; /* waiting to be sent */
     struct kube_req *active;                  /* streams on the connection */
@@ -204,6 +216,9 @@ struct kube_req *kube_req_new(struct kube *k, enum kube_method m, const char *pa
                               kube_done_fn fn, void *userdata);
 /* A watch stream: no deadline, unbounded total size, chunk called as bytes come. */
 void kube_req_set_stream(struct kube_req *r, kube_chunk_fn chunk, size_t max_buffer);
+/* A watch's list or watch: after an outage it waits out the connection's spread (its
+ * deadline does not run meanwhile). */
+void kube_req_set_spread(struct kube_req *r);
 void kube_req_submit(struct kube_req *r);
 void kube_req_consume(struct kube_req *r, size_t n);
 /* Reset the stream and conclude with err (kube_done_fn gets status err). */

@@ -285,6 +285,7 @@ static void start_list(struct kube_watch *w)
     _cleanup_free_ char *path = query_path(w, params);
     set_str(&w->rv, NULL);
     w->req = kube_req_new(w->k, KUBE_GET, path, NULL, list_done, w);
+    kube_req_set_spread(w->req);
     kube_req_submit(w->req);
 }
 
@@ -427,6 +428,10 @@ static void watch_done(struct kube *k, int status, json_t *body, void *userdata)
     }
     _cleanup_free_ char *t = status == 200 ? xstrdup("the stream ended at once") : status_text(status, body);
     fail(w, "watch from resourceVersion %s: %s", w->rv, t);
+    /* 404: the collection is gone (a CRD deleted) and its resourceVersions with it; the
+     * retry lists, so that the collection served again is seen whole (and SYNCED says so). */
+    if (status == 404)
+        set_str(&w->rv, NULL);
 }
 
 static void start_watch(struct kube_watch *w)
@@ -442,6 +447,7 @@ static void start_watch(struct kube_watch *w)
     log_debug("kube: watch %s: from resourceVersion %s", w->collection, w->rv);
     w->req = kube_req_new(w->k, KUBE_GET, path, NULL, watch_done, w);
     kube_req_set_stream(w->req, watch_chunk, w->k->max_response);
+    kube_req_set_spread(w->req);
     w->started_ms = w->last_data_ms = loop_now_ms();
     loop_timer_cancel(w->k->loop, w->silence_timer);
     arm_silence(w, w->silence_ms);

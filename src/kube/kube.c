@@ -403,7 +403,26 @@ static bool rate_take(struct kube *k)
     return false;
 }
 
-/* Move queued requests onto the connection as far as the rate limit allows. */
+static void spread_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube *k = userdata;
+    k->spread_timer = NULL;
+    kick(k);
+}
+
+/* Whether r must still wait out the outage spread (then the timer is armed for its end). */
+static bool spread_holds(struct kube *k, struct kube_req *r)
+{
+    uint64_t now = loop_now_ms();
+    if (!r->spread || now >= k->conn.spread_until_ms)
+        return false;
+    if (!k->spread_timer)
+        k->spread_timer = loop_timer_add(k->loop, k->conn.spread_until_ms - now, spread_cb, k);
+    return true;
+}
+
+/* Move queued requests onto the connection as far as the rate limit allows, in order,
+ * passing over those that wait out the outage spread. */
 static void pump(struct kube *k)
 {
     if (!k->queue_head)
@@ -412,13 +431,21 @@ static void pump(struct kube *k)
         kube_conn_want(k);
         return;
     }
-    while (k->queue_head && nghttp2_session_check_request_allowed(k->conn.h2) && rate_take(k)) {
-        struct kube_req *r = k->queue_head;
+    struct kube_req *r = k->queue_head;
+    while (r && nghttp2_session_check_request_allowed(k->conn.h2)) {
+        struct kube_req *next = r->next;
+        if (spread_holds(k, r)) {
+            r = next;
+            continue;
+        }
+        if (!rate_take(k))
+            break;
         queue_remove(k, r);
         if (start_stream(k, r) < 0) {
             r->error = -EIO;
             ready_push(k, r);
         }
+        r = next;
     }
 }
 
@@ -459,6 +486,13 @@ static void deadline_cb(struct loop *l, struct loop_timer *t, void *userdata)
     struct kube_req *r = userdata;
     struct kube *k = r->k;
     r->deadline = NULL;
+    /* Held back by us, not slow at the server: the deadline counts from the end of it. */
+    uint64_t now = loop_now_ms();
+    if (r->queued && r->spread && k->conn.state == KUBE_CONN_READY && now < k->conn.spread_until_ms) {
+        r->deadline = loop_timer_add(k->loop, k->conn.spread_until_ms - now + r->timeout_ms,
+                                     deadline_cb, r);
+        return;
+    }
     /* Sent and unanswered: is the server still there at all? */
     if (r->active)
         kube_conn_probe(k);
@@ -494,6 +528,11 @@ void kube_req_set_stream(struct kube_req *r, kube_chunk_fn chunk, size_t max_buf
     r->chunk = chunk;
     r->max = max_buffer;
     r->timeout_ms = 0;
+}
+
+void kube_req_set_spread(struct kube_req *r)
+{
+    r->spread = true;
 }
 
 void kube_req_submit(struct kube_req *r)
@@ -581,6 +620,7 @@ void kube_free(struct kube *k)
         req_free(k->active);
     loop_timer_cancel(k->loop, k->rate_timer);
     loop_timer_cancel(k->loop, k->kick_timer);
+    loop_timer_cancel(k->loop, k->spread_timer);
     kube_conn_free(k);
     kube_creds_clear(&k->creds);
     for (size_t i = 0; i < k->n_forbidden; i++)

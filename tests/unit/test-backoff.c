@@ -100,5 +100,19 @@ int main(void)
         CHECK(buckets[i] >= 280 && buckets[i] <= 520);
     CHECK(backoff_random_below(0) == 0);
     CHECK(backoff_random_below(1) == 0);
+
+    /* After an outage: within [0, min(outage, cap)], over the whole of it. */
+    uint64_t lo = UINT64_MAX, hi = 0;
+    in_bounds = 1;
+    for (int i = 0; i < 400; i++) {
+        uint64_t a = backoff_after_outage(500, 30000), b = backoff_after_outage(600000, 30000);
+        in_bounds &= a <= 500 && b <= 30000;
+        lo = b < lo ? b : lo;
+        hi = b > hi ? b : hi;
+    }
+    CHECK(in_bounds);
+    CHECK(lo < 3000 && hi > 27000);
+    CHECK(backoff_after_outage(0, 30000) == 0);
+    CHECK(backoff_after_outage(UINT64_MAX, UINT64_MAX) < UINT64_MAX);
     return test_failures ? 1 : 0;
 }
