@@ -445,15 +445,6 @@ void daemon_kubelet_restarted(struct daemon *m)
     }
 }
 
-unsigned daemon_registrations(const struct daemon *m)
-{
-    unsigned n = 0;
-    if (m->state)
-        for (size_t i = 0; i < m->state->n_plugins; i++)
-            n += m->state->plugins[i].reg ? reg_count(m->state->plugins[i].reg) : 0;
-    return n;
-}
-
 void daemon_count_reload(struct daemon *m, enum daemon_reload_outcome o)
 {
     daemon_metrics_reload(m->metrics, o);

@@ -34,6 +34,3 @@ void daemon_free(struct daemon *m);
 /* Hand every later state's labels and every health transition to c (not owned; it must
  * outlive the daemon or be unset with NULL). Set before daemon_start. */
 void daemon_set_cluster(struct daemon *m, struct cluster *c);
-
-/* Testing/bench hooks. */
-unsigned daemon_registrations(const struct daemon *m);

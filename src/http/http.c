@@ -492,7 +492,6 @@ void http_server_free(struct http_server *s)
 }
 
 unsigned http_server_port(const struct http_server *s) { return s->port; }
-unsigned http_server_connections(const struct http_server *s) { return s->n_conns; }
 
 struct http_conn *http_server_adopt(struct http_server *s, int fd)
 {

@@ -67,8 +67,6 @@ int http_server_new(struct loop *l, const char *address, const struct http_route
 void http_server_free(struct http_server *s);
 /* The port actually bound (":0" picks a free one). */
 unsigned http_server_port(const struct http_server *s);
-/* Open connections (tests). */
-unsigned http_server_connections(const struct http_server *s);
 
 /* Fuzz hooks (tests/fuzz/fuzz-http.c): serve an already connected socket as if it had
  * been accepted, and feed it bytes as if read from it (the answers go to the socket).

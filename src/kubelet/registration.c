@@ -32,7 +32,6 @@ struct reg {
     struct loop_timer *retry;
     struct backoff backoff;    /* failures in a row, since the last success or restart */
     bool registered;
-    unsigned count;
     uint64_t started_us;
     struct metrics_series *ok, *failed;
     struct log_repeat fail_log; /* a failure that stays the same is warned about once */
@@ -66,7 +65,6 @@ static void on_done(void *userdata, int status, const char *message, const uint8
     metrics_inc(status == GRPC_STATUS_OK ? r->ok : r->failed);
     if (status == GRPC_STATUS_OK) {
         r->registered = true;
-        r->count++;
         backoff_reset(&r->backoff);
         log_repeat_reset(&r->fail_log);
         log_info("Registered device plugin for '%s' with Kubelet (%llu us)", r->resource,
@@ -140,7 +138,6 @@ void reg_restart(struct reg *r)
 }
 
 bool reg_registered(const struct reg *r) { return r->registered; }
-unsigned reg_count(const struct reg *r) { return r->count; }
 
 void reg_set_metrics(struct reg *r, struct metrics_series *ok, struct metrics_series *failed)
 {

@@ -22,8 +22,6 @@ struct reg *reg_new(struct loop *l, const char *kubelet_socket, const char *endp
 /* Register now, dropping any call or retry in flight; backoff starts over. */
 void reg_restart(struct reg *r);
 bool reg_registered(const struct reg *r);
-/* Number of successful registrations so far (tests, metrics). */
-unsigned reg_count(const struct reg *r);
 /* Count every Register outcome in these series (metrics; NULL: not counted). */
 struct metrics_series;
 void reg_set_metrics(struct reg *r, struct metrics_series *ok, struct metrics_series *failed);

@@ -32,8 +32,6 @@
     X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
     X(nvmlDeviceGetMaxMigDeviceCount, 0, NULL)                                                \
     X(nvmlDeviceGetMigDeviceHandleByIndex, 0, NULL)                                           \
-    X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, 0, NULL)                                  \
-    X(nvmlDeviceIsMigDeviceHandle, 0, NULL)                                                   \
     X(nvmlDeviceGetGpuInstanceId, 0, NULL)                                                    \
     X(nvmlDeviceGetComputeInstanceId, 0, NULL)                                                \
     X(nvmlDeviceGetAttributes_v2, 0, "nvmlDeviceGetAttributes")                               \
@@ -299,22 +297,6 @@ int nvml_device_mig_by_index(nvml_device dev, unsigned index, nvml_device *mig,
     if (r == -EINVAL) /* the reference treats INVALID_ARGUMENT like an empty slot */
         r = -ENOENT;
     *mig = from_nvml(d);
-    return r;
-}
-
-int nvml_device_mig_parent(nvml_device mig, nvml_device *parent, struct error *err)
-{
-    nvmlDevice_t d = NULL;
-    int r = NVML_CALL(err, nvmlDeviceGetDeviceHandleFromMigDeviceHandle, to_nvml(mig), &d);
-    *parent = from_nvml(d);
-    return r;
-}
-
-int nvml_device_is_mig(nvml_device dev, bool *is_mig, struct error *err)
-{
-    unsigned v = 0;
-    int r = NVML_CALL(err, nvmlDeviceIsMigDeviceHandle, to_nvml(dev), &v);
-    *is_mig = r == 0 && v;
     return r;
 }
 

@@ -55,8 +55,6 @@ int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err);
 int nvml_device_max_mig_count(nvml_device dev, unsigned *count, struct error *err);
 /* -ENOENT for an empty slot. */
 int nvml_device_mig_by_index(nvml_device dev, unsigned index, nvml_device *mig, struct error *err);
-int nvml_device_mig_parent(nvml_device mig, nvml_device *parent, struct error *err);
-int nvml_device_is_mig(nvml_device dev, bool *is_mig, struct error *err);
 
 /* Which variant of its slice count a GPU-instance profile is (NVML encodes it in the
  * profile index: REV1 = media extensions, ALL_ME, GFX, NO_ME); node/mig.c names it. */
