@@ -1,5 +1,7 @@
 /* Shared between the files of the config module only. The files and their one-way
- * order: config-options.c (the option table, setters, defaults) <- config-args.c
+ * order: config-values.c (value parsers: a leaf) <- config.c (teardown, names),
+ * config-health.c and config-cluster.c (their options' setters) <- config-options.c
+ * (the option table, setters, defaults) <- config-args.c
  * (flags, environment), config-file.c + config-file-sections.c (YAML/JSON) and
  * config-health.c (health settings) <- config-load.c (config_load: sources in
  * precedence order, then config-check.c) ; config-print.c prints. */
