@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "core/log.h"
-#include "daemon/node-state.h"
+#include "state/node-state.h"
 #include "labels/labels.h"
 
 int cmd_labels(struct config *cfg, const struct config_command *cmd)

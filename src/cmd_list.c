@@ -1,5 +1,5 @@
 /* `gpu-device-plugin list`: build the node state exactly as serve mode does
- * (daemon/node-state.c: same discovery, IMEX selection, resources), print what is
+ * (state/node-state.c: same discovery, IMEX selection, resources), print what is
  * advertised, without any kubelet. With per-node configuration on, the configuration is
  * the one serve would select now (cluster_config_select_now: the Node's label read once),
  * and the listing says which. Health comes from the running plugin when one serves
@@ -11,7 +11,7 @@
 #include "cluster/cluster.h"
 #include "commands.h"
 #include "core/log.h"
-#include "daemon/node-state.h"
+#include "state/node-state.h"
 #include "kubelet/status_client.h"
 #include "nvml/nvml.h"
 #include "output/list.h"

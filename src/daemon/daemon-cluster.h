@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "daemon/node-state.h"
+#include "state/node-state.h"
 
 struct cluster;
 struct health_monitor;

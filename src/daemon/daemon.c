@@ -13,7 +13,7 @@
 #include "daemon/daemon-cluster.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon-metrics.h"
-#include "daemon/node-state.h"
+#include "state/node-state.h"
 #include "kubelet/dp_service.h"
 #include "kubelet/kubelet_watch.h"
 #include "kubelet/registration.h"

@@ -2,7 +2,7 @@
  * (docs/labels.md): the derivation (labels.c, pure: inventory + config in, labels out,
  * no NVML, no filesystem, no logging) and the NFD local feature file (labels-file.c).
  *
- * The input is the node state serve and list build (daemon/node-state.h): its inventory
+ * The input is the node state serve and list build (state/node-state.h): its inventory
  * (NVML facts, plus the host facts node/host.c reads from sysfs: machine type, PCI
  * class, vGPU capability) and its configuration (MIG strategy, sharing). So serve, list
  * and `gpu-device-plugin labels` cannot disagree about a node.

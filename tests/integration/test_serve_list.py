@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""`serve` and `list` build the node state through one function (daemon/node-state.c):
+"""`serve` and `list` build the node state through one function (state/node-state.c):
 for the same node and config they advertise exactly the same resources and device IDs,
 or refuse with exactly the same error. Checked on every simulator profile and NVIDIA's
 mock profiles, under each MIG strategy and both device-ID strategies."""

@@ -17,7 +17,7 @@
 
 #include "config/config-load.h"
 #include "core/fs.h"
-#include "daemon/node-state.h"
+#include "state/node-state.h"
 #include "labels/labels.h"
 #include "tests/common/check.h"
 #include "tests/common/fixture.h"

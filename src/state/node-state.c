@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "core/log.h"
-#include "daemon/node-state.h"
+#include "state/node-state.h"
 #include "node/discover.h"
 #include "node/host.h"
 #include "nvml/nvml.h"
