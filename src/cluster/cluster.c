@@ -199,7 +199,7 @@ static void on_node(struct kube_watch *w, enum kube_watch_event ev, json_t *obj,
     /* Only the own Node says what its label is (the watch drops other names already;
      * this holds whatever a server sends). */
     if (!streq_ptr(json_string_value(json_object_get(meta, "name")), c->node) ||
-        (kind && !streq(kind, "Node")))
+        (kind && !streq(kind, "Node") && !streq(kind, "PartialObjectMetadata")))
         return;
     if (ev == KUBE_WATCH_DELETED) {
         /* Deleted is not "label removed": a Node re-created (a re-registered kubelet, a
@@ -320,7 +320,8 @@ void cluster_config_start(struct cluster *c)
     struct error err = { 0 };
     if (k) {
         _cleanup_free_ char *sel = xasprintf("metadata.name=%s", c->node);
-        c->watch = kube_watch_start(k, "/api/v1/nodes", sel, on_node, c, &err);
+        struct kube_watch_options o = { .field_selector = sel, .metadata_only = true };
+        c->watch = kube_watch_start_opt(k, "/api/v1/nodes", &o, on_node, c, &err);
         if (!c->watch)
             log_error("Watching node %s: %s; the per-node config is selected without its "
                       "label",

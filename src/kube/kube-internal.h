@@ -161,6 +161,7 @@ struct kube_req {
     uint32_t rst_code;
     bool retried_401;
     bool spread;                  /* waits out the outage spread (kube_req_set_spread) */
+    const char *accept;           /* static; NULL: application/json */
     bool pending_chunk;           /* stream bytes not yet shown to chunk */
     bool busy, cancelled;         /* inside chunk; cancelled meanwhile (free after) */
     uint8_t *buf;
@@ -219,6 +220,8 @@ void kube_req_set_stream(struct kube_req *r, kube_chunk_fn chunk, size_t max_buf
 /* A watch's list or watch: after an outage it waits out the connection's spread (its
  * deadline does not run meanwhile). */
 void kube_req_set_spread(struct kube_req *r);
+/* The Accept header (a static string), instead of application/json. */
+void kube_req_set_accept(struct kube_req *r, const char *accept);
 void kube_req_submit(struct kube_req *r);
 void kube_req_consume(struct kube_req *r, size_t n);
 /* Reset the stream and conclude with err (kube_done_fn gets status err). */

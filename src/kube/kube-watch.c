@@ -26,6 +26,7 @@ struct kube_watch {
     char *collection, *selector;
     char *name;            /* "metadata.name=NAME" asked for; NULL: any name matches */
     struct ratelimit foreign_log; /* objects ignored for not matching the selector */
+    bool metadata_only;    /* kube_watch_options */
     kube_watch_fn fn;
     void *userdata;
     char *rv;              /* resume point, NULL before the first list */
@@ -278,6 +279,12 @@ static char *query_path(struct kube_watch *w, const char *params)
     return xasprintf("%s?%s%s%s", w->collection, params, sel ? "&fieldSelector=" : "", sel ? sel : "");
 }
 
+/* Metadata only (kube.h): what kube-apiserver v1.20 answers with. A list must ask for the
+ * List form (the object form is 406 Not Acceptable) and a watch for the object form (the
+ * List form gives an empty stream); application/json is the fallback. */
+#define ACCEPT_META_LIST "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+#define ACCEPT_META "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
 static void start_list(struct kube_watch *w)
 {
     _cleanup_free_ char *cont = w->cont ? kube_escape(w->cont) : NULL;
@@ -286,6 +293,8 @@ static void start_list(struct kube_watch *w)
     set_str(&w->rv, NULL);
     w->req = kube_req_new(w->k, KUBE_GET, path, NULL, list_done, w);
     kube_req_set_spread(w->req);
+    if (w->metadata_only)
+        kube_req_set_accept(w->req, ACCEPT_META_LIST);
     kube_req_submit(w->req);
 }
 
@@ -448,6 +457,8 @@ static void start_watch(struct kube_watch *w)
     w->req = kube_req_new(w->k, KUBE_GET, path, NULL, watch_done, w);
     kube_req_set_stream(w->req, watch_chunk, w->k->max_response);
     kube_req_set_spread(w->req);
+    if (w->metadata_only)
+        kube_req_set_accept(w->req, ACCEPT_META);
     w->started_ms = w->last_data_ms = loop_now_ms();
     loop_timer_cancel(w->k->loop, w->silence_timer);
     arm_silence(w, w->silence_ms);
@@ -460,6 +471,15 @@ struct kube_watch *kube_watch_start(struct kube *k, const char *collection_path,
                                     const char *field_selector, kube_watch_fn fn, void *userdata,
                                     struct error *err)
 {
+    struct kube_watch_options o = { .field_selector = field_selector };
+    return kube_watch_start_opt(k, collection_path, &o, fn, userdata, err);
+}
+
+struct kube_watch *kube_watch_start_opt(struct kube *k, const char *collection_path,
+                                        const struct kube_watch_options *o, kube_watch_fn fn,
+                                        void *userdata, struct error *err)
+{
+    const char *field_selector = o ? o->field_selector : NULL;
     if (!k || !collection_path || collection_path[0] != '/' || strchr(collection_path, '?') || !fn) {
         error_set(err, -EINVAL, "kube watch: bad arguments");
         return NULL;
@@ -468,6 +488,7 @@ struct kube_watch *kube_watch_start(struct kube *k, const char *collection_path,
     w->k = k;
     w->backoff = BACKOFF_INIT(KUBE_BACKOFF_MIN_MS, KUBE_BACKOFF_MAX_MS, 0, true);
     w->collection = xstrdup(collection_path);
+    w->metadata_only = o && o->metadata_only;
     w->selector = field_selector && *field_selector ? xstrdup(field_selector) : NULL;
     /* Only the one form this client uses is enforced; any other selector is the server's. */
     if (w->selector && startswith(w->selector, "metadata.name=") && !strchr(w->selector, ','))

@@ -351,13 +351,14 @@ static int start_stream(struct kube *k, struct kube_req *r)
     _cleanup_free_ char *auth = cr->token ? xasprintf("Bearer %s", cr->token) : NULL;
     const char *m = method_name(r->method), *ct = content_type(r->method);
     const char *scheme = cr->tls ? "https" : "http";
+    const char *accept = r->accept ? r->accept : "application/json";
     static const char ua[] = "gpu-device-plugin/" GDP_VERSION;
     nghttp2_nv nv[8] = {
         NV(":method", m, strlen(m)),
         NV(":scheme", scheme, strlen(scheme)),
         NV(":path", r->path, strlen(r->path)),
         NV(":authority", cr->authority, strlen(cr->authority)),
-        NV("accept", "application/json", 16),
+        NV("accept", accept, strlen(accept)),
         NV("user-agent", ua, sizeof(ua) - 1),
     };
     size_t n = 6;
@@ -533,6 +534,11 @@ void kube_req_set_stream(struct kube_req *r, kube_chunk_fn chunk, size_t max_buf
 void kube_req_set_spread(struct kube_req *r)
 {
     r->spread = true;
+}
+
+void kube_req_set_accept(struct kube_req *r, const char *accept)
+{
+    r->accept = accept;
 }
 
 void kube_req_submit(struct kube_req *r)

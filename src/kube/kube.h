@@ -105,6 +105,23 @@ typedef void (*kube_watch_fn)(struct kube_watch *w, enum kube_watch_event ev, js
 struct kube_watch *kube_watch_start(struct kube *k, const char *collection_path,
                                     const char *field_selector, kube_watch_fn fn, void *userdata,
                                     struct error *err);
+
+struct kube_watch_options {
+    const char *field_selector; /* or NULL */
+    /* Only the objects' metadata, as client-go's metadata informers: the list asks for a
+     * PartialObjectMetadataList and the watch for PartialObjectMetadata (meta.k8s.io/v1,
+     * GA since Kubernetes 1.15), so objects carry apiVersion, kind
+     * "PartialObjectMetadata" and metadata, no spec or status. A Node's status (images,
+     * conditions: tens of KiB) is rewritten by the kubelet far more often than anyone
+     * changes its labels. application/json is the fallback asked for: a server that
+     * cannot serve metadata alone may send whole objects. */
+    bool metadata_only;
+};
+
+/* kube_watch_start with options (o may be NULL). */
+struct kube_watch *kube_watch_start_opt(struct kube *k, const char *collection_path,
+                                        const struct kube_watch_options *o, kube_watch_fn fn,
+                                        void *userdata, struct error *err);
 /* fn is not called afterwards. NULL is ignored. */
 void kube_watch_stop(struct kube_watch *w);
 

@@ -3,6 +3,9 @@
  *
  *   req ID METHOD PATH [JSON-BODY]   -> "done ID STATUS BODY-JSON|-"
  *   watch PATH [FIELD-SELECTOR]      -> "event ADDED|MODIFIED|DELETED NS/NAME RV", "event SYNCED"
+ *   watchx PATH SELECTOR meta|full   -> the same events, metadata only or whole objects, each
+ *                                       followed by "shape kind=K spec=yes|no status=yes|no
+ *                                       bytes=N" (N: the object as compact JSON)
  *   stopwatch                        -> "stopped"
  *   quit (or end of stdin)
  *
@@ -22,6 +25,7 @@
 static struct loop *loop;
 static struct kube *kube;
 static struct kube_watch *watch;
+static bool show_shape;
 static char inbuf[65536];
 static size_t inlen;
 
@@ -57,6 +61,14 @@ static void watch_cb(struct kube_watch *w, enum kube_watch_event ev, json_t *o, 
     else
         out("event %s %s/%s %s\n", names[ev], meta(o, "namespace"), meta(o, "name"),
             meta(o, "resourceVersion"));
+    if (show_shape && o) {
+        _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
+        json_t *kind = json_object_get(o, "kind");
+        out("shape kind=%s spec=%s status=%s bytes=%zu\n",
+            json_is_string(kind) ? json_string_value(kind) : "-",
+            json_object_get(o, "spec") ? "yes" : "no", json_object_get(o, "status") ? "yes" : "no",
+            s ? strlen(s) : 0);
+    }
     if (ev == KUBE_WATCH_DELETED)
         /* what of the object reaches a DELETED callback (kube.h: after a relist, only
          * kind and metadata without managedFields) */
@@ -108,6 +120,15 @@ static void command(char *line)
     } else if (streq(cmd, "watch")) {
         char *path = strtok_r(NULL, " ", &save), *sel = strtok_r(NULL, " ", &save);
         watch = kube_watch_start(kube, path, sel, watch_cb, NULL, &err);
+        if (!watch)
+            out("error %s\n", err.msg);
+    } else if (streq(cmd, "watchx")) {
+        char *path = strtok_r(NULL, " ", &save), *sel = strtok_r(NULL, " ", &save);
+        char *mode = strtok_r(NULL, " ", &save);
+        struct kube_watch_options o = { .field_selector = sel,
+                                        .metadata_only = mode && streq(mode, "meta") };
+        show_shape = true;
+        watch = kube_watch_start_opt(kube, path, &o, watch_cb, NULL, &err);
         if (!watch)
             out("error %s\n", err.msg);
     } else if (streq(cmd, "stopwatch")) {

@@ -394,7 +394,8 @@ class RealAPIServer(unittest.TestCase):
                                   "https://127.0.0.1:%d" % API_PORT, ca=self.cluster.ca, token=ADMIN)
         opts = kt.LineProc([PROBE, "--kubeconfig", cfg, "options"])
         self.assertEqual(opts.expect(r"^request_timeout_ms (\d+)$").group(1), "10000")
-        self.assertEqual(opts.expect(r"^watch_silence_ms (\d+)$").group(1), "360000")
+        self.assertEqual(opts.expect(r"^watch_timeout_s (\S+)$").group(1), "300-599")
+        self.assertEqual(opts.expect(r"^watch_silence_ms (\S+)$").group(1), "timeout+60000")
         self.assertEqual(opts.stop(), 0)
 
         admin = self.probe(ADMIN)
@@ -445,6 +446,45 @@ class RealAPIServer(unittest.TestCase):
         self.assertFalse([l for l in w.errlines if "retrying" in l], w.errlines)
         for p, c in counts.items():
             self.assertEqual(proc_counts(p.p.pid), c)
+
+    def test_7_node_watch_on_metadata_only(self):
+        """Issue 18 item 8: a metadata-only watch gets PartialObjectMetadata from the list and
+        the watch; a kubelet-like status write (images, ~10 KiB) reaches it as a small event
+        without spec or status, where a whole-object watch gets all of it."""
+        p = self.probe(ADMIN)
+        self.node(p, "kt-m")
+        meta, full = self.probe(ADMIN), self.probe(ADMIN)
+        meta.send("watchx /api/v1/nodes metadata.name=kt-m meta")
+        full.send("watchx /api/v1/nodes metadata.name=kt-m full")
+        meta.expect(r"^event ADDED /kt-m \d+$")
+        m = meta.expect(r"^shape (.*)$")
+        self.assertEqual(m.group(1).split()[:3], ["kind=PartialObjectMetadata", "spec=no", "status=no"])
+        full.expect(r"^event ADDED /kt-m \d+$")
+        full.expect(r"^shape ")
+        for w in (meta, full):
+            w.expect(r"^event SYNCED$")
+        sizes = {"meta": [], "full": []}
+        for i in range(3):
+            images = [{"names": ["registry.example/team/image-%d:v%d@sha256:%064x" % (j, i, j)],
+                       "sizeBytes": (j + 1) << 20} for j in range(60)]
+            conditions = [{"type": t, "status": "False", "reason": "KubeletHasNo" + t,
+                           "message": "kubelet has no %s (write %d)" % (t, i)}
+                          for t in ("MemoryPressure", "DiskPressure", "PIDPressure")]
+            st, out = p.request("STRATEGIC", "/api/v1/nodes/kt-m/status",
+                                json.dumps({"status": {"images": images, "conditions": conditions}}))
+            self.assertEqual(st, 200, out)
+            for name, w in (("meta", meta), ("full", full)):
+                w.expect(r"^event MODIFIED /kt-m \d+$")
+                m = w.expect(r"^shape kind=(\S+) spec=(\S+) status=(\S+) bytes=(\d+)$")
+                sizes[name].append(int(m.group(4)))
+                if name == "meta":
+                    self.assertEqual(m.groups()[:3], ("PartialObjectMetadata", "no", "no"))
+                else:
+                    self.assertEqual(m.groups()[1:3], ("yes", "yes"))
+        print("bytes per status write: metadata watch %s, whole-object watch %s" %
+              (sizes["meta"], sizes["full"]), file=sys.stderr)
+        self.assertGreater(min(sizes["full"]), 9000)
+        self.assertLess(max(sizes["meta"]), 2500)
 
 
 if __name__ == "__main__":
