@@ -1,7 +1,10 @@
 /* Events on the Node: aggregated and rate-limited by cluster-evcache.c, then created
  * (POST) or bumped (PATCH count and lastTimestamp of the existing Event), like the
- * kubelet's EventRecorder. Best effort: a failure is logged at debug level, except the
- * first 403, which kube/ logs naming the verb and resource RBAC lacks. */
+ * kubelet's EventRecorder. A failed request is retried from cluster-evcache.c's bounded
+ * queue (capped backoff for at least 2.5 minutes), so an Event raised during an API
+ * outage or an RBAC gap is delivered after it. Single failures are debug lines (the
+ * first 403 is logged by kube/, naming the verb and resource RBAC lacks); an Event
+ * dropped (given up, or no room) is one rate-limited warning. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
@@ -12,18 +15,12 @@
 #include "core/loop.h"
 #include "kube/kube.h"
 
-/* Requests in flight at once; beyond it an event is dropped (the API server is slow or
- * gone: the kubelet keeps being served, the events are lost, as client-go's are when
- * its queue of 1000 fills). */
+/* Requests in flight at once; the other queued Events wait for one to end (the API
+ * server is slow or gone: the kubelet keeps being served). */
 #define EVENTS_MAX_INFLIGHT 16
+#define EVENTS_PATH "/api/v1/namespaces/default/events"
 
-struct event_req {
-    struct cluster *c;
-    struct kube_req *q;
-    struct event_req *next, **pprev; /* c->events */
-    char *name;
-    json_t *create;    /* the full Event, to create if the PATCH finds it gone */
-};
+static void pump(struct cluster *c);
 
 void cluster_now_rfc3339(char buf[32])
 {
@@ -33,42 +30,149 @@ void cluster_now_rfc3339(char buf[32])
     strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void event_req_free(struct event_req *r)
+/* One warning per CLUSTER_EVQ_WARN_INTERVAL_MS: what an operator must know is that
+ * Events are being lost, and why (the last one's cause), not each of them. */
+static void dropped(struct cluster *c, struct cluster_evq_item *it, const char *why)
 {
-    if (r->pprev) {
-        *r->pprev = r->next;
-        if (r->next)
-            r->next->pprev = r->pprev;
+    struct cluster_evcache *e = &c->evcache;
+    unsigned suppressed = 0;
+    if (ratelimit_below(&e->warn, &suppressed))
+        log_warning("Event %s (%s) dropped: %s; %llu Events dropped so far (%llu given up "
+                    "after retrying, %llu for room in the queue of %u)%s",
+                    it->reason, it->name, why,
+                    (unsigned long long)(e->q.dropped_full + e->q.dropped_giveup),
+                    (unsigned long long)e->q.dropped_giveup,
+                    (unsigned long long)e->q.dropped_full, CLUSTER_EVQ_MAX,
+                    suppressed ? "; this warning is repeated at most every 5 minutes" : "");
+    else
+        log_debug("Event %s (%s) dropped: %s", it->reason, it->name, why);
+    /* The cache must not bump an Event the server never got. */
+    if (!it->exists)
+        cluster_evcache_forget(e, it->name);
+}
+
+static void on_timer(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    (void)l;
+    (void)t;
+    struct cluster *c = userdata;
+    c->events_timer = NULL;
+    pump(c);
+}
+
+static void on_event_done(struct kube *k, int status, json_t *body, void *userdata);
+
+/* Start one item's request. false: it could not even be queued (err says why). */
+static bool send_item(struct cluster *c, struct kube *k, struct cluster_evq_item *it,
+                      struct error *err)
+{
+    json_t *body;
+    it->changed = false;
+    it->owner = c;
+    if (it->exists) {
+        _cleanup_free_ char *path = xasprintf(EVENTS_PATH "/%s", it->name);
+        body = cluster_event_patch(it->message, it->count, it->last_time);
+        it->req = kube_request(k, KUBE_PATCH_MERGE, path, body, on_event_done, it, err);
+    } else {
+        body = cluster_event_build(c->node, it->name, it->type, it->reason, it->message,
+                                   it->count, it->first_time, it->last_time);
+        it->req = kube_request(k, KUBE_POST, EVENTS_PATH, body, on_event_done, it, err);
     }
-    r->c->events_inflight--;
-    free(r->name);
-    json_decref(r->create);
-    free(r);
+    json_decref(body);
+    if (!it->req)
+        return false;
+    c->events_inflight++;
+    return true;
+}
+
+/* A try failed: retry it later, or give it up. */
+static void failed(struct cluster *c, struct cluster_evq_item *it, const char *why)
+{
+    if (cluster_evq_failed(it, loop_now_ms())) {
+        log_debug("Event %s (%s) not delivered: %s; try %u, retrying in %llu ms", it->reason,
+                  it->name, why, it->tries,
+                  (unsigned long long)(it->next_ms - loop_now_ms()));
+        return;
+    }
+    c->evcache.q.dropped_giveup++;
+    _cleanup_free_ char *msg =
+        xasprintf("%s, still after %u tries over %llu s", why, it->tries,
+                  (unsigned long long)((loop_now_ms() - it->since_ms) / 1000));
+    dropped(c, it, msg);
+    cluster_evq_remove(&c->evcache.q, it);
+    cluster_evq_item_free(it);
+}
+
+/* Send what is due, within the in-flight cap; arm the timer for the next retry. */
+static void pump(struct cluster *c)
+{
+    struct kube *k = cluster_kube(c);
+    if (!k)
+        return;
+    uint64_t next = UINT64_MAX;
+    struct cluster_evq_item *it;
+    while (c->events_inflight < EVENTS_MAX_INFLIGHT &&
+           (it = cluster_evq_due(&c->evcache.q, loop_now_ms(), &next))) {
+        struct error err = { 0 };
+        if (!send_item(c, k, it, &err))
+            failed(c, it, err.msg);
+    }
+    if (c->events_inflight >= EVENTS_MAX_INFLIGHT)
+        return; /* the next completion pumps again */
+    if (c->events_timer) {
+        loop_timer_cancel(c->loop, c->events_timer);
+        c->events_timer = NULL;
+    }
+    if (next != UINT64_MAX) {
+        uint64_t now = loop_now_ms();
+        c->events_timer = loop_timer_add(c->loop, next > now ? next - now : 0, on_timer, c);
+    }
 }
 
 static void on_event_done(struct kube *k, int status, json_t *body, void *userdata)
 {
-    struct event_req *r = userdata;
-    struct cluster *c = r->c;
-    r->q = NULL;
-    if (status == 404 && r->create) {
-        /* Events expire (1 h by default): the one we meant to bump is gone. */
-        cluster_evcache_forget(&c->evcache, r->name);
-        _cleanup_free_ char *path = xasprintf("/api/v1/namespaces/default/events");
-        struct error err = { 0 };
-        json_t *ev = TAKE_PTR(r->create);
-        r->q = kube_request(k, KUBE_POST, path, ev, on_event_done, r, &err);
-        json_decref(ev);
-        if (r->q)
-            return;
-        log_debug("Event %s not posted: %s", r->name, err.msg);
-    } else if (status < 200 || status > 299) {
-        if (status < 0)
-            log_debug("Event %s not posted: %s", r->name, strerror(-status));
-        else
-            log_debug("Event %s not posted: HTTP %d", r->name, status);
+    (void)k;
+    (void)body;
+    struct cluster_evq_item *it = userdata;
+    struct cluster *c = it->owner;
+    it->req = NULL;
+    c->events_inflight--;
+    if (status >= 200 && status <= 299) {
+        it->exists = true;
+        it->flipped = false;
+        it->tries = 0;
+        backoff_reset(&it->backoff);
+        if (it->changed) {
+            /* Aggregated again meanwhile: send the latest count at once. */
+            it->next_ms = 0;
+        } else {
+            cluster_evq_remove(&c->evcache.q, it);
+            cluster_evq_item_free(it);
+        }
+        pump(c);
+        return;
     }
-    event_req_free(r);
+    if (status == 404 && it->exists && !it->flipped) {
+        /* Events expire (1 h by default): the one we meant to bump is gone; create it
+         * again under the same name, with the count so far. */
+        it->exists = false;
+        it->flipped = true;
+        it->next_ms = 0;
+    } else if (status == 409 && !it->exists && !it->flipped) {
+        /* Already there: an earlier POST got through but its answer was lost. */
+        it->exists = true;
+        it->flipped = true;
+        it->next_ms = 0;
+    } else {
+        /* (A second 404 or 409 in a row is a server contradicting itself: backoff, not
+         * a request loop.) */
+        if (status == 404 || status == 409)
+            it->exists = status == 409;
+        _cleanup_free_ char *why =
+            status < 0 ? xstrdup(strerror(-status)) : xasprintf("HTTP %d", status);
+        failed(c, it, why);
+    }
+    pump(c);
 }
 
 void cluster_event(struct cluster *c, const char *type, const char *reason, const char *fmt,
@@ -82,13 +186,6 @@ void cluster_event(struct cluster *c, const char *type, const char *reason, cons
     vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
 
-    struct kube *k = cluster_kube(c);
-    if (!k)
-        return;
-    if (c->events_inflight >= EVENTS_MAX_INFLIGHT) {
-        log_debug("Event %s dropped: %u Events already in flight", reason, c->events_inflight);
-        return;
-    }
     char now[32];
     cluster_now_rfc3339(now);
     struct timespec ts;
@@ -103,44 +200,22 @@ void cluster_event(struct cluster *c, const char *type, const char *reason, cons
                   (unsigned long long)c->evcache.dropped);
         return;
     }
-    struct event_req *r = xcalloc(1, sizeof(*r));
-    r->c = c;
-    c->events_inflight++;
-    r->next = c->events;
-    if (r->next)
-        r->next->pprev = &r->next;
-    r->pprev = &c->events;
-    c->events = r;
-    r->name = xstrdup(d.name);
-    r->create = cluster_event_build(c->node, d.name, type, reason, message, d.count,
-                                    d.first_time, now);
-    struct error err = { 0 };
-    struct kube_req *q;
-    if (d.action == CLUSTER_EV_PATCH) {
-        _cleanup_free_ char *path =
-            xasprintf("/api/v1/namespaces/default/events/%s", d.name);
-        json_t *patch = cluster_event_patch(message, d.count, now);
-        q = kube_request(k, KUBE_PATCH_MERGE, path, patch, on_event_done, r, &err);
-        json_decref(patch);
-    } else {
-        json_t *ev = TAKE_PTR(r->create);
-        q = kube_request(k, KUBE_POST, "/api/v1/namespaces/default/events", ev, on_event_done,
-                         r, &err);
-        json_decref(ev);
+    struct cluster_evq_item *out = NULL;
+    cluster_evq_push(&c->evcache.q, d.name, type, reason, message, d.count, d.first_time, now,
+                     d.action == CLUSTER_EV_PATCH, &out);
+    if (out) {
+        dropped(c, out, "the queue is full");
+        cluster_evq_item_free(out);
     }
-    if (!q) {
-        log_debug("Event %s not posted: %s", reason, err.msg);
-        event_req_free(r);
-        return;
-    }
-    r->q = q;
+    pump(c);
 }
 
 void cluster_events_free(struct cluster *c)
 {
-    while (c->events) {
-        kube_request_cancel(c->events->q);
-        event_req_free(c->events);
-    }
+    for (size_t i = 0; i < c->evcache.q.n; i++)
+        kube_request_cancel(c->evcache.q.items[i]->req);
+    if (c->events_timer)
+        loop_timer_cancel(c->loop, c->events_timer);
+    c->events_timer = NULL;
     cluster_evcache_clear(&c->evcache);
 }

@@ -18,7 +18,6 @@ struct kube;
 struct kube_req;
 struct kube_watch;
 struct loop_timer;
-struct event_req;
 
 struct cluster {
     struct loop *loop;
@@ -71,7 +70,7 @@ struct cluster {
     bool events_on;
     struct cluster_evcache evcache;
     unsigned events_inflight;
-    struct event_req *events;       /* in flight, to cancel at exit */
+    struct loop_timer *events_timer; /* the next retry */
 };
 
 /* Create the API client on first use; NULL (logged once) when it cannot be. */

@@ -1,7 +1,8 @@
 /* Unit tests of the cluster features' pure logic: per-node config selection (label
  * present / absent / unknown, default, every fallback, ConfigMap mount machinery),
  * the description of a selection (log, annotations, `list`),
- * Event aggregation and rate limiting, the Node label merge patch (only owned keys,
+ * Event aggregation and rate limiting, the Event delivery queue (retry window, bound,
+ * merging), the Node label merge patch (only owned keys,
  * removals as null), the NodeFeature object and owner references, and the cluster
  * options of the config module. Runs in a scratch directory. */
 #include <jansson.h>
@@ -203,6 +204,85 @@ static void test_evcache(void)
     cluster_evcache_clear(&c);
 }
 
+/* The delivery queue: an Event is retried for at least 2 minutes (client-go: 12 x 10 s)
+ * and never waits more than the cap between tries; 10,000 Events while the API server
+ * is down leave CLUSTER_EVQ_MAX queued, Warnings kept over Normals; an Event aggregated
+ * while it waits is sent once with the latest count. */
+static void test_evq(void)
+{
+    CHECK(CLUSTER_EVQ_GIVEUP_MS >= 120000u);
+    CHECK(CLUSTER_EVQ_GIVEUP_TRIES >= 12u);
+    CHECK(CLUSTER_EVQ_RETRY_MAX_MS <= 30000u);
+
+    struct cluster_evcache c;
+    cluster_evcache_init(&c);
+    struct cluster_evq_item *dropped = NULL;
+    struct cluster_evq_item *it = cluster_evq_push(&c.q, "n.1", "Warning", "GPUUnhealthy",
+                                                   "Xid 48", 1, "T1", "T1", false, &dropped);
+    CHECK(it && !dropped && c.q.n == 1);
+    uint64_t now = 5000, next = 0;
+    CHECK(cluster_evq_due(&c.q, now, &next) == it);
+    /* always failing: retried until both the time and the tries are spent */
+    uint64_t start = now, last_gap = 0;
+    unsigned tries = 0;
+    while (cluster_evq_failed(it, now)) {
+        tries++;
+        CHECK(it->next_ms > now);
+        last_gap = it->next_ms - now;
+        CHECK(last_gap <= CLUSTER_EVQ_RETRY_MAX_MS);
+        CHECK(cluster_evq_due(&c.q, now, &next) == NULL && next == it->next_ms);
+        now = it->next_ms;
+        CHECK(cluster_evq_due(&c.q, now, NULL) == it);
+        if (tries > 1000)
+            break;
+    }
+    uint64_t window = now - start;
+    printf("evq: gave up after %u tries over %llu ms (last gap %llu ms)\n", tries + 1,
+           (unsigned long long)window, (unsigned long long)last_gap);
+    CHECK(window >= 120000u && window >= CLUSTER_EVQ_GIVEUP_MS);
+    CHECK(tries + 1 >= 12u);
+    CHECK(window <= CLUSTER_EVQ_GIVEUP_MS + CLUSTER_EVQ_RETRY_MAX_MS);
+    cluster_evq_remove(&c.q, it);
+    cluster_evq_item_free(it);
+    CHECK(c.q.n == 0);
+
+    /* merging: the same Event name updates the waiting item */
+    it = cluster_evq_push(&c.q, "n.2", "Warning", "R", "m", 1, "T1", "T1", false, NULL);
+    CHECK(cluster_evq_push(&c.q, "n.2", "Warning", "R", "m", 7, "T1", "T7", true, NULL) == it);
+    CHECK(c.q.n == 1 && it->count == 7 && !it->exists && !it->changed);
+    CHECK_STR(it->last_time, "T7");
+    it->req = (struct kube_req *)&c; /* in flight: a merge marks it to send again */
+    cluster_evq_push(&c.q, "n.2", "Warning", "R", "m", 8, "T1", "T8", true, NULL);
+    CHECK(it->changed && it->count == 8);
+
+    /* the bound: 10,000 Events (a Warning every 10th) while nothing gets through */
+    uint64_t drops = 0;
+    for (int i = 0; i < 10000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "e.%d", i);
+        cluster_evq_push(&c.q, name, i % 10 ? "Normal" : "Warning", "R", name, 1, "T", "T",
+                         false, &dropped);
+        if (dropped) {
+            drops++;
+            CHECK(dropped != it); /* never the one in flight */
+            cluster_evq_item_free(dropped);
+        }
+        CHECK(c.q.n <= CLUSTER_EVQ_MAX);
+    }
+    unsigned warnings = 0;
+    for (size_t i = 0; i < c.q.n; i++)
+        warnings += streq(c.q.items[i]->type, "Warning");
+    printf("evq: 10000 Events queued while down: %zu kept (%u Warnings), %llu dropped\n",
+           c.q.n, warnings, (unsigned long long)drops);
+    CHECK(c.q.n == CLUSTER_EVQ_MAX);
+    CHECK(drops == c.q.dropped_full && drops == 10000 + 1 - CLUSTER_EVQ_MAX);
+    /* the Warnings stay: the newest 62 of them and the one in flight, then one Normal */
+    CHECK(warnings == CLUSTER_EVQ_MAX - 1);
+    it->req = NULL;
+    cluster_evcache_clear(&c);
+    CHECK(c.q.n == 0);
+}
+
 static void check_json(json_t *got, const char *want)
 {
     json_error_t je;
@@ -391,6 +471,7 @@ int main(void)
     test_select();
     test_describe();
     test_evcache();
+    test_evq();
     test_node_patch();
     test_nodefeature();
     test_options();
