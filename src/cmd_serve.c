@@ -119,7 +119,15 @@ static int apply_config(void *userdata, const char *path, struct error *err)
     }
     int level = config_log_level(cfg);
     _cleanup_free_ char *dump = config_to_json_string(cfg, false);
-    int r = s->started ? daemon_reload(s->daemon, cfg, err) : daemon_start(s->daemon, cfg, err);
+    int r;
+    if (s->started) {
+        /* One line per switch at -v 0: cluster.c's "Applied per-node config ...". */
+        log_demote_begin();
+        r = daemon_reload(s->daemon, cfg, err);
+        log_demote_end();
+    } else {
+        r = daemon_start(s->daemon, cfg, err);
+    }
     if (s->started)
         daemon_count_reload(s->daemon, r < 0    ? DAEMON_RELOAD_REJECTED
                                        : r == 1 ? DAEMON_RELOAD_UNCHANGED
@@ -135,10 +143,14 @@ static int apply_config(void *userdata, const char *path, struct error *err)
     }
     warn_start_only(s, cfg, path, "Node label");
     TAKE_PTR(cfg);
+    bool was_started = s->started;
     s->started = true;
     log_set_level(level);
     mem_release_free(); /* the selection's parsing (and a replaced state) are freed */
-    log_info("Running with config: %s", dump);
+    /* At start, as NVIDIA's plugin prints it; a switch of the per-node config is one
+     * line already ("Applied per-node config ..."), and label flapping must not flood
+     * the log with the whole configuration each time. */
+    log_full(was_started ? LOG_DEBUG : LOG_INFO, "Running with config: %s", dump);
     free(s->selected);
     s->selected = path ? xstrdup(path) : NULL;
     return 0;

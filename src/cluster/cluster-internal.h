@@ -51,6 +51,8 @@ struct cluster {
     char *applied_path;             /* what the last successful apply got (NULL, "" or a file) */
     char *applied_content;
     size_t applied_len;
+    char *refused_key;              /* the unreadable file last said (path, inode, size,
+                                     * time): said once per content */
     struct kube_req *annotate_req;
 
     /* labels */

@@ -59,6 +59,36 @@ struct kube *cluster_kube(struct cluster *c)
 
 static void annotate(struct cluster *c, const char *name, const char *source);
 
+/* The selected file cannot be read, or is over CLUSTER_SELECT_MAX_BYTES: said once per
+ * content (the file's identity, size and time: a ConfigMap update is a new file), with a
+ * ConfigRejected Event naming the file and the limit, as the selection repeats on every
+ * change of the directory or the label. */
+static void refuse_unreadable(struct cluster *c, const char *path, int r)
+{
+    struct stat st = { 0 };
+    bool big = r == -EFBIG && stat(path, &st) == 0;
+    _cleanup_free_ char *key = xasprintf("%s\x1f%d\x1f%llu\x1f%lld\x1f%lld.%09ld", path, r,
+                                         (unsigned long long)st.st_ino, (long long)st.st_size,
+                                         (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    bool again = streq_ptr(c->refused_key, key);
+    free(c->refused_key);
+    c->refused_key = TAKE_PTR(key);
+    _cleanup_free_ char *why =
+        big ? xasprintf("config file %s is %lld bytes, over the limit of %d bytes (1 MiB, what "
+                        "a ConfigMap can hold)",
+                        path, (long long)st.st_size, CLUSTER_SELECT_MAX_BYTES)
+            : xasprintf("reading config file %s: %s", path, strerror(-r));
+    if (again) {
+        log_debug("Per-node configuration: %s (said before)", why);
+        return;
+    }
+    log_error("Per-node configuration: %s; %s", why,
+              c->applied_once ? "keeping the running configuration"
+                              : "starting with the configuration of the flags, environment "
+                                "and --config-file");
+    cluster_event(c, "Warning", "ConfigRejected", "%s", why);
+}
+
 /* Choose the config for the current label and directory and apply it if it differs
  * from the one applied (name or content). Refusals keep the running state. */
 static void reselect(struct cluster *c)
@@ -89,10 +119,13 @@ static void reselect(struct cluster *c)
     _cleanup_free_ char *content = NULL;
     size_t len = 0;
     if (s.path && (r = read_file_bounded(s.path, CLUSTER_SELECT_MAX_BYTES, &content, &len, NULL)) < 0) {
-        log_error("Per-node configuration: reading %s: %s; keeping the running "
-                  "configuration",
-                  s.path, strerror(-r));
+        refuse_unreadable(c, s.path, r);
         cluster_selection_clear(&s);
+        if (!c->applied_once && c->apply(c->userdata, NULL, &err) == 0) {
+            c->applied_once = true;
+            free(c->applied_path);
+            c->applied_path = NULL;
+        }
         return;
     }
     const char *path = s.path ? s.path : "";
@@ -236,8 +269,10 @@ static void on_node(struct kube_watch *w, enum kube_watch_event ev, json_t *obj,
             reselect(c);
         return;
     }
+    /* Debug: what it changes is the one line at -v 0 (reselect: "Applied per-node
+     * config ... (node label K=V)", or why not). */
     if (!first || value)
-        log_info("Node label %s=%s", c->label_key, value ? value : "(absent)");
+        log_debug("Node label %s=%s", c->label_key, value ? value : "(absent)");
     free(c->label);
     c->label = value ? xstrdup(value) : NULL;
     if (c->wait_timer) {
@@ -446,5 +481,6 @@ void cluster_free(struct cluster *c)
     free(c->annotation_source);
     free(c->applied_path);
     free(c->applied_content);
+    free(c->refused_key);
     free(c);
 }

@@ -62,8 +62,23 @@ static size_t json_escape(char *buf, size_t cap, const char *s)
  * A newline would forge a whole klog line and other control bytes can rewrite a
  * terminal, so every byte below 0x20 and DEL is escaped, and a backslash as \\ so that
  * the escaping cannot be faked either (escape_cntrl, core/macro.h). */
+static _Thread_local unsigned log_demoted;
+
+void log_demote_begin(void)
+{
+    log_demoted++;
+}
+
+void log_demote_end(void)
+{
+    if (log_demoted)
+        log_demoted--;
+}
+
 void log_emit(int level, const char *file, int line, const char *fmt, ...)
 {
+    if (level == LOG_INFO && log_demoted && log_max_level < LOG_DEBUG)
+        return;
     static const char letters[] = "EWII";
     char msg[2048], out[4608];
     va_list ap;

@@ -34,6 +34,13 @@ _printf_(4, 5) void log_emit(int level, const char *file, int line, const char *
 #define log_info(...) log_full(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_full(LOG_DEBUG, __VA_ARGS__)
 
+/* Until log_demote_end(), the calling thread's info lines are debug lines (shown from
+ * -v 1): for a step whose parts would each repeat what one summary line says (a
+ * per-node config switch says "Applied per-node config ..."; the reload under it need
+ * not say its every step again at -v 0). Other threads are not affected. Nests. */
+void log_demote_begin(void);
+void log_demote_end(void);
+
 /* Hint lines (struct error's `hints`: static, NULL-terminated; NULL: none), each an info
  * line of its own after the line that logged the failure: advice, so the failure stays
  * the one error (or warning) line. */

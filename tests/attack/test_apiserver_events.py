@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Events survive outages (issue 18 A3): tests/kube's fake API server (TLS + HTTP/2)
+"""Events survive outages (issue 18 A3), and per-node config's signals (A6): tests/kube's fake API server (TLS + HTTP/2)
 stores Events and fails them on command. A GPU that fails (Xid 48) while the API server
 is gone, while RBAC forbids Events, or while every connection is dropped, has its
 GPUUnhealthy Event stored afterwards. Default timeouts and retry policy; the figures
@@ -28,6 +28,9 @@ RBAC_GAP_S = 20
 # After the server is back: the retry backoff's cap (30 s) and the API client's
 # reconnect, with a margin for a busy machine.
 DELIVERY_S = 60
+LIMIT = 1024 * 1024  # a config file's bound (a ConfigMap holds 1 MiB)
+FLAPS = 20
+APPLIED = "Applied per-node config "
 
 
 class EventsSurviveOutages(harness.PluginTestCase):
@@ -123,6 +126,92 @@ class EventsSurviveOutages(harness.PluginTestCase):
         took, _ = self.xid_while(3, RBAC_GAP_S, "events-fail drop", "events-fail off")
         print("Xid 48 while every Event request's connection is dropped for %d s: "
               "GPUUnhealthy stored %.1f s after" % (RBAC_GAP_S, took))
+
+
+class ConfigSignals(harness.PluginTestCase):
+    """Per-node config signals (issue 18 A6): a config file over 1 MiB is a ConfigRejected
+    Event naming the file and the limit, once per content; label flapping costs one short
+    line per config switch at -v 0."""
+
+    def setUp(self):
+        super().setUp()
+        if not FAKE or not os.path.exists(FAKE):
+            self.skipTest("fake API server not built")
+        self.render("t4")
+        self.srv, self.kubeconfig, self.configs = kt.fake_apiserver(
+            self, FAKE, {"default": "version: v1\n", "ts": kt.TS_CONFIG})
+        self.cmd("add n1")
+        self.start_kubelet()
+        self.start_plugin(["--kubeconfig", self.kubeconfig, "--node-name", "n1",
+                           "--config-dir", self.configs, "--events=true", "-v", "0"],
+                          extra_env={"GDP_SYSFS_ROOT": self.sys_root})
+        self.kubelet.registered()
+        self.plugin.wait_log(APPLIED + "default")
+
+    cmd = EventsSurviveOutages.cmd
+    stored = EventsSurviveOutages.stored
+    wait_event = EventsSurviveOutages.wait_event
+
+    def write_big(self, name, size):
+        with open(os.path.join(self.configs, name), "w") as f:
+            f.write("version: v1\n# " + "x" * (size - 15) + "\n")
+
+    def test_config_over_1mib_is_rejected_once(self):
+        big = os.path.join(self.configs, "big")
+        self.write_big("big", LIMIT + 1)
+        mark = self.plugin.stderr.mark()
+        self.cmd("label n1 %s=big" % kt.CONFIG_LABEL)
+        rejected = self.wait_event(lambda e: e["reason"] == "ConfigRejected", kt.WAIT)
+        self.assertEqual(len(rejected), 1, rejected)
+        self.assertIn(big, rejected[0]["message"])
+        self.assertIn(str(LIMIT), rejected[0]["message"])
+        self.assertEqual(rejected[0]["type"], "Warning")
+        # The selection runs again (another file in the directory, the label re-set):
+        # the same content is not said again.
+        with open(os.path.join(self.configs, "other"), "w") as f:
+            f.write("version: v1\n")
+        self.cmd("label n1 %s=default" % kt.CONFIG_LABEL)
+        self.cmd("bookmark")
+        time.sleep(1.0)
+        self.cmd("label n1 %s=big" % kt.CONFIG_LABEL)
+        self.cmd("bookmark")
+        time.sleep(1.0)
+        said = [l for l in self.plugin.stderr.lines[mark:] if "over the limit" in l]
+        again = [e for e in self.stored() if e["reason"] == "ConfigRejected"]
+        # New content (a ConfigMap update): said again.
+        self.write_big("big.new", LIMIT + 100)
+        os.rename(os.path.join(self.configs, "big.new"), big)
+        self.wait_event(lambda e: e["reason"] == "ConfigRejected" and
+                        str(LIMIT + 100) in e["message"], kt.WAIT)
+        print("config of %d bytes: %d error line(s) for 2 selections, %d ConfigRejected "
+              "Event(s) (count %d): %s" % (LIMIT + 1, len(said), len(again), again[0]["count"],
+                                           said[0][:160] if said else None))
+        self.assertEqual(len(said), 1, self.plugin.stderr.text()[-3000:])
+        self.assertEqual((len(again), again[0]["count"]), (1, 1), again)
+        self.assertTrue(said[0].startswith("E"), said)
+
+    def test_label_flapping_is_one_short_line_per_switch(self):
+        mark = self.plugin.stderr.mark()
+        for i in range(FLAPS):
+            name = "ts" if i % 2 == 0 else "default"
+            line_mark = self.plugin.stderr.mark()
+            self.cmd("label n1 %s=%s" % (kt.CONFIG_LABEL, name))
+            self.plugin.wait_log(APPLIED + name, line_mark)
+        self.kubelet.registered()
+        time.sleep(1.0)
+        lines = list(self.plugin.stderr.lines[mark:])
+        # The kubelet protocol's own record: one per registration the switches caused
+        # (counted by the e2e suite and operators), not a line of the switch.
+        regs = [l for l in lines if "Registered device plugin for" in l]
+        said = [l for l in lines if l not in regs]
+        longest = max(len(l.encode()) for l in said)
+        print("%d config switches at -v 0: %d log lines (%d bytes, longest %d bytes) and %d "
+              "registration lines; e.g. %s" %
+              (FLAPS, len(said), sum(len(l.encode()) + 1 for l in said), longest, len(regs),
+               said[0]))
+        self.assertLessEqual(len(said), FLAPS, "\n".join(lines))
+        self.assertLessEqual(len(regs), FLAPS, "\n".join(lines))
+        self.assertLess(longest, 200, "\n".join(lines))
 
 
 if __name__ == "__main__":

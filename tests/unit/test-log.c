@@ -1,6 +1,7 @@
 /* core/log: the klog text line and the JSON line (Kubernetes' keys, in their order), with
  * escaping, and a message longer than a line holds still gives one complete,
- * newline-terminated line; log_repeat's levels. Lines are read back from
+ * newline-terminated line; log_repeat's levels; log_demote (this thread's info lines shown
+ * only from -v 1, nesting). Lines are read back from
  * a pipe the logger writes to (log_set_fd). */
 #include <fcntl.h>
 #include <jansson.h>
@@ -158,6 +159,30 @@ static void test_long(enum log_format format)
     }
 }
 
+static void test_demote(void)
+{
+    log_set_format(LOG_FORMAT_TEXT);
+    int saved = log_max_level;
+    log_max_level = LOG_INFO; /* -v 0 */
+    log_demote_begin();
+    log_demote_begin();
+    log_emit(LOG_INFO, "a.c", 1, "hidden");
+    log_demote_end();
+    log_emit(LOG_INFO, "a.c", 2, "hidden too");
+    log_emit(LOG_WARNING, "a.c", 3, "warned");
+    CHECK(strstr(drain(), "hidden") == NULL);
+    log_demote_end();
+    log_demote_end(); /* unbalanced: ignored */
+    log_emit(LOG_INFO, "a.c", 4, "shown");
+    CHECK(strstr(drain(), "shown") != NULL);
+    log_max_level = LOG_DEBUG; /* -v 1: the demoted lines are there */
+    log_demote_begin();
+    log_emit(LOG_INFO, "a.c", 5, "at v1");
+    log_demote_end();
+    CHECK(strstr(drain(), "at v1") != NULL);
+    log_max_level = saved;
+}
+
 int main(void)
 {
     int fds[2];
@@ -171,6 +196,7 @@ int main(void)
     test_text();
     test_json();
     test_repeat();
+    test_demote();
     test_long(LOG_FORMAT_TEXT);
     test_long(LOG_FORMAT_JSON);
     if (test_failures)
