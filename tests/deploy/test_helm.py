@@ -386,6 +386,21 @@ def rendered_checks(renderer, env_names):
         d.check(env_of(init).get("ONESHOT") == "true" and env_of(init).get("SEND_SIGNAL") == "false", "init oneshot")
     kinds = sorted(o["kind"] for o in files["rbac.yml"])
     d.check(kinds == ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"], f"RBAC objects {kinds}")
+    # Everything a plugin with every API feature gets, in a release namespace of its own:
+    # the NodeFeature and the pod there, Events in "default", only the Node cluster-wide.
+    every, _ = render({"gfd": {"enabled": True}, "configSelection": "plugin",
+                       "config": {"map": {"default": cfg_default, "mig": cfg_mig}}},
+                      namespace="gpu-operator")
+    objs = sorted((o["kind"], o["metadata"].get("namespace")) for o in every["rbac.yml"])
+    d.check(objs == [("ClusterRole", None), ("ClusterRoleBinding", None), ("Role", "default"),
+                     ("Role", "gpu-operator"), ("RoleBinding", "default"),
+                     ("RoleBinding", "gpu-operator"), ("ServiceAccount", "gpu-operator")],
+            f"RBAC objects with every API feature: {objs}")
+    d.check(rbac_rules(every, "gpu-operator") == {
+        ("", "nodes"): ["get", "list", "watch", "patch"],
+        ("nfd.k8s-sigs.io", "nodefeatures"): ["get", "list", "watch", "create", "update"],
+        ("", "pods"): ["get"], ("", "events"): ["create", "patch"]},
+        f"RBAC with every API feature: {objs}")
     d.check(rbac_rules(files) == {("", "nodes"): ["get", "list", "watch"]},
             f"config-manager only reads nodes: {rbac_rules(files)}")
     sa = [o for o in files["rbac.yml"] if o["kind"] == "ServiceAccount"]
@@ -517,15 +532,50 @@ def nvidia_values_checks(render):
             d.check(msg in str(e), f"{vals}: error {e} does not mention {msg!r}")
 
 
-def rbac_rules(files):
-    """The ClusterRole's rules as {(apiGroup, resource): verbs}."""
+# Where each resource's rules must be (issue 18 item 9, least privilege): the Node is
+# cluster-scoped, so only it is in the ClusterRole; Events about it must be in "default"
+# (kube-apiserver's legacyValidateEvent); the NodeFeature and the own pod are in the
+# release namespace.
+RBAC_SCOPE = {("", "nodes"): ("ClusterRole", None), ("", "events"): ("Role", "default"),
+              ("nfd.k8s-sigs.io", "nodefeatures"): ("Role", "kube-system"),
+              ("", "pods"): ("Role", "kube-system")}
+
+
+def rbac_rules(files, namespace="kube-system"):
+    """Every role's rules as {(apiGroup, resource): verbs}, after checking that each rule
+    is in its scope (RBAC_SCOPE; the release namespace is `namespace`), once, without a
+    wildcard, and that each role is bound, by a binding of its own kind and namespace,
+    to the chart's ServiceAccount and nothing else."""
     out = {}
-    for o in files["rbac.yml"]:
-        if o["kind"] == "ClusterRole":
-            for r in o["rules"]:
-                for g in r["apiGroups"]:
-                    for res in r["resources"]:
-                        out[(g, res)] = r["verbs"]
+    objs = files["rbac.yml"]
+    sas = [(o["metadata"]["name"], o["metadata"].get("namespace")) for o in objs
+           if o["kind"] == "ServiceAccount"]
+    for o in objs:
+        if o["kind"] not in ("ClusterRole", "Role"):
+            continue
+        where = o["metadata"].get("namespace")
+        for r in o["rules"]:
+            d.check(set(r) == {"apiGroups", "resources", "verbs"}, f"rule fields {r}")
+            for g in r["apiGroups"]:
+                for res in r["resources"]:
+                    kind, ns = RBAC_SCOPE.get((g, res), ("?", "?"))
+                    if ns == "kube-system":
+                        ns = namespace
+                    d.check((o["kind"], where) == (kind, ns),
+                            f"{g}/{res} in a {o['kind']} in {where}, want a {kind} in {ns}")
+                    d.check((g, res) not in out, f"{g}/{res} granted twice")
+                    d.check("*" not in r["verbs"] + [g, res], f"wildcard in {r}")
+                    out[(g, res)] = r["verbs"]
+        binds = [b for b in objs if b["kind"] == o["kind"] + "Binding"
+                 and b["metadata"].get("namespace") == where
+                 and b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": o["kind"],
+                                      "name": o["metadata"]["name"]}]
+        d.check(len(binds) == 1 and [(s["kind"], s["name"], s["namespace"]) for s in binds[0]["subjects"]]
+                == [("ServiceAccount", n, ns) for n, ns in sas] and len(sas) == 1,
+                f"{o['kind']} {o['metadata']['name']} bound to the ServiceAccount only: {binds}")
+    roles = {o["metadata"]["name"] for o in objs if o["kind"] in ("ClusterRole", "Role")}
+    d.check(all(o["roleRef"]["name"] in roles for o in objs if o["kind"].endswith("Binding")),
+            "every binding's role is rendered")
     return out
 
 

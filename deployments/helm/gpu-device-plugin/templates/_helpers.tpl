@@ -218,12 +218,22 @@ config-manager
 {{- end -}}
 
 {{/*
-The RBAC rules the enabled features need, least privilege, as a YAML list ("" when
-none): nodes get/list/watch for label-based config selection (+patch for our
-config annotation and for nodeLabelsPatch), NFD NodeFeatures and pods get (owner
-references) for GFD's NodeFeature mode, events create/patch for Events.
+The RBAC rules the enabled features need, least privilege, each as a YAML list ("" when
+none), in three scopes (docs/deployment.md, "RBAC, least privilege"):
+- rbacClusterRules, the ClusterRole: nodes are cluster-scoped, so reading and patching
+  the own Node can only be granted cluster-wide (RBAC's resourceNames cannot name "the
+  node this pod runs on"): get/list/watch for label-based config selection (a
+  field-selected watch of the own Node) and what nodeLabelsPatch watches, +patch for our
+  config annotation and for nodeLabelsPatch.
+- rbacNamespaceRules, a Role in the release namespace: NFD NodeFeatures (the object is
+  created in the plugin's own namespace) and pods get (the own pod, for the owner
+  references) for GFD's NodeFeature mode.
+- rbacEventRules, a Role in namespace "default": events create/patch. An Event about a
+  cluster-scoped object (the Node) must be in "default" (kube-apiserver's
+  legacyValidateEvent), as the kubelet's are.
+rbacRules: all of them ("" when none), for whether a ServiceAccount is needed at all.
 */}}
-{{- define "gpu-device-plugin.rbacRules" -}}
+{{- define "gpu-device-plugin.rbacClusterRules" -}}
 {{- $mode := include "gpu-device-plugin.configMode" . -}}
 {{- $watch := or (eq $mode "plugin") (eq $mode "config-manager") -}}
 {{- $patch := or (eq $mode "plugin") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) -}}
@@ -232,6 +242,9 @@ references) for GFD's NodeFeature mode, events create/patch for Events.
   resources: ["nodes"]
   verbs: ["get"{{ if $watch }}, "list", "watch"{{ end }}{{ if $patch }}, "patch"{{ end }}]
 {{- end }}
+{{- end -}}
+
+{{- define "gpu-device-plugin.rbacNamespaceRules" -}}
 {{- if eq (include "gpu-device-plugin.nodeFeatureApi" .) "true" }}
 - apiGroups: ["nfd.k8s-sigs.io"]
   resources: ["nodefeatures"]
@@ -240,9 +253,18 @@ references) for GFD's NodeFeature mode, events create/patch for Events.
   resources: ["pods"]
   verbs: ["get"]
 {{- end }}
+{{- end -}}
+
+{{- define "gpu-device-plugin.rbacEventRules" -}}
 {{- if eq (include "gpu-device-plugin.eventsOn" .) "true" }}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end }}
+{{- end -}}
+
+{{- define "gpu-device-plugin.rbacRules" -}}
+{{- include "gpu-device-plugin.rbacClusterRules" . -}}
+{{- include "gpu-device-plugin.rbacNamespaceRules" . -}}
+{{- include "gpu-device-plugin.rbacEventRules" . -}}
 {{- end -}}
