@@ -10,6 +10,9 @@
 #include "cluster/cluster-evcache.h"
 #include "cluster/cluster.h"
 #include "core/backoff.h"
+#include "core/ratelimit.h"
+#include "core/tokenbucket.h"
+#include "kube/kube.h"
 
 /* Without inotify, how often the config directory is checked instead. */
 #define CLUSTER_DIR_POLL_MS 10000u
@@ -66,7 +69,14 @@ struct cluster {
     bool owner_refs_done;
     bool labels_again;              /* labels changed while a delivery was running */
     struct backoff labels_backoff;
-    struct loop_timer *labels_retry;
+    struct loop_timer *labels_retry;        /* failure backoff or restore rate limit */
+    char *labels_error;             /* the failure last logged (one line per new reason) */
+    /* healing: what the server holds watched, restored when someone else changed it */
+    struct kube_watch *labels_watch; /* own NodeFeature; own Node unless c->watch is one */
+    bool labels_present;            /* the NodeFeature watch last saw the object */
+    bool labels_recheck;            /* it changed while a delivery ran: check after it */
+    struct tokenbucket labels_heal; /* restores of what others changed */
+    struct ratelimit labels_heal_log, labels_flap_log;
 
     /* events */
     bool events_on;
@@ -79,6 +89,9 @@ struct cluster {
 struct kube *cluster_kube(struct cluster *c);
 
 void cluster_publish_free(struct cluster *c);
+/* An event of the own Node's watch (cluster.c's, when per-node config runs one): in
+ * node-patch mode, owned labels someone removed or changed are patched back. */
+void cluster_labels_node_event(struct cluster *c, enum kube_watch_event ev, json_t *obj);
 void cluster_events_free(struct cluster *c);
 /* RFC 3339 UTC of now ("2026-11-23T16:43:05Z"). */
 void cluster_now_rfc3339(char buf[32]);

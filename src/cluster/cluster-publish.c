@@ -8,7 +8,20 @@
  *               (CLUSTER_OWNED_LABELS_ANNOTATION).
  * One delivery runs at a time; a label set that changes meanwhile is delivered after
  * it. Delivery happens at start, after each reload and when the node state changes,
- * never on a timer; a failed delivery is retried with capped backoff. */
+ * never on a timer; a failed delivery is retried with capped backoff, its failure
+ * logged once per new reason.
+ *
+ * Healing (API modes): what the server holds is watched, not polled, so a steady state
+ * costs no request but the watch. The own NodeFeature is watched by name; the own
+ * Node's labels through the per-node config's Node watch when it runs, else a watch of
+ * their own. An object deleted, or changed so that it no longer says what was sent
+ * (content compared, so the echo of our own write is nothing), is checked again through
+ * the same one-at-a-time delivery: GET, and a write only if it differs. Restores are
+ * rate-limited (a token bucket, one warning per window) so a peer flipping the object
+ * every 50 ms gets a write every RESTORE_PERIOD_MS, not 20 a second. A NodeFeature API
+ * that is gone (NFD's CRD deleted or re-installed) makes the watch relist with backoff;
+ * its first good list without our object delivers at once. The file mode is not
+ * watched: a deleted feature file comes back with the next label change or SIGHUP. */
 #include <stdio.h>
 
 #include "cluster/cluster-internal.h"
@@ -20,10 +33,17 @@
 
 #define RETRY_MIN_MS 1000u
 #define RETRY_MAX_MS (5u * 60u * 1000u)
+/* Restores of what someone else changed: RESTORE_BURST at once, then one per period. */
+#define RESTORE_BURST 5u
+#define RESTORE_PERIOD_MS 10000u
+/* Lines about restores: a few per window, the next one counts those left out. */
+#define RESTORE_LOG_MS (5u * 60u * 1000u)
+#define RESTORE_LOG_BURST 5u
 
 enum step { STEP_IDLE, STEP_POD, STEP_GET, STEP_WRITE };
 
 static void deliver(struct cluster *c);
+static void recheck(struct cluster *c, bool api_back);
 
 static json_t *labels_json(const struct labels *l)
 {
@@ -40,14 +60,21 @@ static void on_retry(struct loop *l, struct loop_timer *t, void *userdata)
     deliver(c);
 }
 
-/* End of one delivery: ok, or failed with `why` (logged here, once per delivery). */
+/* End of one delivery: ok, or failed with `why` (a warning when the reason is new, so
+ * an API that stays away for an hour is one line, not one per retry). */
 static void finish(struct cluster *c, bool ok, const char *why)
 {
     c->labels_step = STEP_IDLE;
     c->labels_req = NULL;
     if (ok) {
         backoff_reset(&c->labels_backoff);
-        if (c->labels_again) {
+        free(c->labels_error);
+        c->labels_error = NULL;
+        if (c->labels_recheck) {
+            /* The object changed while this delivery ran, maybe after its GET. */
+            c->labels_recheck = c->labels_again = false;
+            recheck(c, false);
+        } else if (c->labels_again) {
             c->labels_again = false;
             deliver(c);
         }
@@ -56,9 +83,17 @@ static void finish(struct cluster *c, bool ok, const char *why)
     if (c->labels_backoff.failures == 0) /* a run of failures starts: from RETRY_MIN_MS */
         c->labels_backoff = BACKOFF_INIT(RETRY_MIN_MS, RETRY_MAX_MS, 0, false);
     uint64_t delay_ms = backoff_next(&c->labels_backoff);
-    log_warning("Publishing node labels failed: %s; retrying in %llus", why,
-                (unsigned long long)(delay_ms / 1000));
-    c->labels_again = false;
+    if (!streq_ptr(c->labels_error, why)) {
+        log_warning("Publishing node labels failed: %s; retrying with backoff (now %llus, "
+                    "at most %us)",
+                    why, (unsigned long long)(delay_ms / 1000), RETRY_MAX_MS / 1000u);
+        free(c->labels_error);
+        c->labels_error = xstrdup(why);
+    } else {
+        log_debug("Publishing node labels failed again: %s; retrying in %llus", why,
+                  (unsigned long long)(delay_ms / 1000));
+    }
+    c->labels_again = c->labels_recheck = false; /* the retry delivers from a fresh GET */
     c->labels_retry = loop_timer_add(c->loop, delay_ms, on_retry, c);
 }
 
@@ -116,7 +151,10 @@ static void on_nf_written(struct kube *k, int status, json_t *body, void *userda
     if (status == 200 || status == 201) {
         sent(c, "NodeFeature");
     } else if (status == 409) {
-        nf_get(c); /* someone else wrote it in between: compare again */
+        /* Someone else wrote it in between: compare again, as a restore (rate-limited,
+         * so a peer that always wins the race cannot make us loop). */
+        c->labels_step = STEP_IDLE;
+        recheck(c, false);
     } else if (status == 404) {
         finish(c, false, "the NodeFeature API is not served (is NFD's NodeFeature CRD "
                          "installed?)");
@@ -266,6 +304,160 @@ static void deliver(struct cluster *c)
     }
 }
 
+/* ---- healing ---- */
+
+static void on_restore_timer(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct cluster *c = userdata;
+    c->labels_retry = NULL;
+    recheck(c, false);
+}
+
+/* What the server holds may no longer be what was sent: deliver again (GET, then a write
+ * only if it differs), after the running delivery, and at most as often as the restore
+ * bucket allows. api_back: the API answered again after failing, so a failure's pending
+ * retry is not waited for. */
+static void recheck(struct cluster *c, bool api_back)
+{
+    if (!c->labels_want)
+        return; /* nothing sent yet: the first delivery will look */
+    json_decref(c->labels_sent);
+    c->labels_sent = NULL;
+    if (c->labels_step != STEP_IDLE) {
+        c->labels_recheck = true;
+        return;
+    }
+    if (c->labels_retry) {
+        if (!api_back)
+            return; /* a retry or a restore is pending: it delivers from a fresh GET */
+        loop_timer_cancel(c->loop, c->labels_retry);
+        c->labels_retry = NULL;
+    }
+    uint64_t now = loop_now_ms();
+    if (!tokenbucket_take(&c->labels_heal, now)) {
+        uint64_t wait_ms = tokenbucket_wait(&c->labels_heal, now);
+        unsigned left_out = 0;
+        if (ratelimit_below(&c->labels_flap_log, &left_out)) {
+            char more[48] = "";
+            if (left_out)
+                snprintf(more, sizeof(more), " (%u more not logged)", left_out);
+            log_warning("Node labels keep being deleted or changed by someone else; restoring "
+                        "them at most once every %us%s",
+                        RESTORE_PERIOD_MS / 1000u, more);
+        }
+        c->labels_retry = loop_timer_add(c->loop, wait_ms ? wait_ms : 1, on_restore_timer, c);
+        return;
+    }
+    deliver(c);
+}
+
+/* One line per restore, within RESTORE_LOG_BURST per RESTORE_LOG_MS. */
+static void say_restore(struct cluster *c, const char *what, const char *how)
+{
+    unsigned left_out = 0;
+    if (!ratelimit_below(&c->labels_heal_log, &left_out))
+        return;
+    char more[48] = "";
+    if (left_out)
+        snprintf(more, sizeof(more), " (%u more not logged)", left_out);
+    log_info("%s %s by someone else; restoring it%s", what, how, more);
+}
+
+static void on_nf_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj,
+                        void *userdata)
+{
+    struct cluster *c = userdata;
+    if (ev == KUBE_WATCH_SYNCED) {
+        /* A (re)list without our object: deleted while the watch was away, or the API
+         * back after a 404 (the CRD re-installed). */
+        if (!c->labels_present && c->labels_sent) {
+            say_restore(c, "NodeFeature", "missing after a relist, deleted");
+            recheck(c, true);
+        } else if (!c->labels_present && c->labels_retry && c->labels_error) {
+            recheck(c, true); /* the API is back: do not wait for the failure's retry */
+        }
+        return;
+    }
+    const json_t *meta = json_object_get(obj, "metadata");
+    _cleanup_free_ char *name = xasprintf("nvidia-features-for-%s", c->node);
+    if (!streq_ptr(json_string_value(json_object_get(meta, "name")), name))
+        return;
+    if (ev == KUBE_WATCH_DELETED) {
+        c->labels_present = false;
+        if (c->labels_sent)
+            say_restore(c, "NodeFeature", "deleted");
+        recheck(c, false);
+        return;
+    }
+    c->labels_present = true;
+    if (!c->labels_want)
+        return;
+    json_t *want = cluster_nodefeature_build(c->node, c->ns, c->labels_want, c->owner_refs);
+    bool same = cluster_nodefeature_same(obj, want);
+    json_decref(want);
+    if (same)
+        return; /* our own write's echo, or a change to what we do not own */
+    if (c->labels_sent)
+        say_restore(c, "NodeFeature", "changed");
+    recheck(c, false);
+}
+
+void cluster_labels_node_event(struct cluster *c, enum kube_watch_event ev, json_t *obj)
+{
+    /* A deleted Node is not ours to re-create; its next incarnation is compared. */
+    if (c->labels_mode != CLUSTER_LABELS_NODE_PATCH || !c->labels_want ||
+        ev == KUBE_WATCH_SYNCED || ev == KUBE_WATCH_DELETED)
+        return;
+    const json_t *meta = json_object_get(obj, "metadata");
+    if (!streq_ptr(json_string_value(json_object_get(meta, "name")), c->node))
+        return;
+    json_t *patch = cluster_node_labels_patch(c->labels_want, json_object_get(meta, "labels"),
+                                              json_object_get(meta, "annotations"));
+    if (!patch)
+        return;
+    json_decref(patch);
+    if (c->labels_sent)
+        say_restore(c, "Node labels", "removed or changed");
+    recheck(c, false);
+}
+
+static void on_node_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj,
+                          void *userdata)
+{
+    cluster_labels_node_event(userdata, ev, obj);
+}
+
+/* The watch that heals what was delivered, from the first delivery on. */
+static void watch_start(struct cluster *c)
+{
+    c->labels_heal = TOKENBUCKET_INIT(RESTORE_PERIOD_MS, RESTORE_BURST);
+    c->labels_heal_log = RATELIMIT_INIT(RESTORE_LOG_MS, RESTORE_LOG_BURST);
+    c->labels_flap_log = RATELIMIT_INIT(RESTORE_LOG_MS, 1);
+    if (c->labels_mode == CLUSTER_LABELS_NODE_PATCH && c->watch)
+        return; /* per-node config's Node watch passes its events on */
+    if (c->labels_mode != CLUSTER_LABELS_NODE_PATCH &&
+        c->labels_mode != CLUSTER_LABELS_NODEFEATURE)
+        return;
+    struct kube *k = cluster_kube(c);
+    if (!k)
+        return; /* said once by cluster_kube */
+    struct error err = { 0 };
+    if (c->labels_mode == CLUSTER_LABELS_NODEFEATURE) {
+        _cleanup_free_ char *path = nodefeature_path(c, false);
+        _cleanup_free_ char *sel = xasprintf("metadata.name=nvidia-features-for-%s", c->node);
+        c->labels_watch = kube_watch_start(k, path, sel, on_nf_event, c, &err);
+    } else {
+        /* Only the labels and annotations count: the kubelet's status writes stay small. */
+        _cleanup_free_ char *sel = xasprintf("metadata.name=%s", c->node);
+        struct kube_watch_options o = { .field_selector = sel, .metadata_only = true };
+        c->labels_watch = kube_watch_start_opt(k, "/api/v1/nodes", &o, on_node_event, c, &err);
+    }
+    if (!c->labels_watch)
+        log_warning("Watching the published node labels: %s; labels someone deletes are "
+                    "restored only at the next change or SIGHUP",
+                    err.msg);
+}
+
 bool cluster_labels_enabled(const struct cluster *c)
 {
     return c && c->labels_mode != CLUSTER_LABELS_OFF;
@@ -280,8 +472,11 @@ void cluster_labels_publish(struct cluster *c, const struct labels *l)
         json_decref(want);
         return;
     }
+    bool first = !c->labels_want;
     json_decref(c->labels_want);
     c->labels_want = want;
+    if (first)
+        watch_start(c);
     if (c->labels_step != STEP_IDLE) {
         c->labels_again = true;
         return;
@@ -296,6 +491,8 @@ void cluster_labels_publish(struct cluster *c, const struct labels *l)
 
 void cluster_publish_free(struct cluster *c)
 {
+    kube_watch_stop(c->labels_watch);
+    c->labels_watch = NULL;
     kube_request_cancel(c->labels_req);
     c->labels_req = NULL;
     if (c->labels_retry)
@@ -310,5 +507,6 @@ void cluster_publish_free(struct cluster *c)
     json_decref(c->labels_want);
     json_decref(c->labels_sent);
     json_decref(c->owner_refs);
+    free(c->labels_error);
     free(c->output_file);
 }

@@ -215,6 +215,7 @@ static void on_wait_timeout(struct loop *l, struct loop_timer *t, void *userdata
 static void on_node(struct kube_watch *w, enum kube_watch_event ev, json_t *obj, void *userdata)
 {
     struct cluster *c = userdata;
+    cluster_labels_node_event(c, ev, obj); /* one Node watch for both features */
     if (ev == KUBE_WATCH_SYNCED) {
         if (!c->label_known) {
             /* Listed, and our Node is not there (yet): like a Node without the label. */
