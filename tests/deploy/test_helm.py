@@ -347,7 +347,7 @@ def rendered_checks(renderer, env_names):
              {}, {"GDP_GFD": "true", "USE_NODE_FEATURE_API": "false", "GFD_NO_TIMESTAMP": "true",
                   "GDP_EVENTS": "false"}, True),
             ({"gfd": {"enabled": True, "nodeLabelsPatch": True}},
-             {("", "nodes"): ["get", "patch"], ("", "events"): ["create", "patch"]},
+             {("", "nodes"): ["get", "list", "watch", "patch"], ("", "events"): ["create", "patch"]},
              {"GDP_GFD": "true", "GDP_NODE_LABELS_PATCH": "true"}, False),
             ({"events": {"enabled": True}}, {("", "events"): ["create", "patch"]}, {}, False)):
         files, _ = render(vals)

@@ -235,7 +235,7 @@ rbacRules: all of them ("" when none), for whether a ServiceAccount is needed at
 */}}
 {{- define "gpu-device-plugin.rbacClusterRules" -}}
 {{- $mode := include "gpu-device-plugin.configMode" . -}}
-{{- $watch := or (eq $mode "plugin") (eq $mode "config-manager") -}}
+{{- $watch := or (eq $mode "plugin") (eq $mode "config-manager") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) -}}
 {{- $patch := or (eq $mode "plugin") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) -}}
 {{- if or $watch $patch }}
 - apiGroups: [""]
