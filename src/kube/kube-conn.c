@@ -166,6 +166,12 @@ static void conn_fail(struct kube *k, int err, const char *why)
     kube_on_disconnected(k, err);
 }
 
+int kube_conn_wait_error(struct kube *k)
+{
+    struct kube_conn *c = &k->conn;
+    return c->state != KUBE_CONN_READY && c->connect_error < 0 ? c->connect_error : -ETIMEDOUT;
+}
+
 void kube_conn_drop(struct kube *k, int err, const char *why)
 {
     if (k->conn.state == KUBE_CONN_IDLE || k->conn.state == KUBE_CONN_BACKOFF)
@@ -309,6 +315,7 @@ static void session_start(struct kube *k)
     c->state = KUBE_CONN_READY;
     free(c->last_error);
     c->last_error = NULL;
+    c->up_ms = loop_now_ms();
     if (c->lost_ms) {
         /* Back after an outage: the watches' first requests wait a random part of it, so
          * that a fleet that lost the server together does not come back in one second;
@@ -404,9 +411,11 @@ static void connected(struct kube *k)
     if (err != 0) {
         char why[160];
         snprintf(why, sizeof(why), "connect: %s", strerror(err));
+        c->connect_error = -err;
         conn_fail(k, -err, why);
         return;
     }
+    c->connect_error = 0;
     if (!k->creds.tls) {
         session_start(k);
         return;
@@ -567,6 +576,7 @@ static void conn_open(struct kube *k)
     int cerr = errno;
     if (r < 0 && cerr != EINPROGRESS) {
         snprintf(why, sizeof(why), "connect: %s", strerror(cerr));
+        c->connect_error = -cerr;
         conn_fail(k, -cerr, why);
         return;
     }

@@ -32,6 +32,11 @@ struct loop_timer;
  * warrants (5,000 nodes over 30 s: ~170 watch requests a second, far under an API
  * server's 400 in-flight requests). */
 #define KUBE_OUTAGE_SPREAD_MAX_MS 30000u
+/* A restarted API server answers before its RBAC authorizer has synced (403 for a few
+ * seconds): a 403 this soon after the connection was made (or the outage spread ended)
+ * is a warning; an error only past that and for KUBE_RBAC_ERROR_AFTER tries in a row. */
+#define KUBE_RBAC_WARMUP_MS 10000u
+#define KUBE_RBAC_ERROR_AFTER 3u
 /* A watch asks the server to end it after a timeout drawn afresh for each request,
  * uniformly in [KUBE_WATCH_TIMEOUT_MIN_S, 2 * KUBE_WATCH_TIMEOUT_MIN_S) as client-go's
  * reflector does (it then resumes from its last resourceVersion), so that a fleet started
@@ -131,6 +136,8 @@ struct kube_conn {
      * the first connection), and until when the requests marked `spread` (a watch's
      * list and watch) wait on the new connection (backoff_after_outage()). */
     uint64_t lost_ms, spread_until_ms;
+    uint64_t up_ms;       /* when the connection in use was made */
+    int connect_error;    /* -errno of the last connect() that failed; 0 once one worked */
 };
 
 /* --------------------------------------------------------------- requests */
@@ -168,6 +175,14 @@ struct kube_req {
     size_t len, cap, max;
 };
 
+/* The 403s of one verb + resource (kube-names.c). */
+struct kube_forbidden {
+    char *key;         /* "verb group resource" */
+    unsigned in_a_row; /* 403s since its last success */
+    bool warned;       /* the warning of this run of 403s was said */
+    bool errored;      /* the error was said: once per client */
+};
+
 struct kube {
     struct loop *loop;
     struct kube_creds creds;
@@ -184,7 +199,7 @@ struct kube {
     struct kube_req *active;                  /* streams on the connection */
     struct kube_req *ready;                   /* finished, callbacks pending */
     struct kube_watch *watches;
-    char **forbidden_logged;
+    struct kube_forbidden *forbidden; /* per verb + resource that got a 403 */
     size_t n_forbidden, alloc_forbidden;
     uint64_t requests_sent; /* tests */
 };
@@ -197,6 +212,10 @@ void kube_conn_free(struct kube *k);
 void kube_conn_want(struct kube *k);
 /* Push nghttp2's pending output to the socket; on failure the connection is dropped. */
 void kube_conn_flush(struct kube *k);
+/* What a request that waited for a connection until its deadline fails with: the error of
+ * the last connect() when no connection could be made (-ECONNREFUSED, -EHOSTUNREACH...),
+ * else -ETIMEDOUT. */
+int kube_conn_wait_error(struct kube *k);
 /* Drop the connection: active streams fail with err (-ECONNRESET...), backoff. */
 void kube_conn_drop(struct kube *k, int err, const char *why);
 /* A stream on the connection timed out: send a PING; when nothing at all comes back
@@ -230,8 +249,12 @@ void kube_req_fail(struct kube_req *r, int err);
 /* kube-watch.c: stop every watch (kube_free). */
 void kube_watches_free(struct kube *k);
 
-/* kube-names.c: the RBAC line of a 403, once per (verb, group, resource) per client. */
-void kube_log_forbidden(struct kube *k, enum kube_method m, const char *path, json_t *body);
+/* kube-names.c: the RBAC line of a 403 (status 403), or a success (2xx) that ends a run of
+ * them. A 403 is a warning first (an API server that has just started may not have synced
+ * its authorizer yet); once it persisted (KUBE_RBAC_*) it is one error line per (verb,
+ * group, resource) per client. */
+void kube_rbac_seen(struct kube *k, enum kube_method m, const char *path, int status,
+                    json_t *body);
 
 /* "get", "list", "watch", "create", "update", "patch", "delete", "deletecollection". */
 const char *kube_verb(enum kube_method m, const char *path);

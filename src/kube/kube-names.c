@@ -1,9 +1,10 @@
 /* Naming helpers of the API client: which RBAC verb and resource a request needs and the
- * 403 line that says so (once per verb and resource), the Status message of a response,
- * percent-escaping. */
+ * 403 line that says so (a warning while it may be the authorizer warming up, then one
+ * error per verb and resource), the Status message of a response, percent-escaping. */
 #include <stdio.h>
 
 #include "core/log.h"
+#include "core/loop.h"
 #include "core/macro.h"
 #include "kube/kube-internal.h"
 
@@ -104,21 +105,62 @@ char *kube_escape(const char *s)
     return out;
 }
 
-void kube_log_forbidden(struct kube *k, enum kube_method m, const char *path, json_t *body)
+static struct kube_forbidden *forbidden_entry(struct kube *k, const char *key, bool add)
 {
+    for (size_t i = 0; i < k->n_forbidden; i++)
+        if (streq(k->forbidden[i].key, key))
+            return &k->forbidden[i];
+    if (!add)
+        return NULL;
+    k->forbidden = grow_array(k->forbidden, &k->alloc_forbidden, k->n_forbidden + 1,
+                              sizeof(*k->forbidden));
+    k->forbidden[k->n_forbidden] = (struct kube_forbidden){ .key = xstrdup(key) };
+    return &k->forbidden[k->n_forbidden++];
+}
+
+void kube_rbac_seen(struct kube *k, enum kube_method m, const char *path, int status,
+                    json_t *body)
+{
+    if (status != 403 && k->n_forbidden == 0)
+        return; /* the common case: a success, and no 403 ever */
     char res[128], group[128];
     kube_path_resource(path, res, sizeof(res), group, sizeof(group));
     const char *verb = kube_verb(m, path);
     _cleanup_free_ char *key = xasprintf("%s %s %s", verb, group, res);
-    for (size_t i = 0; i < k->n_forbidden; i++)
-        if (streq(k->forbidden_logged[i], key))
-            return;
-    k->forbidden_logged = grow_array(k->forbidden_logged, &k->alloc_forbidden, k->n_forbidden + 1,
-                                     sizeof(char *));
-    k->forbidden_logged[k->n_forbidden++] = TAKE_PTR(key);
+    struct kube_forbidden *e = forbidden_entry(k, key, status == 403);
+    if (status != 403) {
+        if (e) {
+            e->in_a_row = 0;
+            e->warned = false;
+        }
+        return;
+    }
+    if (e->in_a_row < UINT32_MAX)
+        e->in_a_row++;
+    /* A restarted API server serves before its authorizer has synced: 403 for a few
+     * seconds, then what RBAC really says. Right after a (re)connection (or the outage
+     * spread that held the watches back) a 403 may be that: a warning. Otherwise, and
+     * once that time is over, only a 403 that persists is an error: said once, so an
+     * RBAC gap on a connection that has long been up is one line, not two. */
+    uint64_t since = k->conn.up_ms > k->conn.spread_until_ms ? k->conn.up_ms
+                                                              : k->conn.spread_until_ms;
+    bool warming = loop_now_ms() < since + KUBE_RBAC_WARMUP_MS;
+    int level = LOG_DEBUG;
+    if (e->errored)
+        level = LOG_DEBUG;
+    else if (warming)
+        level = e->warned ? LOG_DEBUG : LOG_WARNING;
+    else if (e->in_a_row >= KUBE_RBAC_ERROR_AFTER)
+        level = LOG_ERROR;
+    if (level == LOG_WARNING)
+        e->warned = true;
+    if (level == LOG_ERROR)
+        e->errored = true;
     const char *msg = kube_status_message(body);
     size_t plen = strcspn(path, "?");
-    log_error("kube: RBAC: forbidden to %s %s (%.*s): grant verb \"%s\" on resource \"%s\"%s%s%s%s%s",
-              verb, res, (int)plen, path, verb, res, *group ? " in API group \"" : "", group,
-              *group ? "\"" : "", msg ? ": " : "", msg ? msg : "");
+    log_full(level, "kube: RBAC: forbidden to %s %s (%.*s): grant verb \"%s\" on resource \"%s\"%s%s%s%s%s%s",
+             verb, res, (int)plen, path, verb, res, *group ? " in API group \"" : "", group,
+             *group ? "\"" : "", msg ? ": " : "", msg ? msg : "",
+             level == LOG_WARNING ? "; RBAC may still be warming up (an error if it persists)"
+                                  : "");
 }

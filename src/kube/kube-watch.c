@@ -332,7 +332,7 @@ static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata)
     }
     if (w->req->active)
         kube_conn_probe(w->k);
-    kube_req_fail(w->req, -ETIMEDOUT);
+    kube_req_fail(w->req, w->req->active ? -ETIMEDOUT : kube_conn_wait_error(w->k));
     kube_dispatch(w->k);
 }
 

@@ -152,8 +152,8 @@ static void conclude(struct kube *k, struct kube_req *r)
     json_t *body = NULL;
     if (r->len > 0 && (!r->chunk || status != 200))
         body = json_loadb((const char *)r->buf, r->len, JSON_DECODE_ANY, NULL);
-    if (status == 403)
-        kube_log_forbidden(k, r->method, r->path, body);
+    if (status == 403 || (status >= 200 && status < 300))
+        kube_rbac_seen(k, r->method, r->path, status, body);
     r->ready = false;
     if (r->done)
         r->done(k, status, body, r->userdata);
@@ -497,7 +497,8 @@ static void deadline_cb(struct loop *l, struct loop_timer *t, void *userdata)
     /* Sent and unanswered: is the server still there at all? */
     if (r->active)
         kube_conn_probe(k);
-    kube_req_fail(r, -ETIMEDOUT);
+    /* Never sent: say why (a refused connection is not a timeout). */
+    kube_req_fail(r, r->active ? -ETIMEDOUT : kube_conn_wait_error(k));
     kube_dispatch(k);
 }
 
@@ -630,7 +631,7 @@ void kube_free(struct kube *k)
     kube_conn_free(k);
     kube_creds_clear(&k->creds);
     for (size_t i = 0; i < k->n_forbidden; i++)
-        free(k->forbidden_logged[i]);
-    free(k->forbidden_logged);
+        free(k->forbidden[i].key);
+    free(k->forbidden);
     free(k);
 }

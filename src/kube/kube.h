@@ -16,9 +16,11 @@
  * size cap (options.max_response_bytes); a watch that goes silent longer than its
  * server-side timeout plus a margin is dropped and resumed; after such a timeout the
  * connection must answer a PING (and a new one finish its handshake) within the request
- * timeout, or it is dropped as hung. A 401 re-reads the token
- * and retries once; a 403 is logged here (once per verb and resource) naming the verb and
- * resource RBAC must allow, so callers need not log it again.
+ * timeout, or it is dropped as hung. A 401 re-reads the token and retries once; a 403 is
+ * logged here naming the verb and resource RBAC must allow, so callers need not log it
+ * again: within 10 s of a (re)connection as a warning (a restarted API server answers 403
+ * until its authorizer has synced), and one error per verb and resource once it
+ * persisted past that (3 tries in a row).
  *
  * Threading: everything here runs on the loop thread. Callbacks are never called from
  * inside the function that started the request (always from the loop), so a caller may
@@ -68,7 +70,8 @@ enum kube_method {
 };
 
 /* status: the HTTP status (200, 201, 404, 409, 410, ...) or, when no status was
- * received, -errno (-ETIMEDOUT past the deadline, -EMSGSIZE past the size cap,
+ * received, -errno (-ETIMEDOUT past the deadline, or the connect() error such as
+ * -ECONNREFUSED when no connection could be made by then; -EMSGSIZE past the size cap;
  * -ECONNRESET when the connection dropped). body: the parsed JSON response (a
  * Kubernetes object, list or Status), borrowed for the call, NULL if there was none or
  * it was not JSON. */

@@ -83,8 +83,9 @@ class ListConfig(harness.PluginTestCase):
 
     def test_api_server_unreachable(self):
         """Per-node config on, nothing listening at the API server's address: one warning
-        naming the node and the error, then the selection without the label. Waits for the
-        API client's request deadline, at its default (10 s): there is no option for it."""
+        naming the node and the true cause (connection refused, not a timeout: issue 18
+        A6), then the selection without the label. Waits for the API client's request
+        deadline, at its default (10 s): there is no option for it."""
         self.render("t4")
         configs = os.path.join(self.tmp, "configs")
         os.mkdir(configs)
@@ -108,11 +109,11 @@ class ListConfig(harness.PluginTestCase):
         warn = [l for l in r.stderr.splitlines() if "Node n1 not read from the API server" in l]
         self.assertEqual(len(warn), 1, r.stderr)
         self.assertTrue(warn[0].startswith("W"), warn[0])
-        self.assertIn("Connection timed out", warn[0])
+        self.assertIn("Connection refused", warn[0])
         config = json.loads(r.stdout)["config"]
         self.assertEqual((config["name"], config["how"]), ("default", "fallback named"), config)
         self.assertEqual(config["note"], "node label nvidia.com/device-plugin.config not read: "
-                         "Connection timed out", config)
+                         "Connection refused", config)
 
 
 def device_rows(doc, resource=None):
