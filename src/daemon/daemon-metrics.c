@@ -7,7 +7,6 @@
 #include <stdio.h>
 
 #include "core/error.h"
-#include "daemon/daemon.h"
 #include "grpc/grpc.h"
 #include "http/http.h"
 #include "kubelet/registration.h"
@@ -24,7 +23,8 @@ static const double latency_bounds[] = { 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-
                                          1e-3, 2.5e-3, 5e-3,   1e-2, 2.5e-2, 0.1 };
 
 struct daemon_metrics {
-    struct daemon *daemon;
+    daemon_metrics_visit_fn visit;
+    const void *source;
     struct metrics *reg;
     struct http_server *http;
     struct metrics_family *allocate, *allocate_errors, *allocate_seconds;
@@ -76,7 +76,7 @@ static void collect_state(struct metrics_family *f, void *userdata)
     metrics_family_clear(dm->connections);
     metrics_family_clear(dm->healthy);
     metrics_family_clear(dm->last_xid);
-    daemon_visit(dm->daemon, &v, dm);
+    dm->visit(dm->source, &v, dm);
 }
 
 static void collect_buffered(struct metrics_family *f, void *userdata)
@@ -185,7 +185,7 @@ static void on_readyz(void *userdata, struct http_response *r)
     struct daemon_metrics *dm = userdata;
     static const struct daemon_visitor v = { .resource = ready_resource };
     struct readiness rd = { 0 };
-    daemon_visit(dm->daemon, &v, &rd);
+    dm->visit(dm->source, &v, &rd);
     if (rd.resources == 0)
         snprintf(rd.why, sizeof(rd.why), "no resources to advertise\n");
     r->status = rd.why[0] ? 503 : 200;
@@ -199,11 +199,12 @@ static const struct http_route routes[] = {
     { "/readyz", on_readyz },
 };
 
-int daemon_metrics_new(struct loop *l, struct daemon *d, const char *address,
-                       struct daemon_metrics **out, struct error *err)
+int daemon_metrics_new(struct loop *l, daemon_metrics_visit_fn visit, const void *source,
+                       const char *address, struct daemon_metrics **out, struct error *err)
 {
     struct daemon_metrics *dm = xcalloc(1, sizeof(*dm));
-    dm->daemon = d;
+    dm->visit = visit;
+    dm->source = source;
     int r = http_server_new(l, address, routes, ELEMENTSOF(routes), dm, NULL, &dm->http, err);
     if (r < 0) {
         free(dm);

@@ -11,7 +11,6 @@
 
 #include "kubelet/dp_service.h"
 
-struct daemon;
 struct daemon_metrics;
 struct error;
 struct loop;
@@ -29,10 +28,16 @@ struct daemon_visitor {
                    const char *xid_class);
 };
 
+/* How the collectors and /readyz read the served state: the daemon hands in its visit
+ * function (daemon_visit) and itself as source, so that the arrow points one way, from
+ * the daemon to its metrics. */
+typedef void (*daemon_metrics_visit_fn)(const void *source, const struct daemon_visitor *v,
+                                        void *userdata);
+
 /* Make the registry and listen on address. Returns 0 or -errno with err naming the flag
  * and the address. */
-int daemon_metrics_new(struct loop *l, struct daemon *d, const char *address,
-                       struct daemon_metrics **out, struct error *err);
+int daemon_metrics_new(struct loop *l, daemon_metrics_visit_fn visit, const void *source,
+                       const char *address, struct daemon_metrics **out, struct error *err);
 void daemon_metrics_free(struct daemon_metrics *dm);
 /* The port the listener bound (":0" picks one). */
 unsigned daemon_metrics_port(const struct daemon_metrics *dm);

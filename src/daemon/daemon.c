@@ -310,6 +310,11 @@ static bool config_same(const struct config *a, const struct config *b)
 
 static void on_kubelet_restart(void *userdata) { daemon_kubelet_restarted(userdata); }
 
+static void visit(const void *m, const struct daemon_visitor *v, void *userdata)
+{
+    daemon_visit(m, v, userdata);
+}
+
 static int ensure_watch(struct daemon *m, const struct config *cfg, struct error *err)
 {
     if (!cfg->kubelet_socket || !*cfg->kubelet_socket)
@@ -397,7 +402,7 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
      * address comes from a flag or the environment only, so no reload can change it. */
     if (cfg->metrics_address && *cfg->metrics_address) {
         struct error merr = { 0 };
-        if (daemon_metrics_new(m->loop, m, cfg->metrics_address, &m->metrics, &merr) < 0)
+        if (daemon_metrics_new(m->loop, visit, m, cfg->metrics_address, &m->metrics, &merr) < 0)
             log_error("%s; serving without metrics", merr.msg);
         else
             log_info("Serving metrics and probes on %s (port %u)", cfg->metrics_address,
