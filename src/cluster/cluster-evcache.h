@@ -1,5 +1,5 @@
-/* Event aggregation and rate limiting, like client-go's EventCorrelator (pure: time is
- * passed in, nothing is sent).
+/* Event aggregation and rate limiting, like client-go's EventCorrelator, and the queue of
+ * Events to deliver with its retry policy (all pure: time is passed in, nothing is sent).
  *
  * - Same type + reason + message as an Event already posted (client-go's eventLogger
  *   key, our object being always the one Node): the existing Event is PATCHed with
