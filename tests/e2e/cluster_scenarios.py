@@ -5,6 +5,7 @@ node label, Events). Uses scenarios.py's helpers, which runs them (it is __main_
 import json
 import os
 import subprocess
+import time
 
 import yaml
 
@@ -49,6 +50,7 @@ def render_charts(work):
 
 FEATURE_FILE = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 GPU_COUNT = "nvidia.com/gpu.count"
+HEAL_S = 60  # published labels someone deletes are back within this (issue 18 A2)
 
 
 def node_labels():
@@ -81,6 +83,19 @@ def s_nodefeature(ctx):
     print(f"  NodeFeature {name}: {len(o['spec']['labels'])} labels, owned by DaemonSet "
           f"{owners['DaemonSet']['name']} and pod {owners['Pod']['name']}")
 
+    # Healing (issue 18 A2): deleted, it is back within 60 s; so it is after NFD's CRD
+    # (and every NodeFeature with it) is deleted and installed again.
+    h.kubectl("delete", "nodefeature", "-n", "kube-system", name)
+    t0 = time.monotonic()
+    h.wait(f"NodeFeature {name} re-created", nf, timeout=HEAL_S)
+    print(f"  NodeFeature deleted: back in {time.monotonic() - t0:.1f} s")
+    crd = os.path.join(h.A.source, "tests", "e2e", "nodefeature-crd.yaml")
+    h.kubectl("delete", "-f", crd, "--wait=true")
+    h.kubectl("apply", "-f", crd)
+    t0 = time.monotonic()
+    h.wait(f"NodeFeature {name} back after the CRD was re-installed", nf, timeout=HEAL_S)
+    print(f"  NodeFeature CRD re-installed: the object back in {time.monotonic() - t0:.1f} s")
+
 
 def feature_file():
     try:
@@ -105,6 +120,15 @@ def s_node_labels(ctx):
                and node_labels())
     ours = sorted(k for k in got if k.startswith("nvidia.com/") and k != "nvidia.com/gpu.present")
     print(f"  Node {h.NODE}: {len(ours)} GPU labels, e.g. nvidia.com/gpu.product={got.get('nvidia.com/gpu.product')}")
+    # Healing (issue 18 A2): labels stripped or altered by someone are patched back.
+    h.kubectl("label", "node", h.NODE, f"{GPU_COUNT}-", "nvidia.com/gpu.product=altered",
+              "--overwrite")
+    t0 = time.monotonic()
+    h.wait("the stripped and altered GPU labels restored",
+           lambda: node_labels().get(GPU_COUNT) == n and
+           node_labels().get("nvidia.com/gpu.product") == got.get("nvidia.com/gpu.product"),
+           timeout=HEAL_S)
+    print(f"  Node labels stripped and altered: restored in {time.monotonic() - t0:.1f} s")
     h.apply_chart(ctx, "gfd node labels, no timestamp")
     got = h.wait("nvidia.com/gfd.timestamp removed from the Node",
                lambda: "nvidia.com/gfd.timestamp" not in node_labels() and node_labels())
