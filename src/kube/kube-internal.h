@@ -34,7 +34,9 @@ struct loop_timer;
 #define KUBE_OUTAGE_SPREAD_MAX_MS 30000u
 /* A restarted API server answers before its RBAC authorizer has synced (403 for a few
  * seconds): a 403 this soon after the connection was made (or the outage spread ended)
- * is a warning; an error only past that and for KUBE_RBAC_ERROR_AFTER tries in a row. */
+ * is not said at once; an error only past that and for KUBE_RBAC_ERROR_AFTER tries in a
+ * row; a run of 403s that ends in a success without having been an error is one warning
+ * then. */
 #define KUBE_RBAC_WARMUP_MS 10000u
 #define KUBE_RBAC_ERROR_AFTER 3u
 /* A watch asks the server to end it after a timeout drawn afresh for each request,
@@ -179,7 +181,9 @@ struct kube_req {
 struct kube_forbidden {
     char *key;         /* "verb group resource" */
     unsigned in_a_row; /* 403s since its last success */
-    bool warned;       /* the warning of this run of 403s was said */
+    unsigned warming;  /* of those, how many came while the authorizer may be warming up */
+    uint64_t first_ms; /* the first of them */
+    bool run_errored;  /* this run of 403s was said as an error */
     bool errored;      /* the error was said: once per client */
 };
 
@@ -249,10 +253,10 @@ void kube_req_fail(struct kube_req *r, int err);
 /* kube-watch.c: stop every watch (kube_free). */
 void kube_watches_free(struct kube *k);
 
-/* kube-names.c: the RBAC line of a 403 (status 403), or a success (2xx) that ends a run of
- * them. A 403 is a warning first (an API server that has just started may not have synced
- * its authorizer yet); once it persisted (KUBE_RBAC_*) it is one error line per (verb,
- * group, resource) per client. */
+/* kube-names.c: a 403 (status 403, body its Status) or a success (2xx, body NULL) of a
+ * request. A 403 that persists (KUBE_RBAC_*) is one error line per (verb, group, resource)
+ * per client; a run of 403s that a success ends before that (an API server that had just
+ * started and not yet synced its authorizer) is one warning when it ends. */
 void kube_rbac_seen(struct kube *k, enum kube_method m, const char *path, int status,
                     json_t *body);
 

@@ -1,6 +1,7 @@
 /* Naming helpers of the API client: which RBAC verb and resource a request needs and the
- * 403 line that says so (a warning while it may be the authorizer warming up, then one
- * error per verb and resource), the Status message of a response, percent-escaping. */
+ * 403 line that says so (one error per verb and resource once it persists; a warning for
+ * a run that ended while the authorizer may have been warming up), the Status message of
+ * a response, percent-escaping. */
 #include <stdio.h>
 
 #include "core/log.h"
@@ -128,39 +129,44 @@ void kube_rbac_seen(struct kube *k, enum kube_method m, const char *path, int st
     const char *verb = kube_verb(m, path);
     _cleanup_free_ char *key = xasprintf("%s %s %s", verb, group, res);
     struct kube_forbidden *e = forbidden_entry(k, key, status == 403);
+    uint64_t now = loop_now_ms();
     if (status != 403) {
+        if (e && e->in_a_row > 0 && !e->run_errored)
+            log_warning("kube: RBAC: %u request(s) to %s %s%s%s%s were forbidden for %.1f s, "
+                        "then allowed%s",
+                        e->in_a_row, verb, res, *group ? " (API group " : "", group,
+                        *group ? ")" : "", (double)(now - e->first_ms) / 1000.0,
+                        e->warming ? ": right after connecting, while the API server's "
+                                     "authorizer was warming up"
+                                   : "");
         if (e) {
-            e->in_a_row = 0;
-            e->warned = false;
+            e->in_a_row = e->warming = 0;
+            e->run_errored = false;
         }
         return;
     }
-    if (e->in_a_row < UINT32_MAX)
-        e->in_a_row++;
+    if (e->in_a_row++ == 0)
+        e->first_ms = now;
     /* A restarted API server serves before its authorizer has synced: 403 for a few
      * seconds, then what RBAC really says. Right after a (re)connection (or the outage
-     * spread that held the watches back) a 403 may be that: a warning. Otherwise, and
-     * once that time is over, only a 403 that persists is an error: said once, so an
-     * RBAC gap on a connection that has long been up is one line, not two. */
+     * spread that held the watches back) a 403 may be that: nothing is said yet. Past
+     * that, a 403 that persists is one error, said once, and nothing else is said of
+     * that run; a run that a success ends first is one warning then. */
     uint64_t since = k->conn.up_ms > k->conn.spread_until_ms ? k->conn.up_ms
                                                               : k->conn.spread_until_ms;
-    bool warming = loop_now_ms() < since + KUBE_RBAC_WARMUP_MS;
+    bool warming = now < since + KUBE_RBAC_WARMUP_MS;
     int level = LOG_DEBUG;
-    if (e->errored)
-        level = LOG_DEBUG;
-    else if (warming)
-        level = e->warned ? LOG_DEBUG : LOG_WARNING;
-    else if (e->in_a_row >= KUBE_RBAC_ERROR_AFTER)
+    if (warming)
+        e->warming++;
+    else if (!e->errored && e->in_a_row >= KUBE_RBAC_ERROR_AFTER)
         level = LOG_ERROR;
-    if (level == LOG_WARNING)
-        e->warned = true;
+    if (!warming && e->in_a_row >= KUBE_RBAC_ERROR_AFTER)
+        e->run_errored = true; /* said now, or said before: no warning at its end */
     if (level == LOG_ERROR)
         e->errored = true;
     const char *msg = kube_status_message(body);
     size_t plen = strcspn(path, "?");
-    log_full(level, "kube: RBAC: forbidden to %s %s (%.*s): grant verb \"%s\" on resource \"%s\"%s%s%s%s%s%s",
+    log_full(level, "kube: RBAC: forbidden to %s %s (%.*s): grant verb \"%s\" on resource \"%s\"%s%s%s%s%s",
              verb, res, (int)plen, path, verb, res, *group ? " in API group \"" : "", group,
-             *group ? "\"" : "", msg ? ": " : "", msg ? msg : "",
-             level == LOG_WARNING ? "; RBAC may still be warming up (an error if it persists)"
-                                  : "");
+             *group ? "\"" : "", msg ? ": " : "", msg ? msg : "");
 }

@@ -152,7 +152,7 @@ static void conclude(struct kube *k, struct kube_req *r)
     json_t *body = NULL;
     if (r->len > 0 && (!r->chunk || status != 200))
         body = json_loadb((const char *)r->buf, r->len, JSON_DECODE_ANY, NULL);
-    if (status == 403 || (status >= 200 && status < 300))
+    if (status == 403)
         kube_rbac_seen(k, r->method, r->path, status, body);
     r->ready = false;
     if (r->done)
@@ -232,6 +232,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
         st = st * 10 + (value[i] - '0');
     if (st >= 200)
         r->status = st;
+    /* A success ends a run of 403s (at its headers: a watch stream concludes much later). */
+    if (st >= 200 && st < 300 && k->n_forbidden)
+        kube_rbac_seen(k, r->method, r->path, st, NULL);
     /* The server answers: the connection works, so the next failure starts backoff anew. */
     backoff_reset(&k->conn.backoff);
     return 0;

@@ -18,9 +18,10 @@
  * connection must answer a PING (and a new one finish its handshake) within the request
  * timeout, or it is dropped as hung. A 401 re-reads the token and retries once; a 403 is
  * logged here naming the verb and resource RBAC must allow, so callers need not log it
- * again: within 10 s of a (re)connection as a warning (a restarted API server answers 403
- * until its authorizer has synced), and one error per verb and resource once it
- * persisted past that (3 tries in a row).
+ * again: as one error per verb and resource once it persisted (3 tries in a row, past
+ * the first 10 s after a (re)connection, while a restarted API server may still be
+ * syncing its authorizer); a run of 403s that ends in a success before that is one
+ * warning then.
  *
  * Threading: everything here runs on the loop thread. Callbacks are never called from
  * inside the function that started the request (always from the loop), so a caller may

@@ -80,6 +80,9 @@ class Requests(Base):
             self.server_req(r"PATCH /api/v1/nodes/n1 .* ct=%s " % re.escape(ct))
 
     def test_forbidden_logged_once_naming_verb_and_resource(self):
+        # Right after connecting a 403 may be a restarted API server's authorizer warming
+        # up (issue 18 A6): nothing at once; the run of 403s that a success ends is one
+        # warning then, naming verb and resource. (A persisting one: the next test.)
         self.cmd("add n1")
         self.cmd("forbid PATCH")
         p = self.probe()
@@ -87,18 +90,16 @@ class Requests(Base):
             st, body = p.request("MERGE", "/api/v1/nodes/n1", "{}")
             self.assertEqual(st, 403)
             self.assertIn("Forbidden", body)
-        st, _ = p.request("GET", "/api/v1/nodes/n1")  # a later line would be there by now
-        self.assertEqual(st, 200)
-        line = p.stderr_has(r"kube: RBAC: forbidden to patch nodes")
-        self.assertIn('(/api/v1/nodes/n1): grant verb "patch" on resource "nodes"', line)
-        self.assertIn('cannot patch resource "nodes"', line)
-        # right after connecting: a warning (the authorizer may be warming up), said once
+        self.assertEqual(self.rbac_lines(p, "W") + self.rbac_lines(p, "E"), [])
+        self.cmd("permit PATCH")
+        self.assertEqual(p.request("MERGE", "/api/v1/nodes/n1", "{}")[0], 200)
+        line = p.stderr_has(r"kube: RBAC: 2 request\(s\) to patch nodes were forbidden for "
+                            r"[\d.]+ s, then allowed: right after connecting")
         self.assertTrue(line.startswith("W"), line)
-        self.assertIn("RBAC may still be warming up", line)
         self.assertEqual(sum("RBAC" in l and l[0] in "WE" for l in p.errlines), 1, p.errlines)
 
     def rbac_lines(self, p, level):
-        return [l for l in p.errlines if "kube: RBAC: forbidden" in l and l[0] == level]
+        return [l for l in p.errlines if "kube: RBAC: " in l and l[0] == level]
 
     def test_persistent_forbidden_is_one_error(self):
         # Issue 18 A6: a 403 that persists past the warm-up (10 s after connecting, 3 tries
@@ -111,14 +112,17 @@ class Requests(Base):
         line = p.stderr_has(r"^E.*kube: RBAC: forbidden to list nodes", timeout=45)
         took = time.monotonic() - t0
         self.assertGreaterEqual(took, 10.0)
-        self.assertIn('grant verb "list" on resource "nodes"', line)
-        self.assertNotIn("warming up", line)
-        # the watch keeps retrying (backoff): no second line of either level
+        self.assertIn('(/api/v1/nodes): grant verb "list" on resource "nodes"', line)
+        self.assertIn('cannot get resource "nodes"', line)
+        # the watch keeps retrying (backoff): no second line of either level, and once
+        # allowed no warning either (that run was said as the error)
         self.cmd("add n2")
         time.sleep(2)
+        self.cmd("permit GET")
+        p.expect(r"^event SYNCED$", timeout=45)
         print("403 error after %.1f s" % took, file=sys.stderr)
         self.assertEqual(len(self.rbac_lines(p, "E")), 1, p.errlines)
-        self.assertEqual(len(self.rbac_lines(p, "W")), 1, p.errlines)
+        self.assertEqual(self.rbac_lines(p, "W"), [])
 
     def test_forbidden_burst_after_restart_is_a_warning(self):
         # Issue 18 A6: a restarted kube-apiserver answers 403 until its RBAC authorizer has
@@ -131,11 +135,14 @@ class Requests(Base):
         self.cmd("forbid GET")
         self.cmd("stop")
         self.cmd("start")
-        p.stderr_has(r"^W.*kube: RBAC: forbidden to watch nodes .*RBAC may still be warming up")
+        p.stderr_has(r"watch from resourceVersion 101: HTTP 403")
         time.sleep(3)
         self.cmd("permit GET")
         self.cmd("modify n1")
         p.expect(r"^event MODIFIED /n1 102$", timeout=45)
+        line = p.stderr_has(r"kube: RBAC: \d+ request\(s\) to watch nodes were forbidden for "
+                            r"[\d.]+ s, then allowed: right after connecting")
+        self.assertTrue(line.startswith("W"), line)
         self.assertEqual(self.rbac_lines(p, "E"), [])
         self.assertEqual(len(self.rbac_lines(p, "W")), 1, p.errlines)
 
