@@ -172,13 +172,6 @@ int kube_conn_wait_error(struct kube *k)
     return c->state != KUBE_CONN_READY && c->connect_error < 0 ? c->connect_error : -ETIMEDOUT;
 }
 
-void kube_conn_drop(struct kube *k, int err, const char *why)
-{
-    if (k->conn.state == KUBE_CONN_IDLE || k->conn.state == KUBE_CONN_BACKOFF)
-        return;
-    conn_fail(k, err, why);
-}
-
 static int set_events(struct kube *k, uint32_t ev)
 {
     struct kube_conn *c = &k->conn;
@@ -353,12 +346,6 @@ static bool peer_has_ip(struct kube *k)
     return false;
 }
 
-static bool is_ip(const char *s)
-{
-    unsigned char b[16];
-    return inet_pton(AF_INET, s, b) == 1 || inet_pton(AF_INET6, s, b) == 1;
-}
-
 static void handshake_step(struct kube *k)
 {
     struct kube_conn *c = &k->conn;
@@ -386,7 +373,7 @@ static void handshake_step(struct kube *k)
         conn_fail(k, -ECONNREFUSED, why);
         return;
     }
-    if (!k->creds.insecure && is_ip(k->creds.server_name) && !peer_has_ip(k)) {
+    if (!k->creds.insecure && kube_is_ip(k->creds.server_name) && !peer_has_ip(k)) {
         snprintf(why, sizeof(why), "TLS: the server certificate has no IP address %s",
                  k->creds.server_name);
         conn_fail(k, -ECONNREFUSED, why);
@@ -422,7 +409,7 @@ static void connected(struct kube *k)
     }
     mbedtls_ssl_set_bio(&c->ssl, &c->fd, bio_send, bio_recv, NULL);
     /* A name goes to SNI and certificate matching; an IP address is checked by us. */
-    int r = mbedtls_ssl_set_hostname(&c->ssl, is_ip(k->creds.server_name) || k->creds.insecure
+    int r = mbedtls_ssl_set_hostname(&c->ssl, kube_is_ip(k->creds.server_name) || k->creds.insecure
                                                   ? NULL : k->creds.server_name);
     if (r != 0) {
         conn_fail(k, -EINVAL, "TLS server name");
@@ -505,35 +492,6 @@ void kube_conn_probe(struct kube *k)
     kube_conn_flush(k);
 }
 
-/* A numeric host (in-cluster, most kubeconfigs) needs no resolver: getaddrinfo() would
- * still run glibc's resolver code for it and map its pages into the process. -1 when
- * host is a name (or port is not a number: getaddrinfo then says why). */
-static int numeric_address(const char *host, const char *port, struct sockaddr_storage *ss,
-                           socklen_t *len)
-{
-    char *end;
-    errno = 0;
-    unsigned long p = strtoul(port, &end, 10);
-    if (errno != 0 || end == port || *end != '\0' || p > 65535)
-        return -1;
-    *ss = (struct sockaddr_storage){ 0 };
-    struct sockaddr_in *in = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
-        in->sin_family = AF_INET;
-        in->sin_port = htons((uint16_t)p);
-        *len = sizeof(*in);
-        return 0;
-    }
-    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)p);
-        *len = sizeof(*in6);
-        return 0;
-    }
-    return -1;
-}
-
 static void conn_open(struct kube *k)
 {
     struct kube_conn *c = &k->conn;
@@ -541,7 +499,7 @@ static void conn_open(struct kube *k)
     char why[300];
     struct sockaddr_storage ss;
     socklen_t ss_len = 0;
-    if (numeric_address(cr->host, cr->port, &ss, &ss_len) < 0) {
+    if (kube_numeric_address(cr->host, cr->port, &ss, &ss_len) < 0) {
         /* A name is resolved here, synchronously, once per connection attempt. */
         struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
         struct addrinfo *ai = NULL;

@@ -9,6 +9,7 @@
 #include <mbedtls/x509_crt.h>
 #include <nghttp2/nghttp2.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "core/backoff.h"
@@ -220,11 +221,26 @@ void kube_conn_flush(struct kube *k);
  * the last connect() when no connection could be made (-ECONNREFUSED, -EHOSTUNREACH...),
  * else -ETIMEDOUT. */
 int kube_conn_wait_error(struct kube *k);
-/* Drop the connection: active streams fail with err (-ECONNRESET...), backoff. */
-void kube_conn_drop(struct kube *k, int err, const char *why);
 /* A stream on the connection timed out: send a PING; when nothing at all comes back
  * within the request timeout the connection is dropped (and re-opened if requests wait). */
 void kube_conn_probe(struct kube *k);
+
+/* kube-lists.c: the request lists of struct kube (queue, active, ready). */
+void kube_queue_remove(struct kube *k, struct kube_req *r);
+/* front: ahead of the others (a request retried keeps its turn). */
+void kube_queue_push(struct kube *k, struct kube_req *r, bool front);
+/* Also forgets the request as its stream's user data. */
+void kube_active_remove(struct kube *k, struct kube_req *r);
+/* To be concluded from the loop: taken off the queue or the active list first. */
+void kube_ready_push(struct kube *k, struct kube_req *r);
+void kube_ready_remove(struct kube *k, struct kube_req *r);
+
+/* kube-addr.c */
+/* host:port as a sockaddr when host is numeric (no resolver); -1 when host is a name
+ * or port not a number. */
+int kube_numeric_address(const char *host, const char *port, struct sockaddr_storage *ss,
+                         socklen_t *len);
+bool kube_is_ip(const char *s);
 
 /* kube.c, called by kube-conn.c */
 nghttp2_session_callbacks *kube_h2_callbacks(void);

@@ -15,84 +15,6 @@
 
 static void kick(struct kube *k);
 
-/* ------------------------------------------------------------------ lists */
-
-static void queue_remove(struct kube *k, struct kube_req *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        k->queue_head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        k->queue_tail = r->prev;
-    r->prev = r->next = NULL;
-    r->queued = false;
-}
-
-static void queue_push(struct kube *k, struct kube_req *r, bool front)
-{
-    r->queued = true;
-    if (front) {
-        r->next = k->queue_head;
-        r->prev = NULL;
-        if (k->queue_head)
-            k->queue_head->prev = r;
-        else
-            k->queue_tail = r;
-        k->queue_head = r;
-    } else {
-        r->prev = k->queue_tail;
-        r->next = NULL;
-        if (k->queue_tail)
-            k->queue_tail->next = r;
-        else
-            k->queue_head = r;
-        k->queue_tail = r;
-    }
-}
-
-static void active_remove(struct kube *k, struct kube_req *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        k->active = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    r->prev = r->next = NULL;
-    r->active = false;
-    if (k->conn.h2 && r->stream_id > 0)
-        (void)nghttp2_session_set_stream_user_data(k->conn.h2, r->stream_id, NULL);
-}
-
-static void ready_push(struct kube *k, struct kube_req *r)
-{
-    if (r->ready)
-        return;
-    if (r->active)
-        active_remove(k, r);
-    if (r->queued)
-        queue_remove(k, r);
-    r->ready = true;
-    r->ready_next = NULL;
-    struct kube_req **p = &k->ready;
-    while (*p)
-        p = &(*p)->ready_next;
-    *p = r;
-}
-
-static void ready_remove(struct kube *k, struct kube_req *r)
-{
-    for (struct kube_req **p = &k->ready; *p; p = &(*p)->ready_next)
-        if (*p == r) {
-            *p = r->ready_next;
-            break;
-        }
-    r->ready = false;
-}
-
 static void req_free(struct kube_req *r)
 {
     struct kube *k = r->k;
@@ -101,13 +23,13 @@ static void req_free(struct kube_req *r)
         if (k->conn.h2 && r->stream_id > 0)
             (void)nghttp2_submit_rst_stream(k->conn.h2, NGHTTP2_FLAG_NONE, r->stream_id,
                                             NGHTTP2_CANCEL);
-        active_remove(k, r);
+        kube_active_remove(k, r);
         kick(k);
     }
     if (r->queued)
-        queue_remove(k, r);
+        kube_queue_remove(k, r);
     if (r->ready)
-        ready_remove(k, r);
+        kube_ready_remove(k, r);
     free(r->path);
     free(r->body);
     free(r->buf);
@@ -130,7 +52,7 @@ static void conclude(struct kube *k, struct kube_req *r)
         r->rst_code = 0;
         r->status = 0;
         r->len = 0;
-        queue_push(k, r, true);
+        kube_queue_push(k, r, true);
         kick(k);
         return;
     } else
@@ -145,7 +67,7 @@ static void conclude(struct kube *k, struct kube_req *r)
         r->closed = false;
         r->len = 0;
         r->body_off = 0;
-        queue_push(k, r, true);
+        kube_queue_push(k, r, true);
         kick(k);
         return;
     }
@@ -209,7 +131,7 @@ void kube_req_fail(struct kube_req *r, int err)
         (void)nghttp2_submit_rst_stream(k->conn.h2, NGHTTP2_FLAG_NONE, r->stream_id, NGHTTP2_CANCEL);
         kick(k);
     }
-    ready_push(k, r);
+    kube_ready_push(k, r);
 }
 
 void kube_req_consume(struct kube_req *r, size_t n)
@@ -251,7 +173,7 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
         /* Past the cap: reset the stream now rather than buffer more. */
         r->error = -EMSGSIZE;
         (void)nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
-        ready_push(k, r);
+        kube_ready_push(k, r);
         return 0;
     }
     if (r->len + len > r->cap) {
@@ -276,7 +198,7 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
         return 0;
     r->closed = true;
     r->rst_code = code;
-    ready_push(k, r);
+    kube_ready_push(k, r);
     return 0;
 }
 
@@ -444,10 +366,10 @@ static void pump(struct kube *k)
         }
         if (!rate_take(k))
             break;
-        queue_remove(k, r);
+        kube_queue_remove(k, r);
         if (start_stream(k, r) < 0) {
             r->error = -EIO;
-            ready_push(k, r);
+            kube_ready_push(k, r);
         }
         r = next;
     }
@@ -481,7 +403,7 @@ void kube_on_disconnected(struct kube *k, int err)
         struct kube_req *r = k->active;
         if (r->error == 0)
             r->error = err;
-        ready_push(k, r);
+        kube_ready_push(k, r);
     }
 }
 
@@ -550,7 +472,7 @@ void kube_req_submit(struct kube_req *r)
     struct kube *k = r->k;
     if (r->timeout_ms > 0)
         r->deadline = loop_timer_add(k->loop, r->timeout_ms, deadline_cb, r);
-    queue_push(k, r, false);
+    kube_queue_push(k, r, false);
     kick(k);
 }
 
