@@ -21,38 +21,9 @@ static char *dup_nonempty(const char *s)
     return s && *s ? xstrdup(s) : NULL;
 }
 
-int cluster_kube_new(struct loop *l, const struct config_cluster *k, struct kube **out,
-                     struct error *err)
-{
-    const struct kube_options o = {
-        .kubeconfig = k->kubeconfig && *k->kubeconfig ? k->kubeconfig : NULL,
-        .qps = k->kube_api_qps,
-        .burst = k->kube_api_burst > 0 ? (uint32_t)k->kube_api_burst : 0,
-    };
-    return kube_new(l, &o, out, err);
-}
-
 bool cluster_config_on(const struct config_cluster *k)
 {
     return k->config_dir && *k->config_dir && config_node_name_valid(k->node_name);
-}
-
-struct kube *cluster_kube(struct cluster *c)
-{
-    if (c->kube)
-        return c->kube;
-    struct error err = { 0 };
-    if (c->kube_failed)
-        return NULL;
-    if (cluster_kube_new(c->loop, &c->kube_cfg, &c->kube, &err) < 0) {
-        /* One line for the process: every API feature is off from here on. */
-        log_error("Kubernetes API client unavailable: %s; node labels via the API, per-node "
-                  "configuration and Events are off",
-                  err.msg);
-        c->kube_failed = true;
-        c->kube = NULL;
-    }
-    return c->kube;
 }
 
 /* ---- per-node configuration ---- */
