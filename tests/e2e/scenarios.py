@@ -37,6 +37,11 @@ Order (each step builds on the cluster the previous one left):
                GPUs x 4), the applied name in an annotation; a config with the same resources
                keeps the registration; a bad config emits an Event and keeps the old state;
                an Xid gives a GPUUnhealthy Event on the Node
+  (then api_scenarios.py:)
+  node-recreate  the own Node deleted and re-created with the same config label: no config
+               switch, no re-registration, the annotation back
+  event-outage the API server stopped for 60 s; an Xid raised meanwhile still gives its
+               GPUUnhealthy Event once it is back
 """
 
 import argparse
@@ -54,6 +59,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_scenarios  # noqa: E402  (scenarios 9-13: the plugin talking to the API server)
+import api_scenarios  # noqa: E402  (then 14-15: Node re-created, API server down for a minute)
 
 A = None
 NODE = "localhost"  # cluster.sh names it so (the API server reaches it at 127.0.0.1)
@@ -426,7 +432,7 @@ def s_metrics(ctx):
 SCENARIOS = [("dry-run", s_dry_run), ("static", s_static), ("walkthrough", s_walkthrough),
              ("plugin-pod", s_plugin_pod), ("kubelet", s_kubelet), ("helm", s_helm),
              ("xid", s_xid), ("timeslicing", s_timeslicing),
-             ("metrics", s_metrics)] + cluster_scenarios.SCENARIOS
+             ("metrics", s_metrics)] + cluster_scenarios.SCENARIOS + api_scenarios.SCENARIOS
 
 
 def main():
