@@ -30,6 +30,14 @@ static int unknown_command(const char *name)
     return GDP_EXIT_FAILURE;
 }
 
+/* NVIDIA's image runs each of its programs by name; ours are links to this binary.
+ * "nvidia-device-plugin" (and any other name) is the plugin. */
+static const char *program_name(const char *argv0)
+{
+    const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
+    return slash ? slash + 1 : argv0 ? argv0 : "";
+}
+
 int main(int argc, char **argv)
 {
     struct config_command cmd = { 0 };
@@ -37,6 +45,8 @@ int main(int argc, char **argv)
     int rc;
 
     mem_single_arena(); /* before NVML or the health monitor start a thread */
+    if (streq(program_name(argv[0]), "config-manager"))
+        return cmd_config_manager(argc, argv);
     struct config *cfg = xcalloc(1, sizeof(*cfg));
 
     int r = config_load(cfg, argc, argv, environ, &cmd, &err);
