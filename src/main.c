@@ -47,6 +47,8 @@ int main(int argc, char **argv)
     mem_single_arena(); /* before NVML or the health monitor start a thread */
     if (streq(program_name(argv[0]), "config-manager"))
         return cmd_config_manager(argc, argv);
+    if (streq(program_name(argv[0]), "gpu-feature-discovery"))
+        return cmd_gfd(argc, argv);
     struct config *cfg = xcalloc(1, sizeof(*cfg));
 
     int r = config_load(cfg, argc, argv, environ, &cmd, &err);

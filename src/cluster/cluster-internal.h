@@ -61,6 +61,7 @@ struct cluster {
     /* labels */
     enum cluster_labels_mode labels_mode;
     char *output_file;
+    bool keep_output_file;
     json_t *labels_want;            /* object key -> value; NULL: nothing to deliver yet */
     json_t *labels_sent;            /* what the server / file has; NULL: unknown */
     struct kube_req *labels_req;

@@ -489,6 +489,15 @@ void cluster_labels_publish(struct cluster *c, const struct labels *l)
     deliver(c);
 }
 
+int cluster_labels_settled(const struct cluster *c)
+{
+    if (!c || !c->labels_want)
+        return 0;
+    if (c->labels_step == STEP_IDLE && c->labels_sent && json_equal(c->labels_sent, c->labels_want))
+        return 1;
+    return c->labels_step == STEP_IDLE && c->labels_retry ? -1 : 0;
+}
+
 void cluster_publish_free(struct cluster *c)
 {
     kube_watch_stop(c->labels_watch);
@@ -499,7 +508,7 @@ void cluster_publish_free(struct cluster *c)
         loop_timer_cancel(c->loop, c->labels_retry);
     c->labels_retry = NULL;
     if (c->labels_mode == CLUSTER_LABELS_FILE && c->labels_sent && c->output_file &&
-        *c->output_file) {
+        *c->output_file && !c->keep_output_file) {
         int r = labels_remove_feature_file(c->output_file);
         if (r < 0)
             log_warning("Removing %s: %s", c->output_file, strerror(-r));

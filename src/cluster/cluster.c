@@ -382,6 +382,7 @@ struct cluster *cluster_new(struct loop *l, const struct config *cfg,
 
     c->labels_mode = o->labels;
     c->output_file = o->output_file ? xstrdup(o->output_file) : NULL;
+    c->keep_output_file = o->keep_output_file;
     bool labels_api = c->labels_mode == CLUSTER_LABELS_NODEFEATURE ||
                       c->labels_mode == CLUSTER_LABELS_NODE_PATCH;
     if (labels_api && !c->node) {

@@ -33,6 +33,8 @@ enum cluster_labels_mode {
 struct cluster_options {
     enum cluster_labels_mode labels;
     const char *output_file;     /* CLUSTER_LABELS_FILE */
+    bool keep_output_file;       /* left in place at exit (GFD with --sleep-interval
+                                  * infinite), instead of removed as GFD removes it */
 };
 
 /* Apply a per-node configuration: path is the selected file, "" for the empty config,
@@ -82,6 +84,11 @@ bool cluster_labels_enabled(const struct cluster *c);
 /* The node's current label set (copied): delivered if it differs from what was last
  * delivered (or the last delivery failed). */
 void cluster_labels_publish(struct cluster *c, const struct labels *l);
+
+/* Where the delivery stands: 1 the last label set handed over is delivered, 0 it is
+ * being delivered (or nothing was handed over yet), -1 its last attempt failed and waits
+ * for the retry (the failure is logged). For GFD's --oneshot. */
+int cluster_labels_settled(const struct cluster *c);
 
 /* An Event on the Node ("Normal" / "Warning"), aggregated and rate-limited. Dropped
  * silently when Events are off. */

@@ -125,8 +125,6 @@ int config_file_parse(struct config *c, const char *name, const unsigned char *d
  * Returns 0 or -EINVAL / -ERANGE. */
 int config_parse_sleep_interval(const char *s, uint64_t *out_ms);
 
-/* Go strconv.ParseBool. Returns 0/1, or -EINVAL. */
-int config_parse_bool(const char *s);
 
 /* Resource name: prepend "nvidia.com/" when absent, check length and DNS rules.
  * Returns the full name (to free) or NULL with err set (no origin prefix). */

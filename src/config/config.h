@@ -126,6 +126,10 @@ struct config {
 };
 
 void config_init_defaults(struct config *c);
+/* Go strconv.ParseBool ("1", "t", "TRUE", "false", ...). Returns 0/1, or -EINVAL. The
+ * entrypoints with flags of their own (gpu-feature-discovery's --oneshot) read booleans
+ * the same way. */
+int config_parse_bool(const char *s);
 void config_free(struct config *c);
 
 /* The sharing in force, as the reference reads `sharing:`: MPS when that section is
