@@ -32,6 +32,7 @@ int cmd_serve(struct config *cfg, int argc, char **argv);
  * is run as (main.c): programs with flags of their own. */
 int cmd_config_manager(int argc, char **argv);
 int cmd_gfd(int argc, char **argv);
+int cmd_mps_control_daemon(int argc, char **argv);
 
 /* The end of --help, after the flags: the exit codes (GDP_EXIT_CODES) and the signals
  * serve handles (cmd_serve.c). */

@@ -49,6 +49,8 @@ int main(int argc, char **argv)
         return cmd_config_manager(argc, argv);
     if (streq(program_name(argv[0]), "gpu-feature-discovery"))
         return cmd_gfd(argc, argv);
+    if (streq(program_name(argv[0]), "mps-control-daemon"))
+        return cmd_mps_control_daemon(argc, argv);
     struct config *cfg = xcalloc(1, sizeof(*cfg));
 
     int r = config_load(cfg, argc, argv, environ, &cmd, &err);

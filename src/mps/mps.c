@@ -1,0 +1,222 @@
+/* MPS control daemons (mps.h): NVIDIA's tools run with a bounded time and output. */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "core/fs.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "mps/mps.h"
+
+#define TOOL_OUTPUT_MAX 4096
+
+/* Run argv (PATH searched) with envp, input on its stdin; its stdout and stderr, at most
+ * TOOL_OUTPUT_MAX bytes, in out. Killed past MPS_TOOL_TIMEOUT_MS. Returns 0 when it
+ * exited 0, else -errno with err naming the tool and what it said. */
+static int run_tool(char *const argv[], char *const envp[], const char *input, char *out,
+                    size_t out_size, struct error *err)
+{
+    int in[2] = { -1, -1 }, outp[2] = { -1, -1 };
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    out[0] = '\0';
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(in[0]);
+        close(in[1]);
+        return error_set(err, -e, "running %s: pipe: %s", argv[0], strerror(e));
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, outp[1], 2);
+    int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(outp[1]);
+    if (r != 0) {
+        close(in[1]);
+        close(outp[0]);
+        return error_set(err, -r, "running %s: %s%s", argv[0], strerror(r),
+                         r == ENOENT ? " (not on PATH: NVIDIA's tools come with the driver, "
+                                       "put in the container by the NVIDIA container runtime)"
+                                     : "");
+    }
+    if (input)
+        (void)!write(in[1], input, strlen(input)); /* small: fits the pipe */
+    close(in[1]);
+    size_t len = 0;
+    uint64_t deadline = loop_now_ms() + MPS_TOOL_TIMEOUT_MS;
+    bool timed_out = false;
+    for (;;) {
+        uint64_t now = loop_now_ms();
+        if (now >= deadline) {
+            timed_out = true;
+            kill(pid, SIGKILL);
+            break;
+        }
+        struct pollfd p = { .fd = outp[0], .events = POLLIN };
+        if (poll(&p, 1, (int)(deadline - now)) <= 0)
+            continue;
+        char buf[512];
+        ssize_t n = read(outp[0], buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        size_t room = out_size - 1 - len;
+        size_t take = (size_t)n < room ? (size_t)n : room;
+        memcpy(out + len, buf, take);
+        len += take;
+    }
+    out[len] = '\0';
+    close(outp[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    for (char *c = out; *c; c++) /* one line for the log */
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    if (timed_out)
+        return error_set(err, -ETIMEDOUT, "%s did not finish within %u ms", argv[0],
+                         MPS_TOOL_TIMEOUT_MS);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return error_set(err, -EIO, "%s failed (%s %d): %s", argv[0],
+                         WIFEXITED(status) ? "exit status" : "signal",
+                         WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), out);
+    return 0;
+}
+
+static int set_compute_mode(const struct rs_resource *res, const char *mode, struct error *err)
+{
+    char out[TOOL_OUTPUT_MAX];
+    extern char **environ;
+    for (size_t i = 0; i < res->n_devices; i++) {
+        const char *uuid = res->devices[i].uuid;
+        bool done = false; /* each GPU once, though it has several replicas */
+        for (size_t j = 0; j < i && !done; j++)
+            done = streq(res->devices[j].uuid, uuid);
+        if (done)
+            continue;
+        char *argv[] = { "nvidia-smi", "-i", (char *)uuid, "-c", (char *)mode, NULL };
+        int r = run_tool(argv, environ, NULL, out, sizeof(out), err);
+        if (r < 0)
+            return error_prefix(err, "setting compute mode %s on %s", mode, uuid);
+    }
+    return 0;
+}
+
+/* The daemon's environment: its pipe and log directories under the root, and PATH. */
+struct mps_env {
+    char *vars[3];
+    char *envp[4];
+};
+
+static void mps_env_init(struct mps_env *e, const char *root, const struct rs_resource *res)
+{
+    const char *path = getenv("PATH");
+    e->vars[0] = xasprintf("CUDA_MPS_PIPE_DIRECTORY=%s/%s/pipe", root, res->name);
+    e->vars[1] = xasprintf("CUDA_MPS_LOG_DIRECTORY=%s/%s/log", root, res->name);
+    e->vars[2] = xasprintf("PATH=%s", path ? path : "/usr/bin:/bin");
+    for (size_t i = 0; i < 3; i++)
+        e->envp[i] = e->vars[i];
+    e->envp[3] = NULL;
+}
+
+static void mps_env_clear(struct mps_env *e)
+{
+    for (size_t i = 0; i < 3; i++)
+        free(e->vars[i]);
+}
+
+/* Run nvidia-cuda-mps-control for res's daemon: with args (NULL: none), or command on
+ * its stdin. */
+static int control(const char *root, const struct rs_resource *res, const char *arg,
+                   const char *command, struct error *err)
+{
+    _cleanup_(mps_env_clear) struct mps_env e;
+    mps_env_init(&e, root, res);
+    char *argv[] = { "nvidia-cuda-mps-control", (char *)arg, NULL };
+    char out[TOOL_OUTPUT_MAX];
+    int r = run_tool(argv, e.envp, command, out, sizeof(out), err);
+    if (r < 0 && command)
+        return error_prefix(err, "sending \"%s\" to the MPS daemon of %s", command, res->name);
+    return r;
+}
+
+int mps_daemon_start(const char *root, const struct rs_resource *res, struct error *err)
+{
+    int r = set_compute_mode(res, "EXCLUSIVE_PROCESS", err);
+    if (r < 0)
+        return r;
+    log_info("Starting MPS daemon for %s (%zu devices)", res->name, res->n_devices);
+    static const char *const dirs[] = { "pipe", "log" };
+    for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+        _cleanup_free_ char *d = xasprintf("%s/%s/%s", root, res->name, dirs[i]);
+        if ((r = mkdir_p(d, 0755)) < 0)
+            return error_set(err, r, "error creating directory %s: %s", d, strerror(-r));
+    }
+    if ((r = control(root, res, "-d", NULL, err)) < 0)
+        return r;
+    /* Each GPU's pinned memory split between its replicas; the threads likewise. */
+    size_t gpus = 0;
+    for (size_t i = 0; i < res->n_devices; i++) {
+        const struct rs_device *d = &res->devices[i];
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = streq(res->devices[j].index, d->index);
+        if (seen)
+            continue;
+        gpus++;
+        if (!d->memory_bytes || d->replicas < 1)
+            continue;
+        _cleanup_free_ char *cmd = xasprintf(
+            "set_default_device_pinned_mem_limit %s %lluM", d->index,
+            (unsigned long long)(d->memory_bytes / (uint64_t)d->replicas / 1024 / 1024));
+        if ((r = control(root, res, NULL, cmd, err)) < 0)
+            return r;
+    }
+    if (gpus) {
+        _cleanup_free_ char *cmd = xasprintf("set_default_active_thread_percentage %zu",
+                                             100 / (res->n_devices / gpus));
+        if ((r = control(root, res, NULL, cmd, err)) < 0)
+            return r;
+    }
+    _cleanup_free_ char *started = xasprintf("%s/%s/.started", root, res->name);
+    _cleanup_close_ int fd = open(started, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return error_set(err, -errno, "creating %s: %s", started, strerror(errno));
+    return 0;
+}
+
+int mps_daemon_stop(const char *root, const struct rs_resource *res, struct error *err)
+{
+    int r = control(root, res, NULL, "quit", err);
+    if (r < 0)
+        return r;
+    log_info("Shut down the MPS daemon of %s", res->name);
+    if ((r = set_compute_mode(res, "DEFAULT", err)) < 0)
+        return r;
+    _cleanup_free_ char *started = xasprintf("%s/%s/.started", root, res->name);
+    if (unlink(started) < 0 && errno != ENOENT)
+        return error_set(err, -errno, "removing %s: %s", started, strerror(errno));
+    return 0;
+}
+
+int mps_mount_shm(const char *root, struct error *err)
+{
+    _cleanup_free_ char *shm = xasprintf("%s/shm", root);
+    if (umount2(shm, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+        return error_set(err, -errno, "error unmounting %s: %s", shm, strerror(errno));
+    int r = mkdir_p(shm, 0755);
+    if (r < 0)
+        return error_set(err, r, "error creating directory %s: %s", shm, strerror(-r));
+    if (mount("shm", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME,
+              "size=65536k") < 0)
+        return error_set(err, -errno, "error mounting %s as tmpfs: %s", shm, strerror(errno));
+    return 0;
+}
