@@ -1,6 +1,6 @@
 #!/bin/sh
 # The runtime image's whole filesystem, built from scratch: the stripped plugin binary, its
-# NVIDIA-name symlink, every shared library it links (as the dynamic loader resolves them on
+# NVIDIA-name symlinks (one per program of NVIDIA's image), every shared library it links (as the dynamic loader resolves them on
 # the build machine, which is Debian 12 in both callers) with their Debian copyright files,
 # the copyright files of the libraries linked into it statically (static-libs.txt),
 # and Debian's merged-/usr symlinks (/lib -> usr/lib, /lib64 -> usr/lib64). No shell, no
@@ -18,7 +18,11 @@ mkdir -p "$out/usr/bin" "$out/usr/lib" "$out/usr/lib64"
 ln -sfn usr/lib "$out/lib"
 ln -sfn usr/lib64 "$out/lib64"
 install -m 0755 -s "$bin" "$out/usr/bin/gpu-device-plugin"
-ln -sf gpu-device-plugin "$out/usr/bin/nvidia-device-plugin"
+# Every program NVIDIA's image offers, by the name its chart and the GPU Operator run:
+# one binary, which picks the program from the name it is run as (src/main.c).
+for name in nvidia-device-plugin gpu-feature-discovery config-manager mps-control-daemon; do
+    ln -sf gpu-device-plugin "$out/usr/bin/$name"
+done
 
 # ldd lines: "libx.so.1 => /lib/x86_64-linux-gnu/libx.so.1 (0x...)" and the loader
 # "/lib64/ld-linux-x86-64.so.2 (0x...)". Each is copied (dereferenced) to the same path

@@ -85,8 +85,18 @@ def check_rootfs():
         if not d.check(r.returncode == 0, f"rootfs.sh failed: {r.stderr.strip()}"):
             return
         d.check(os.path.isfile(os.path.join(out, "usr/bin/gpu-device-plugin")), "rootfs: binary")
-        d.check(os.readlink(os.path.join(out, "usr/bin/nvidia-device-plugin")) == "gpu-device-plugin",
-                "rootfs: nvidia-device-plugin symlink")
+        for name in ("nvidia-device-plugin", "gpu-feature-discovery", "config-manager",
+                     "mps-control-daemon"):  # every program of NVIDIA's image
+            d.check(os.path.islink(os.path.join(out, "usr/bin", name)) and
+                    os.readlink(os.path.join(out, "usr/bin", name)) == "gpu-device-plugin",
+                    f"rootfs: {name} symlink")
+        # Each name runs its program: --version says which.
+        for name, says in (("config-manager", "config-manager (gpu-device-plugin)"),
+                           ("gpu-feature-discovery", "gpu-feature-discovery (gpu-device-plugin)"),
+                           ("mps-control-daemon", "mps-control-daemon (gpu-device-plugin)")):
+            r = subprocess.run([name, "--version"], executable=exe, capture_output=True,
+                               text=True)
+            d.check(r.returncode == 0 and says in r.stdout, f"{name} --version: {r.stdout!r}")
         d.check(os.readlink(os.path.join(out, "lib")) == "usr/lib", "rootfs: merged /usr (/lib)")
         libs = linked_libraries()
         d.check(any("libc.so" in lib for lib in libs), f"ldd found no libc: {libs}")
