@@ -59,6 +59,12 @@ static int update_link(const char *dst, const char *target, bool *changed, struc
     return 0;
 }
 
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 int cluster_cm_find_process(const char *proc_root, const char *name)
 {
     DIR *d = opendir(proc_root);
@@ -78,7 +84,7 @@ int cluster_cm_find_process(const char *proc_root, const char *name)
         if (n <= 0)
             continue; /* gone meanwhile, or a kernel thread */
         argv0[n] = '\0'; /* the first NUL ends argv[0] */
-        if (streq(argv0, name))
+        if (streq(argv0, name) || (strchr(name, '/') && streq(base_name(argv0), base_name(name))))
             found = (int)pid;
     }
     closedir(d);

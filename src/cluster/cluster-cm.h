@@ -38,5 +38,7 @@ void cluster_cm_free(struct cluster_cm *m);
  * Returns 0 (updated or already configured) or -errno with err saying why. */
 int cluster_cm_update(const struct config_cm *cfg, const char *label, bool *changed,
                       struct error *err);
-/* The pid of the first process (in /proc order) whose argv[0] is name, or -ESRCH. */
+/* The pid of the first process (in /proc order) whose argv[0] is name, or -ESRCH. A
+ * name with a '/' also matches an argv[0] of the same base name: NVIDIA's chart names
+ * "/usr/bin/mps-control-daemon" for a container whose command is "mps-control-daemon". */
 int cluster_cm_find_process(const char *proc_root, const char *name);

@@ -1,7 +1,8 @@
 /* config-manager's flags and environment (config-cm.h). Parsed as urfave/cli parses
  * them for NVIDIA's binary: -name or --name, a value after '=' or in the next word,
  * booleans bare or with =value (Go's strconv.ParseBool), the string slice repeatable and
- * split on commas, a variable read only when its flag is not given. */
+ * split on commas, a variable read only when its flag is not given (and, for a number or
+ * a boolean, only when not empty). */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -168,7 +169,9 @@ static int parse(struct config_cm *c, int argc, char **argv, char **envp, struct
     }
     for (size_t i = 0; i < ELEMENTSOF(cm_options); i++) {
         const char *v = cm_options[i].env && !given[i] ? env_get(envp, cm_options[i].env) : NULL;
-        if (!v)
+        /* An empty variable leaves a number or boolean at its default, as urfave/cli
+         * does: NVIDIA's chart gives its init container SIGNAL="". */
+        if (!v || (!*v && cm_options[i].kind != CM_STRING))
             continue;
         _cleanup_free_ char *origin = xasprintf("env %s", cm_options[i].env);
         int r = set(c, &cm_options[i], v, origin, false, err);

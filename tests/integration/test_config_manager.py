@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import yaml
+
 import harness
 from harness import RESOURCE
 
@@ -21,6 +23,21 @@ import kubetest as kt  # noqa: E402
 FAKE = None
 KEY = kt.CONFIG_LABEL
 TS = kt.TS_CONFIG
+
+
+def chart_env():
+    """{container name: env} of the plugin DaemonSet of NVIDIA's chart with a config map."""
+    path = os.path.join(harness.DATA, "nvidia-chart-v0.20.0", "configs-gfd.yaml")
+    with open(path) as f:
+        for d in yaml.safe_load_all(f):
+            if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == "nvdp-nvidia-device-plugin":
+                spec = d["spec"]["template"]["spec"]
+                return {c["name"]: c.get("env", [])
+                        for c in spec["initContainers"] + spec["containers"]}
+    raise AssertionError("no plugin DaemonSet in %s" % path)
+
+
+CHART_ENV = chart_env()
 
 
 class ConfigManager(harness.PluginTestCase):
@@ -43,27 +60,29 @@ class ConfigManager(harness.PluginTestCase):
         self.srv.send(line)
         self.srv.expect(r"^ok %s$" % line.split()[0])
 
-    def cm_env(self, **more):
-        """The init container's environment in NVIDIA's chart (v0.20.0), plus the fake
-        API server's kubeconfig."""
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NODE_NAME": "n1",
-               "NODE_LABEL": KEY, "CONFIG_FILE_SRCDIR": self.configs,
-               "CONFIG_FILE_DST": self.dst, "DEFAULT_CONFIG": "",
-               "FALLBACK_STRATEGIES": "named,single", "SEND_SIGNAL": "false",
-               "SIGNAL": "1", "PROCESS_TO_SIGNAL": self.process,
-               "KUBECONFIG": self.kubeconfig, "ASAN_OPTIONS": "detect_leaks=1"}
+    def cm_env(self, container, **more):
+        """The environment NVIDIA's chart (v0.20.0, rendered into tests/data) gives the
+        container (nvidia-device-plugin-init or -sidecar), its paths and node name made
+        this test's, plus the fake API server's kubeconfig."""
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+               "ASAN_OPTIONS": "detect_leaks=1"}
+        for e in CHART_ENV[container]:
+            env[e["name"]] = "" if e.get("value") is None else str(e["value"])
+        env.update({"NODE_NAME": "n1", "CONFIG_FILE_SRCDIR": self.configs,
+                    "CONFIG_FILE_DST": self.dst, "KUBECONFIG": self.kubeconfig})
+        if env.get("PROCESS_TO_SIGNAL"):
+            env["PROCESS_TO_SIGNAL"] = self.process
         env.update(more)
         return env
 
     def oneshot(self, **more):
         return subprocess.run(["config-manager"], executable=harness.PLUGIN,
-                              env=self.cm_env(**dict({"ONESHOT": "true"}, **more)),
-                              capture_output=True,
-                              text=True, timeout=kt.WAIT)
+                              env=self.cm_env("nvidia-device-plugin-init", **more),
+                              capture_output=True, text=True, timeout=kt.WAIT)
 
-    def sidecar(self):
+    def sidecar(self, **more):
         p = kt.LineProc(["config-manager"], executable=harness.PLUGIN,
-                        env=self.cm_env(ONESHOT="false", SEND_SIGNAL="true"))
+                        env=self.cm_env("nvidia-device-plugin-sidecar", **more))
         self.addCleanup(self.stop_sidecar, p)
         return p
 
@@ -105,7 +124,7 @@ class ConfigManager(harness.PluginTestCase):
         self.assertEqual(self.link(), os.path.join(self.configs, "default"))
         # The empty fallback: a link to /dev/null, which the plugin reads as no config.
         os.unlink(os.path.join(self.configs, "default"))
-        r = self.oneshot(FALLBACK_STRATEGIES="empty")
+        r = self.oneshot(FALLBACK_STRATEGIES="empty")  # (and SIGNAL="" as the chart's init)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.link(), "/dev/null")
 
@@ -165,6 +184,19 @@ class ConfigManager(harness.PluginTestCase):
         self.assertEqual(sum("Label change detected" in l for l in side.errlines[seen:]), 0,
                          side.errlines[seen:])
         self.assertTrue(self.plugin.alive())
+
+    def test_process_named_by_path(self):
+        """NVIDIA's chart names the MPS daemon "/usr/bin/mps-control-daemon" while the
+        container runs "mps-control-daemon": the base name matches."""
+        self.assertEqual(self.oneshot().returncode, 0)
+        sleeper = subprocess.Popen([self.process, "60"], executable="/bin/sleep")
+        self.addCleanup(sleeper.wait)
+        self.addCleanup(sleeper.kill)
+        side = self.sidecar(PROCESS_TO_SIGNAL="/usr/bin/" + self.process, SIGNAL="15")
+        seen = self.wait_err(side, "Already configured")
+        self.cmd("label n1 %s=default" % KEY)
+        self.wait_err(side, "Successfully sent signal", seen)
+        self.assertEqual(sleeper.wait(timeout=kt.WAIT), -15)
 
     def test_sidecar_without_the_process_keeps_running(self):
         """Nothing named PROCESS_TO_SIGNAL: one error line per change, the link is

@@ -240,6 +240,46 @@ func funcs(root **template.Template) template.FuncMap {
 			return m
 		},
 		"deepCopy": deepCopy,
+		// What NVIDIA's chart (v0.20.0) also uses, for rendering it in the tests that
+		// run its pod specs with our image.
+		"keys": func(m map[string]interface{}) []interface{} {
+			var ks []string
+			for k := range m {
+				ks = append(ks, k)
+			}
+			sort.Strings(ks)
+			out := make([]interface{}, len(ks))
+			for i, k := range ks {
+				out[i] = k
+			}
+			return out
+		},
+		"trim":  strings.TrimSpace,
+		"clean": filepath.Clean,
+		"int": func(v interface{}) int {
+			switch x := v.(type) {
+			case float64:
+				return int(x)
+			case int:
+				return x
+			case string:
+				var n int
+				fmt.Sscanf(x, "%d", &n)
+				return n
+			}
+			return 0
+		},
+		"mustToJson": func(v interface{}) (string, error) {
+			b, err := json.Marshal(v)
+			return string(b), err
+		},
+		"fromJson": func(s string) interface{} {
+			var v interface{}
+			if err := json.Unmarshal([]byte(s), &v); err != nil {
+				return map[string]interface{}{"Error": err.Error()}
+			}
+			return v
+		},
 		"sha256sum": func(s string) string {
 			h := sha256.Sum256([]byte(s))
 			return hex.EncodeToString(h[:])
