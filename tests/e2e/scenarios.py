@@ -42,6 +42,10 @@ Order (each step builds on the cluster the previous one left):
                switch, no re-registration, the annotation back
   event-outage the API server stopped for 60 s; an Xid raised meanwhile still gives its
                GPUUnhealthy Event once it is back
+  (last, nvidia_chart_scenarios.py:)
+  nvidia-chart NVIDIA's chart v0.20.0 rendered with our image: defaults; a config map with
+               gfd.enabled: config-manager init + sidecar pick and switch the config by
+               node label live, gpu-feature-discovery publishes the NodeFeature
 """
 
 import argparse
@@ -60,6 +64,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_scenarios  # noqa: E402  (scenarios 9-13: the plugin talking to the API server)
 import api_scenarios  # noqa: E402  (then 14-15: Node re-created, API server down for a minute)
+import nvidia_chart_scenarios  # noqa: E402  (last: NVIDIA's chart with our image)
 
 A = None
 NODE = "localhost"  # cluster.sh names it so (the API server reaches it at 127.0.0.1)
@@ -432,7 +437,8 @@ def s_metrics(ctx):
 SCENARIOS = [("dry-run", s_dry_run), ("static", s_static), ("walkthrough", s_walkthrough),
              ("plugin-pod", s_plugin_pod), ("kubelet", s_kubelet), ("helm", s_helm),
              ("xid", s_xid), ("timeslicing", s_timeslicing),
-             ("metrics", s_metrics)] + cluster_scenarios.SCENARIOS + api_scenarios.SCENARIOS
+             ("metrics", s_metrics)] + cluster_scenarios.SCENARIOS + api_scenarios.SCENARIOS + \
+    nvidia_chart_scenarios.SCENARIOS
 
 
 def main():

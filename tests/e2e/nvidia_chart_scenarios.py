@@ -1,0 +1,122 @@
+"""The e2e scenario of NVIDIA's own chart running our image (issue 19): the manifests NVIDIA's
+k8s-device-plugin chart v0.20.0 renders (tests/data/nvidia-chart-v0.20.0, image set to
+ours), applied as they are, except what this cluster needs to let a pod reach its API
+server (it has no kube-proxy: hostNetwork and the API address, as render_chart_api does for
+our chart). Runs last (it replaces our chart's DaemonSet). Uses scenarios.py's helpers,
+which runs them (it is __main__).
+
+  nvidia-chart  defaults: the plugin container (command nvidia-device-plugin) registers every
+                GPU; with a config map and gfd.enabled: the config-manager init container
+                picks the config the node label names (time-slicing: capacity GPUs x 4), the
+                config-manager sidecar follows a label change live and signals the plugin
+                (capacity back to the GPUs), and the gpu-feature-discovery container
+                publishes the NodeFeature object, its replicas label following the config
+"""
+
+import json
+import os
+import time
+
+import yaml
+
+import __main__ as h
+
+NS = "nvidia-device-plugin"
+LABEL = "nvidia.com/device-plugin.config"
+DATA = "nvidia-chart-v0.20.0"
+API_CLIENTS = ("config-manager", "gpu-feature-discovery")
+
+
+def manifests(name):
+    """The rendered chart, with only this cluster's API address added (see above)."""
+    path = os.path.join(h.A.source, "tests", "data", DATA, name + ".yaml")
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    for d in docs:
+        if d["kind"] != "DaemonSet":
+            continue
+        spec = d["spec"]["template"]["spec"]
+        if any(c.get("command", [""])[0] in API_CLIENTS
+               for c in spec.get("initContainers", []) + spec["containers"]):
+            spec["hostNetwork"] = True
+            for c in spec.get("initContainers", []) + spec["containers"]:
+                c.setdefault("env", [])
+                c["env"] += [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                             {"name": "KUBERNETES_SERVICE_PORT", "value": "16443"}]
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def pods(app):
+    return [p for p in h.kjson("get", "pods", "-n", NS)["items"]
+            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == app
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def wait_pod(app, not_uids=()):
+    def one():
+        ps = pods(app)
+        if len(ps) == 1 and h.running_ready(ps[0]) and ps[0]["metadata"]["uid"] not in not_uids:
+            return ps[0]
+        return None
+    return h.wait(f"one Running {app} pod in {NS}", one)
+
+
+def nodefeature():
+    r = h.kubectl("get", "nodefeature", "-n", NS, f"nvidia-features-for-{h.NODE}", "-o", "json",
+                  check=False)
+    return json.loads(r).get("spec", {}).get("labels", {}) if r else {}
+
+
+def s_nvidia_chart(ctx):
+    n = ctx["ngpus"]
+    # Our chart's DaemonSets go: one plugin per resource on a node.
+    for ds in h.kjson("get", "daemonsets", "-n", "kube-system")["items"]:
+        if ds["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "gpu-device-plugin":
+            h.kubectl("delete", "daemonset", "-n", "kube-system", ds["metadata"]["name"],
+                      "--wait=true")
+    h.wait("our plugin pods gone", lambda: not h.plugin_pods())
+    h.kubectl("create", "namespace", NS, check=False)
+    h.kubectl("label", "node", h.NODE, f"{LABEL}-", check=False)
+
+    h.kubectl("apply", "-f", "-", stdin=manifests("default"))
+    pod = wait_pod("nvidia-device-plugin")
+    ctr = pod["spec"]["containers"][0]
+    print(f"  NVIDIA's chart, defaults: pod {pod['metadata']['name']}, container {ctr['name']} "
+          f"command {ctr['command']}, image {ctr['image']}")
+    h.wait_node_gpus(n, n)
+    h.show_node_gpus()
+
+    h.kubectl("label", "node", h.NODE, f"{LABEL}=ts", "--overwrite")
+    old = {pod["metadata"]["uid"]}
+    h.kubectl("apply", "-f", "-", stdin=manifests("configs-gfd"))
+    pod = wait_pod("nvidia-device-plugin", old)
+    init = [c["name"] for c in pod["spec"].get("initContainers", [])]
+    side = [c["name"] for c in pod["spec"]["containers"]]
+    print(f"  with a config map: init {init}, containers {side}, shareProcessNamespace "
+          f"{pod['spec'].get('shareProcessNamespace')}")
+    h.wait_node_gpus(4 * n, 4 * n)
+    print(f"  {LABEL}=ts picked by the config-manager init container: capacity {4 * n}")
+    gfd = wait_pod("gpu-feature-discovery")
+    labels = h.wait("NodeFeature with gpu.replicas=4", lambda: (lambda l: l if l.get(
+        "nvidia.com/gpu.replicas") == "4" else None)(nodefeature()))
+    print(f"  gpu-feature-discovery pod {gfd['metadata']['name']}: NodeFeature {NS}/"
+          f"nvidia-features-for-{h.NODE} with {len(labels)} labels, gpu.count="
+          f"{labels.get('nvidia.com/gpu.count')}, gpu.replicas=4")
+
+    t0 = time.monotonic()
+    h.kubectl("label", "node", h.NODE, f"{LABEL}=default", "--overwrite")
+    h.wait_node_gpus(n, n)
+    print(f"  {LABEL}=default: the sidecar signalled the plugin, capacity {n} after "
+          f"{time.monotonic() - t0:.1f} s (same pod: {pods('nvidia-device-plugin')[0]['metadata']['uid'] == pod['metadata']['uid']})")
+    h.wait("NodeFeature with gpu.replicas=1",
+           lambda: nodefeature().get("nvidia.com/gpu.replicas") == "1")
+    print("  and gpu-feature-discovery relabelled after its sidecar's signal: gpu.replicas=1")
+    if pods("nvidia-device-plugin")[0]["metadata"]["uid"] != pod["metadata"]["uid"]:
+        raise h.Fail("the plugin pod was replaced instead of reloaded")
+    logs = h.kubectl("logs", "-n", NS, pod["metadata"]["name"], "-c",
+                     "nvidia-device-plugin-sidecar", check=False)
+    if "Successfully sent signal" not in logs:
+        raise h.Fail(f"sidecar log: {logs[-1000:]}")
+    h.kubectl("label", "node", h.NODE, f"{LABEL}-")
+
+
+SCENARIOS = [("nvidia-chart", s_nvidia_chart)]
