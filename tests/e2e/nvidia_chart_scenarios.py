@@ -45,19 +45,24 @@ def manifests(name):
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
-def pods(app):
+PLUGIN_DS = "nvdp-nvidia-device-plugin"
+GFD_DS = "nvdp-nvidia-device-plugin-gpu-feature-discovery"
+
+
+def pods(ds):
+    """The pods of DaemonSet ds (the chart gives all its DaemonSets' pods the same labels)."""
     return [p for p in h.kjson("get", "pods", "-n", NS)["items"]
-            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == app
+            if [o.get("name") for o in p["metadata"].get("ownerReferences", [])] == [ds]
             and not p["metadata"].get("deletionTimestamp")]
 
 
-def wait_pod(app, not_uids=()):
+def wait_pod(ds, not_uids=()):
     def one():
-        ps = pods(app)
+        ps = pods(ds)
         if len(ps) == 1 and h.running_ready(ps[0]) and ps[0]["metadata"]["uid"] not in not_uids:
             return ps[0]
         return None
-    return h.wait(f"one Running {app} pod in {NS}", one)
+    return h.wait(f"one Running pod of {NS}/{ds}", one)
 
 
 def nodefeature():
@@ -78,7 +83,7 @@ def s_nvidia_chart(ctx):
     h.kubectl("label", "node", h.NODE, f"{LABEL}-", check=False)
 
     h.kubectl("apply", "-f", "-", stdin=manifests("default"))
-    pod = wait_pod("nvidia-device-plugin")
+    pod = wait_pod(PLUGIN_DS)
     ctr = pod["spec"]["containers"][0]
     print(f"  NVIDIA's chart, defaults: pod {pod['metadata']['name']}, container {ctr['name']} "
           f"command {ctr['command']}, image {ctr['image']}")
@@ -88,14 +93,14 @@ def s_nvidia_chart(ctx):
     h.kubectl("label", "node", h.NODE, f"{LABEL}=ts", "--overwrite")
     old = {pod["metadata"]["uid"]}
     h.kubectl("apply", "-f", "-", stdin=manifests("configs-gfd"))
-    pod = wait_pod("nvidia-device-plugin", old)
+    pod = wait_pod(PLUGIN_DS, old)
     init = [c["name"] for c in pod["spec"].get("initContainers", [])]
     side = [c["name"] for c in pod["spec"]["containers"]]
     print(f"  with a config map: init {init}, containers {side}, shareProcessNamespace "
           f"{pod['spec'].get('shareProcessNamespace')}")
     h.wait_node_gpus(4 * n, 4 * n)
     print(f"  {LABEL}=ts picked by the config-manager init container: capacity {4 * n}")
-    gfd = wait_pod("gpu-feature-discovery")
+    gfd = wait_pod(GFD_DS)
     labels = h.wait("NodeFeature with gpu.replicas=4", lambda: (lambda l: l if l.get(
         "nvidia.com/gpu.replicas") == "4" else None)(nodefeature()))
     print(f"  gpu-feature-discovery pod {gfd['metadata']['name']}: NodeFeature {NS}/"
@@ -106,11 +111,11 @@ def s_nvidia_chart(ctx):
     h.kubectl("label", "node", h.NODE, f"{LABEL}=default", "--overwrite")
     h.wait_node_gpus(n, n)
     print(f"  {LABEL}=default: the sidecar signalled the plugin, capacity {n} after "
-          f"{time.monotonic() - t0:.1f} s (same pod: {pods('nvidia-device-plugin')[0]['metadata']['uid'] == pod['metadata']['uid']})")
+          f"{time.monotonic() - t0:.1f} s (same pod: {pods(PLUGIN_DS)[0]['metadata']['uid'] == pod['metadata']['uid']})")
     h.wait("NodeFeature with gpu.replicas=1",
            lambda: nodefeature().get("nvidia.com/gpu.replicas") == "1")
     print("  and gpu-feature-discovery relabelled after its sidecar's signal: gpu.replicas=1")
-    if pods("nvidia-device-plugin")[0]["metadata"]["uid"] != pod["metadata"]["uid"]:
+    if pods(PLUGIN_DS)[0]["metadata"]["uid"] != pod["metadata"]["uid"]:
         raise h.Fail("the plugin pod was replaced instead of reloaded")
     logs = h.kubectl("logs", "-n", NS, pod["metadata"]["name"], "-c",
                      "nvidia-device-plugin-sidecar", check=False)
