@@ -2,11 +2,12 @@
 # Install the Debian 12 packages the build, the demo and the tests need (idempotent).
 # etcd-server and openssl: the kube-apiserver suite (tests/kube/test_kube_apiserver.py).
 # lld: the profile-ordered release link (src/link-order.txt, meson option link_order).
+# busybox-static: the image's /bin/sh (deployments/container/rootfs.sh).
 set -eu
 PKGS="gcc git meson ninja-build pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
 libyaml-dev libjansson-dev protobuf-compiler python3-grpcio python3-protobuf python3-yaml valgrind
 golang-go golang-google-grpc-dev golang-google-protobuf-dev libmbedtls-dev libhttp-parser-dev
-python3-prometheus-client etcd-server openssl lld"
+python3-prometheus-client etcd-server openssl lld busybox-static"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,11 +1,12 @@
 #!/bin/sh
 # The runtime image's whole filesystem, built from scratch: the stripped plugin binary, its
-# NVIDIA-name symlinks (one per program of NVIDIA's image), every shared library it links (as the dynamic loader resolves them on
-# the build machine, which is Debian 12 in both callers) with their Debian copyright files,
-# the copyright files of the libraries linked into it statically (static-libs.txt),
-# and Debian's merged-/usr symlinks (/lib -> usr/lib, /lib64 -> usr/lib64). No shell, no
-# package manager. Both the Dockerfile's build stage and tests/e2e/image.sh run this script,
-# so the Dockerfile's image and the locally assembled one hold the same files.
+# NVIDIA-name symlinks (one per program of NVIDIA's image), every shared library it links
+# (as the dynamic loader resolves them on the build machine, which is Debian 12 in both
+# callers) with their Debian copyright files, the copyright files of the libraries linked
+# into it statically (static-libs.txt), Debian's merged-/usr symlinks (/bin -> usr/bin,
+# /lib -> usr/lib, /lib64 -> usr/lib64) and a static busybox as /bin/sh (below). No
+# package manager. Both the Dockerfile's build stage and tests/e2e/image.sh run this
+# script, so the Dockerfile's image and the locally assembled one hold the same files.
 #
 # usage: rootfs.sh <gpu-device-plugin binary> <out dir>
 # As root it also runs the binary chrooted in <out dir>, proving the tree is self-contained
@@ -17,6 +18,7 @@ out=$2
 mkdir -p "$out/usr/bin" "$out/usr/lib" "$out/usr/lib64"
 ln -sfn usr/lib "$out/lib"
 ln -sfn usr/lib64 "$out/lib64"
+ln -sfn usr/bin "$out/bin"
 install -m 0755 -s "$bin" "$out/usr/bin/gpu-device-plugin"
 # Every program NVIDIA's image offers, by the name its chart and the GPU Operator run:
 # one binary, which picks the program from the name it is run as (src/main.c).
@@ -43,6 +45,18 @@ for lib in $libs; do
         fi
     fi
 done
+# A shell, as NVIDIA's image has one (a static busybox): the GPU Operator runs the plugin
+# container as `/bin/sh -c /bin/entrypoint.sh` (a script that waits for its driver
+# validation, sources it and execs nvidia-device-plugin) and its init containers as
+# `sh -c 'until [ -f ... ]; do sleep 5; done'`. Debian's busybox-static runs its applets
+# (sleep, cat, [) without PATH; sh is its only link.
+busybox=/bin/busybox
+[ -x "$busybox" ] || { echo "rootfs.sh: $busybox missing (Debian's busybox-static)" >&2; exit 1; }
+install -m 0755 "$busybox" "$out/usr/bin/busybox"
+ln -sf busybox "$out/usr/bin/sh"
+mkdir -p "$out/usr/share/doc/busybox-static"
+cp /usr/share/doc/busybox-static/copyright "$out/usr/share/doc/busybox-static/copyright"
+
 # The libraries linked statically (meson's static_deps option) are in the binary, not in
 # ldd's list; the build writes their names next to it, and their licences ship as well.
 static_list=$(dirname "$bin")/static-libs.txt
@@ -62,4 +76,6 @@ fi
 # A sanitizer build (tests only, never an image) cannot run there: its runtime needs /proc.
 if [ "$(id -u)" -eq 0 ] && command -v chroot >/dev/null && ! echo "$libs" | grep -q 'lib[a-z]*san\.so'; then
     chroot "$out" /usr/bin/gpu-device-plugin --version >/dev/null
+    chroot "$out" /bin/sh -c '[ -x /usr/bin/nvidia-device-plugin ]' # (applets other than
+    # the shell's own builtins re-execute /proc/self/exe: there is no /proc here, in a pod there is)
 fi

@@ -98,6 +98,11 @@ def check_rootfs():
                                text=True)
             d.check(r.returncode == 0 and says in r.stdout, f"{name} --version: {r.stdout!r}")
         d.check(os.readlink(os.path.join(out, "lib")) == "usr/lib", "rootfs: merged /usr (/lib)")
+        # /bin/sh for the GPU Operator's entrypoint script and init containers.
+        d.check(os.readlink(os.path.join(out, "bin")) == "usr/bin", "rootfs: merged /usr (/bin)")
+        d.check(os.readlink(os.path.join(out, "usr/bin/sh")) == "busybox", "rootfs: /bin/sh")
+        d.check(os.path.isfile(os.path.join(out, "usr/share/doc/busybox-static/copyright")),
+                "rootfs: busybox's copyright")
         libs = linked_libraries()
         d.check(any("libc.so" in lib for lib in libs), f"ldd found no libc: {libs}")
         for lib in libs:
