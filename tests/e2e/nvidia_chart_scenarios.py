@@ -15,6 +15,7 @@ which runs them (it is __main__).
 
 import json
 import os
+import subprocess
 import time
 
 import yaml
@@ -124,4 +125,110 @@ def s_nvidia_chart(ctx):
     h.kubectl("label", "node", h.NODE, f"{LABEL}-")
 
 
-SCENARIOS = [("nvidia-chart", s_nvidia_chart)]
+OP_NS = "gpu-operator"
+OP_DS = "nvidia-device-plugin-daemonset"
+VALIDATIONS = "/run/nvidia/validations"
+# What the operator's validator writes once the host's driver is validated (a driver on
+# the host, not in a container): the entrypoint script sources it.
+DRIVER_READY = ("IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\n"
+                "NVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n")
+
+
+def operator_manifests(name):
+    """The GPU Operator's device-plugin state as it renders it (tests/data/gpu-operator),
+    with this cluster's API address for the pods that use the API (as manifests())."""
+    path = os.path.join(h.A.source, "tests", "data", "gpu-operator", name + ".yaml")
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    for d in docs:
+        spec = d.get("spec", {}).get("template", {}).get("spec")
+        if d["kind"] == "DaemonSet" and any(
+                c.get("command", [""])[0] == "config-manager"
+                for c in spec.get("initContainers", []) + spec["containers"]):
+            spec["hostNetwork"] = True
+            for c in spec.get("initContainers", []) + spec["containers"]:
+                c.setdefault("env", [])
+                c["env"] += [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                             {"name": "KUBERNETES_SERVICE_PORT", "value": "16443"}]
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def op_pods():
+    return [p for p in h.kjson("get", "pods", "-n", OP_NS)["items"]
+            if p["metadata"].get("labels", {}).get("app") == OP_DS
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def wait_op_pod(not_uids=()):
+    def one():
+        ps = op_pods()
+        if len(ps) == 1 and h.running_ready(ps[0]) and ps[0]["metadata"]["uid"] not in not_uids:
+            return ps[0]
+        return None
+    return h.wait(f"one Running pod of {OP_NS}/{OP_DS}", one)
+
+
+def s_gpu_operator(ctx):
+    n = ctx["ngpus"]
+    for ds in (PLUGIN_DS, GFD_DS, PLUGIN_DS + "-mps-control-daemon"):
+        h.kubectl("delete", "daemonset", "-n", NS, ds, "--wait=true", "--ignore-not-found")
+    h.wait("NVIDIA chart's pods gone", lambda: not pods(PLUGIN_DS) and not pods(GFD_DS))
+    # The operator mounts /, /run/nvidia/validations and the driver directory with
+    # HostToContainer propagation, which needs a shared (or slave) host mount: what
+    # systemd makes / on every real node, and what this machine's / is not. Made so for
+    # the scenario and put back after.
+    propagation = subprocess.run(["findmnt", "-n", "-o", "PROPAGATION", "/"], capture_output=True,
+                                 text=True).stdout.strip()
+    if propagation == "private":
+        subprocess.run(["mount", "--make-shared", "/"], check=True)
+    made = not os.path.exists(VALIDATIONS)  # (/run/nvidia itself: cluster.sh's made-dirs)
+    os.makedirs(VALIDATIONS, exist_ok=True)
+    ready = os.path.join(VALIDATIONS, "driver-ready")
+    toolkit = os.path.join(VALIDATIONS, "toolkit-ready")
+    try:
+        open(toolkit, "w").close()
+        h.kubectl("create", "namespace", OP_NS, check=False)
+        h.kubectl("label", "node", h.NODE, "nvidia.com/gpu.deploy.device-plugin=true", "--overwrite")
+        h.kubectl("apply", "-f", "-", stdin=operator_manifests("device-plugin"))
+        # The entrypoint script (busybox sh of our image) waits for the driver validation.
+        h.wait("the plugin container waiting for driver-ready", lambda: any(
+            "waiting for the driver validations" in h.kubectl(
+                "logs", "-n", OP_NS, p["metadata"]["name"], "-c", "nvidia-device-plugin",
+                check=False) for p in op_pods()))
+        with open(ready, "w") as f:
+            f.write(DRIVER_READY)
+        pod = wait_op_pod()
+        ctr = pod["spec"]["containers"][0]
+        print(f"  GPU Operator's DaemonSet: pod {pod['metadata']['name']}, container "
+              f"{ctr['name']} {ctr['command']} {ctr['args']} (waited for driver-ready)")
+        h.wait_node_gpus(n, n)
+        log = h.kubectl("logs", "-n", OP_NS, pod["metadata"]["name"], "-c", "nvidia-device-plugin")
+        if "Starting nvidia-device-plugin" not in log:
+            raise h.Fail(f"entrypoint log: {log[:1000]}")
+        h.show_node_gpus()
+
+        h.kubectl("label", "node", h.NODE, f"{LABEL}=ts", "--overwrite")
+        h.kubectl("apply", "-f", "-", stdin=operator_manifests("device-plugin-config"))
+        pod = wait_op_pod({pod["metadata"]["uid"]})
+        h.wait_node_gpus(4 * n, 4 * n)
+        print(f"  with devicePlugin.config: {LABEL}=ts picked by config-manager-init: "
+              f"capacity {4 * n}")
+        h.kubectl("label", "node", h.NODE, f"{LABEL}=default", "--overwrite")
+        h.wait_node_gpus(n, n)
+        if op_pods()[0]["metadata"]["uid"] != pod["metadata"]["uid"]:
+            raise h.Fail("the plugin pod was replaced instead of reloaded")
+        print(f"  {LABEL}=default: the config-manager sidecar signalled the plugin, capacity {n}")
+        h.kubectl("delete", "daemonset", "-n", OP_NS, OP_DS, "--wait=true")
+        h.wait("the operator's plugin pod gone", lambda: not op_pods())
+    finally:
+        for f in (ready, toolkit):
+            if os.path.exists(f):
+                os.unlink(f)
+        if made:
+            os.rmdir(VALIDATIONS)
+        if propagation == "private":
+            subprocess.run(["mount", "--make-private", "/"], check=True)
+        h.kubectl("label", "node", h.NODE, f"{LABEL}-", "nvidia.com/gpu.deploy.device-plugin-",
+                  check=False)
+
+
+SCENARIOS = [("nvidia-chart", s_nvidia_chart), ("gpu-operator", s_gpu_operator)]
