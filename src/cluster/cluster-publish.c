@@ -495,7 +495,8 @@ int cluster_labels_settled(const struct cluster *c)
         return 0;
     if (c->labels_step == STEP_IDLE && c->labels_sent && json_equal(c->labels_sent, c->labels_want))
         return 1;
-    return c->labels_step == STEP_IDLE && c->labels_retry ? -1 : 0;
+    /* Waiting for a retry after a failure (labels_retry also paces restores). */
+    return c->labels_step == STEP_IDLE && c->labels_retry && c->labels_error ? -1 : 0;
 }
 
 void cluster_publish_free(struct cluster *c)
