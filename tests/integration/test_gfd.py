@@ -5,6 +5,7 @@ relabels every --sleep-interval, rewrites the file only when a label changed, re
 SIGHUP (a new timestamp) and removes the file on SIGTERM; GFD's own variables
 (GFD_MIG_STRATEGY, GFD_ONESHOT, ...) and aliases (-o / --output) are read; the NodeFeature
 API without a node name fails with one line. The labels are `labels`' (the same code)."""
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +13,11 @@ import sys
 import time
 
 import harness
+
+sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
+import kubetest as kt  # noqa: E402
+
+FAKE = None
 
 
 class Gfd(harness.PluginTestCase):
@@ -114,6 +120,31 @@ class Gfd(harness.PluginTestCase):
         self.assertEqual(p.wait_exit(), 0)
         self.assertTrue(os.path.exists(self.out))
 
+    def test_node_feature_api(self):
+        """GFD's default: the NodeFeature object; --oneshot exits 0 once it is stored,
+        the loop keeps it (and deletes nothing) at SIGTERM."""
+        if not FAKE or not os.path.exists(FAKE):
+            self.skipTest("fake API server not built")
+        srv, kubeconfig, _ = kt.fake_apiserver(self, FAKE, {})
+        srv.send("add n1")
+        srv.expect(r"^ok add$")
+        env = self.env(NODE_NAME="n1", NAMESPACE="gpu-operator", KUBECONFIG=kubeconfig)
+        r = self.gfd("--oneshot", "--no-timestamp", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        srv.send("nf-dump gpu-operator nvidia-features-for-n1")
+        m = srv.expect(r"^nf gpu-operator/nvidia-features-for-n1 (.*)$")
+        self.assertNotEqual(m.group(1), "absent")
+        stored = json.loads(m.group(1))["spec"]["labels"]
+        self.assertEqual(stored, self.reference("--no-timestamp"))
+        # The loop: the same object, written only when it differs (here: the timestamp).
+        p = self.start(env=env)
+        p.wait_log("Published ")
+        p.signal(signal.SIGTERM)
+        self.assertEqual(p.wait_exit(), 0)
+        srv.send("nf-dump gpu-operator nvidia-features-for-n1")
+        m = srv.expect(r"^nf gpu-operator/nvidia-features-for-n1 (.*)$")
+        self.assertIn("nvidia.com/gfd.timestamp", json.loads(m.group(1))["spec"]["labels"])
+
     def test_node_feature_api_needs_a_node_name(self):
         r = self.gfd("--oneshot", env=self.env(NODE_NAME=""))
         errors = [l for l in r.stderr.splitlines() if l.startswith("E")]
@@ -131,4 +162,6 @@ class Gfd(harness.PluginTestCase):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        FAKE = sys.argv.pop(1)
     harness.main()
