@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/signals.h"
 #include "version.h"
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *userdata)
@@ -50,18 +51,11 @@ int cmd_config_manager(int argc, char **argv)
     log_info("Starting config-manager (gpu-device-plugin %s, %s)", GDP_VERSION, GDP_REVISION);
 
     int rc = GDP_EXIT_FAILURE;
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGQUIT);
-    sigaddset(&mask, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    _cleanup_close_ int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    _cleanup_close_ int sfd = signals_fd(false);
     struct loop *l = NULL;
     struct cluster_cm *m = NULL;
     if (sfd < 0) {
-        log_error("signalfd: %s", strerror(errno));
+        log_error("signalfd: %s", strerror(-sfd));
         goto out;
     }
     if ((r = loop_new(&l)) < 0) {

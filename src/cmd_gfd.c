@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/signals.h"
 #include "labels/labels.h"
 #include "state/node-state.h"
 #include "version.h"
@@ -265,17 +266,10 @@ static int run(struct gfd *g)
     }
     if (g->oneshot && !api)
         return oneshot_file(g);
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGQUIT);
-    sigaddset(&mask, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    _cleanup_close_ int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (sfd < 0 || loop_new(&g->loop) < 0) {
-        log_error("signalfd / event loop: %s", strerror(errno));
+    _cleanup_close_ int sfd = signals_fd(true);
+    int lr = sfd < 0 ? sfd : loop_new(&g->loop);
+    if (lr < 0) {
+        log_error("%s: %s", sfd < 0 ? "signalfd" : "creating the event loop", strerror(-lr));
         return GDP_EXIT_FAILURE;
     }
     loop_add_io(g->loop, sfd, EPOLLIN, on_signal, g);

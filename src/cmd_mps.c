@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/signals.h"
 #include "mps/mps.h"
 #include "state/node-state.h"
 #include "version.h"
@@ -214,17 +215,10 @@ int cmd_mps_control_daemon(int argc, char **argv)
         return rc;
     }
     log_info("NVIDIA MPS Control Daemon (gpu-device-plugin %s, %s)", GDP_VERSION, GDP_REVISION);
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGQUIT);
-    sigaddset(&mask, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    _cleanup_close_ int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (sfd < 0 || loop_new(&d.loop) < 0) {
-        log_error("signalfd / event loop: %s", strerror(errno));
+    _cleanup_close_ int sfd = signals_fd(true);
+    int lr = sfd < 0 ? sfd : loop_new(&d.loop);
+    if (lr < 0) {
+        log_error("%s: %s", sfd < 0 ? "signalfd" : "creating the event loop", strerror(-lr));
         strv_free(d.envp);
         return GDP_EXIT_FAILURE;
     }

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/mem.h"
+#include "core/signals.h"
 #include "daemon/daemon.h"
 #include "version.h"
 
@@ -190,7 +191,6 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
 {
     struct serve s = { .argc = argc, .argv = argv, .start_values = config_start_values_new(cfg) };
     struct error err = { 0 };
-    sigset_t mask;
     int rc = GDP_EXIT_FAILURE;
     _cleanup_close_ int sfd = -1;
 
@@ -202,17 +202,9 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
                  "not used: labels are republished at start, on reload and when the GPUs "
                  "change, never on a timer");
 
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGQUIT);
-    sigaddset(&mask, SIGPIPE);
-    /* Blocked before any thread exists, so every thread inherits the mask. */
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    sfd = signals_fd(true);
     if (sfd < 0) {
-        log_error("signalfd: %s", strerror(errno));
+        log_error("signalfd: %s", strerror(-sfd));
         goto fail_cfg;
     }
     int r = loop_new(&s.loop);

@@ -28,22 +28,26 @@ DATA = "nvidia-chart-v0.20.0"
 API_CLIENTS = ("config-manager", "gpu-feature-discovery")
 
 
-def manifests(name):
-    """The rendered chart, with only this cluster's API address added (see above)."""
-    path = os.path.join(h.A.source, "tests", "data", DATA, name + ".yaml")
-    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+def with_api_address(docs):
+    """docs, with this cluster's API address added to the pods that use the API (see
+    above): hostNetwork and KUBERNETES_SERVICE_HOST/PORT on every container."""
     for d in docs:
-        if d["kind"] != "DaemonSet":
-            continue
-        spec = d["spec"]["template"]["spec"]
-        if any(c.get("command", [""])[0] in API_CLIENTS
-               for c in spec.get("initContainers", []) + spec["containers"]):
+        spec = d.get("spec", {}).get("template", {}).get("spec") if d["kind"] == "DaemonSet" \
+            else None
+        if spec and any(c.get("command", [""])[0] in API_CLIENTS
+                        for c in spec.get("initContainers", []) + spec["containers"]):
             spec["hostNetwork"] = True
             for c in spec.get("initContainers", []) + spec["containers"]:
                 c.setdefault("env", [])
                 c["env"] += [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
                              {"name": "KUBERNETES_SERVICE_PORT", "value": "16443"}]
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def manifests(name, data=DATA):
+    """A rendered chart (or the operator's objects) from tests/data, as above."""
+    path = os.path.join(h.A.source, "tests", "data", data, name + ".yaml")
+    return with_api_address([d for d in yaml.safe_load_all(open(path)) if d])
 
 
 PLUGIN_DS = "nvdp-nvidia-device-plugin"
@@ -134,24 +138,6 @@ DRIVER_READY = ("IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH
                 "NVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n")
 
 
-def operator_manifests(name):
-    """The GPU Operator's device-plugin state as it renders it (tests/data/gpu-operator),
-    with this cluster's API address for the pods that use the API (as manifests())."""
-    path = os.path.join(h.A.source, "tests", "data", "gpu-operator", name + ".yaml")
-    docs = [d for d in yaml.safe_load_all(open(path)) if d]
-    for d in docs:
-        spec = d.get("spec", {}).get("template", {}).get("spec")
-        if d["kind"] == "DaemonSet" and any(
-                c.get("command", [""])[0] == "config-manager"
-                for c in spec.get("initContainers", []) + spec["containers"]):
-            spec["hostNetwork"] = True
-            for c in spec.get("initContainers", []) + spec["containers"]:
-                c.setdefault("env", [])
-                c["env"] += [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-                             {"name": "KUBERNETES_SERVICE_PORT", "value": "16443"}]
-    return yaml.safe_dump_all(docs, sort_keys=False)
-
-
 def op_pods():
     return [p for p in h.kjson("get", "pods", "-n", OP_NS)["items"]
             if p["metadata"].get("labels", {}).get("app") == OP_DS
@@ -188,7 +174,7 @@ def s_gpu_operator(ctx):
         open(toolkit, "w").close()
         h.kubectl("create", "namespace", OP_NS, check=False)
         h.kubectl("label", "node", h.NODE, "nvidia.com/gpu.deploy.device-plugin=true", "--overwrite")
-        h.kubectl("apply", "-f", "-", stdin=operator_manifests("device-plugin"))
+        h.kubectl("apply", "-f", "-", stdin=manifests("device-plugin", "gpu-operator"))
         # The entrypoint script (busybox sh of our image) waits for the driver validation.
         h.wait("the plugin container waiting for driver-ready", lambda: any(
             "waiting for the driver validations" in h.kubectl(
@@ -207,7 +193,7 @@ def s_gpu_operator(ctx):
         h.show_node_gpus()
 
         h.kubectl("label", "node", h.NODE, f"{LABEL}=ts", "--overwrite")
-        h.kubectl("apply", "-f", "-", stdin=operator_manifests("device-plugin-config"))
+        h.kubectl("apply", "-f", "-", stdin=manifests("device-plugin-config", "gpu-operator"))
         pod = wait_op_pod({pod["metadata"]["uid"]})
         h.wait_node_gpus(4 * n, 4 * n)
         print(f"  with devicePlugin.config: {LABEL}=ts picked by config-manager-init: "

@@ -227,6 +227,13 @@ class TestKubelet:
                 pass
 
 
+def run_as(name):
+    """A wrap for Plugin / start_plugin that runs the binary under another argv[0] (the
+    entrypoints of NVIDIA's image: gpu-feature-discovery, config-manager, ...)."""
+    return [sys.executable, "-c",
+            "import os, sys; os.execv(sys.argv[1], [%r] + sys.argv[2:])" % name]
+
+
 class Plugin:
     def __init__(self, args, env, log, wrap=()):
         # wrap: a command that execs its arguments (the pid stays the plugin's).

@@ -15,7 +15,6 @@ import time
 import yaml
 
 import harness
-from harness import RESOURCE
 
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
 import kubetest as kt  # noqa: E402
@@ -156,8 +155,7 @@ class ConfigManager(harness.PluginTestCase):
         the same label again does nothing."""
         self.assertEqual(self.oneshot().returncode, 0)
         self.start_kubelet()
-        rename = [sys.executable, "-c", "import os, sys; os.execv(sys.argv[1], [%r] + sys.argv[2:])"
-                  % self.process]
+        rename = harness.run_as(self.process)
         self.start_plugin(extra_env={"CONFIG_FILE": self.dst}, wrap=rename)
         _, devs = self.kubelet.registered()
         self.assertEqual(len(devs["devices"]), 4 * self.ngpus)

@@ -44,8 +44,7 @@ class Gfd(harness.PluginTestCase):
 
     def start(self, *extra, env=None):
         """The loop, run as gpu-feature-discovery (argv[0]) through the harness."""
-        rename = [sys.executable, "-c",
-                  "import os, sys; os.execv(sys.argv[1], ['gpu-feature-discovery'] + sys.argv[2:])"]
+        rename = harness.run_as('gpu-feature-discovery')
         p = harness.Plugin(self.args(*extra), env or self.env(), self.log, wrap=rename)
         self.addCleanup(self.stop, p)
         return p

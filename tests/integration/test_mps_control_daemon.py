@@ -9,7 +9,6 @@ A missing tool is one error line naming it, and a retry."""
 import os
 import signal
 import stat
-import sys
 import time
 
 import harness
@@ -52,8 +51,7 @@ class MpsControlDaemon(harness.PluginTestCase):
                                      "GDP_MPS_CONTAINER_ROOT": self.root,
                                      "CONFIG_FILE": self.config,
                                      "PATH": (path or self.bin) + ":/usr/bin:/bin"})
-        rename = [sys.executable, "-c",
-                  "import os, sys; os.execv(sys.argv[1], ['mps-control-daemon'] + sys.argv[2:])"]
+        rename = harness.run_as('mps-control-daemon')
         args = ["--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
                 "--dev-root", self.dev_root]
         p = harness.Plugin(args, env, self.log, wrap=rename)
