@@ -2,7 +2,8 @@
  * everything the plugin does with them at start and on SIGHUP: the YAML parser, the
  * field walkers, validation, the JSON print, the `health:` section and the health
  * environment (config/config-health.c, checked at every load), the health policy over
- * the result, and config_load() with its flag > env > file precedence.
+ * the result, and config_load() with its flag > env > file precedence; the same flags
+ * and variables also through the config-manager entrypoint's parser (config_cm_load).
  *
  * Input: leading lines "#!arg <flag>" and "#!env NAME=value" (YAML comments, so the
  * parser skips them) set argv and envp; the whole input is the file. Every failure must
@@ -14,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "config/config-cm.h"
 #include "config/config-internal.h"
 #include "config/config-load.h"
 #include "core/log.h"
@@ -108,6 +110,23 @@ static void load(const unsigned char *data, size_t size, struct words *args, cha
     config_free(&c);
 }
 
+/* The same words as the config-manager entrypoint's flags and environment
+ * (config/config-cm.c): help and version words end it; any failure carries a message. */
+static void load_cm(const struct words *args, char **envp)
+{
+    char *argv[MAX_WORDS + 2] = { (char *)"config-manager" };
+    int argc = 1;
+    for (size_t i = 0; i < args->n; i++)
+        argv[argc++] = args->v[i];
+    struct config_cm cm;
+    struct error err = { 0 };
+    int r = config_cm_load(&cm, argc, argv, envp, &err);
+    if (r < 0 && !err.msg[0])
+        abort(); /* a failure without its message */
+    if (r >= 0)
+        config_cm_free(&cm);
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static bool quiet;
@@ -135,8 +154,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         health(&c);
     config_free(&c);
 
-    if (args.n || env.n)
+    if (args.n || env.n) {
         load(data, size, &args, env.v);
+        load_cm(&args, env.v);
+    }
     words_free(&args);
     words_free(&env);
     return 0;
