@@ -173,6 +173,18 @@ class ConfigManager(harness.PluginTestCase):
         seen = self.wait_err(side, "Successfully sent signal", seen)
         _, devs = self.kubelet.registered(mark)
         self.assertEqual(len(devs["devices"]), 4 * self.ngpus)
+        # The sidecar's fds and threads after the switches are those before them.
+        side_pid = side.p.pid
+        fds = len(os.listdir("/proc/%d/fd" % side_pid))
+        for value in ("default", "ts"):
+            self.cmd("label n1 %s=%s" % (KEY, value))
+            seen = self.wait_err(side, "Successfully sent signal", seen)
+        with open("/proc/%d/status" % side_pid) as f:
+            threads = [l for l in f if l.startswith("Threads:")][0].split()[1]
+        print("\nconfig-manager sidecar: fds %d before two more switches, %d after; threads %s"
+              % (fds, len(os.listdir("/proc/%d/fd" % side_pid)), threads))
+        self.assertEqual(len(os.listdir("/proc/%d/fd" % side_pid)), fds)
+        self.assertEqual(threads, "1")
         # Another change to the Node that leaves the label: no update, no signal.
         hups = self.plugin.stderr.count(lambda l: "Received SIGHUP" in l)
         self.cmd("modify n1")

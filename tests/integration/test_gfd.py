@@ -20,6 +20,14 @@ import kubetest as kt  # noqa: E402
 FAKE = None
 
 
+def status(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (field, pid))
+
+
 class Gfd(harness.PluginTestCase):
     def setUp(self):
         super().setUp()
@@ -107,6 +115,19 @@ class Gfd(harness.PluginTestCase):
         p.wait_log("Published ", mark)
         self.assertNotEqual(self.labels()["nvidia.com/gfd.timestamp"],
                             first["nvidia.com/gfd.timestamp"])
+        # Restarts and relabels leave nothing behind: the same fds, threads and about the
+        # same RSS after 5 more SIGHUPs (each a new timestamp, so a write) and their relabels.
+        before = (p.fd_count(), status(p.pid, "Threads"), status(p.pid, "VmRSS"))
+        for _ in range(5):
+            time.sleep(1.0)
+            mark = p.stderr.mark()
+            p.signal(signal.SIGHUP)
+            p.wait_log("Published ", mark)
+        time.sleep(0.5)
+        after = (p.fd_count(), status(p.pid, "Threads"), status(p.pid, "VmRSS"))
+        print("\ngfd: fds, threads, RSS KiB before %s, after 5 SIGHUPs %s" % (before, after))
+        self.assertEqual(after[:2], before[:2])
+        self.assertLess(after[2], before[2] + 1024)
         p.signal(signal.SIGTERM)
         self.assertEqual(p.wait_exit(), 0)
         self.assertFalse(os.path.exists(self.out), "the feature file outlived GFD")
