@@ -148,21 +148,28 @@ static struct config *load(struct gfd *g, struct error *err)
 }
 
 /* Label the node now and hand the set to the delivery (which sends only a change). */
-static int relabel(struct gfd *g, struct error *err)
+/* The node's labels now, as `labels` derives them (NVML opened for the call only). */
+static int derive(const struct gfd *g, struct labels **out, struct error *err)
 {
     struct node_state node = { .cfg = g->cfg };
     struct node_state_options opt = { .tolerate_nvml_failure = !g->cfg->fail_on_init_error,
                                       .host_facts = true, .labels_only = true };
-    _cleanup_labels_ struct labels *labels = NULL;
     int r = node_state_build(&node, &opt, err);
     if (r >= 0) {
         struct labels_input in = { .cfg = g->cfg, .inv = &node.inv,
                                    .nvml_missing = !node.nvml_open,
                                    .timestamp = g->cfg->gfd_no_timestamp ? 0 : g->timestamp };
-        r = labels_derive(&in, &labels, err);
+        r = labels_derive(&in, out, err);
     }
     node.cfg = NULL; /* g's */
     node_state_clear(&node);
+    return r;
+}
+
+static int relabel(struct gfd *g, struct error *err)
+{
+    _cleanup_labels_ struct labels *labels = NULL;
+    int r = derive(g, &labels, err);
     if (r < 0)
         return r;
     cluster_labels_publish(g->cluster, labels);
@@ -232,21 +239,10 @@ static void on_signal(struct loop *l, int fd, uint32_t events, void *userdata)
 static int oneshot_file(struct gfd *g)
 {
     struct error err = { 0 };
-    struct node_state node = { .cfg = g->cfg };
-    struct node_state_options opt = { .tolerate_nvml_failure = !g->cfg->fail_on_init_error,
-                                      .host_facts = true, .labels_only = true };
     _cleanup_labels_ struct labels *labels = NULL;
-    int r = node_state_build(&node, &opt, &err);
-    if (r >= 0) {
-        struct labels_input in = { .cfg = g->cfg, .inv = &node.inv,
-                                   .nvml_missing = !node.nvml_open,
-                                   .timestamp = g->cfg->gfd_no_timestamp ? 0 : g->timestamp };
-        r = labels_derive(&in, &labels, &err);
-    }
+    int r = derive(g, &labels, &err);
     if (r >= 0)
         r = labels_write_feature_file(labels, g->cfg->gfd_output_file, &err);
-    node.cfg = NULL;
-    node_state_clear(&node);
     if (r < 0) {
         log_error("%s", err.msg);
         log_hints(err.hints);
