@@ -46,14 +46,7 @@ static void config_freep(struct config **c)
 
 /* GFD's command line as the plugin's option table reads it. Returns the new argv
  * (pointers into argv, NULL-terminated) and sets *oneshot; -EINVAL on a bad value. */
-static void argv_free(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
-/* Every word copied (the result is freed whole with argv_free). *oneshot_given: the
+/* Every word copied (the result is freed whole with config_strv_free). *oneshot_given: the
  * flag was on the command line, which wins over GFD_ONESHOT. */
 static int gfd_argv(int argc, char **argv, char ***out, int *out_argc, bool *oneshot,
                     bool *oneshot_given, struct error *err)
@@ -68,7 +61,7 @@ static int gfd_argv(int argc, char **argv, char ***out, int *out_argc, bool *one
         if (name && len == 7 && !strncmp(name, "oneshot", 7)) {
             int b = name[len] == '=' ? config_parse_bool(name + len + 1) : 1;
             if (b < 0) {
-                argv_free(v);
+                config_strv_free(v);
                 return error_set(err, -EINVAL, "invalid value \"%s\" for flag --oneshot",
                                  name + len + 1);
             }
@@ -340,7 +333,7 @@ int cmd_gfd(int argc, char **argv)
     rc = run(&g);
 out:
     config_freep(&g.cfg);
-    argv_free(g.argv);
-    argv_free(g.envp);
+    config_strv_free(g.argv);
+    config_strv_free(g.envp);
     return rc;
 }

@@ -164,13 +164,6 @@ static char **with_mps_root(char **envp, const char *root)
     return e;
 }
 
-static void strv_free(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 int cmd_mps_control_daemon(int argc, char **argv)
 {
     struct mpsd d = { .argc = argc, .argv = argv };
@@ -211,7 +204,7 @@ int cmd_mps_control_daemon(int argc, char **argv)
     if (cfg) {
         config_free(cfg);
         free(cfg);
-        strv_free(d.envp);
+        config_strv_free(d.envp);
         return rc;
     }
     log_info("NVIDIA MPS Control Daemon (gpu-device-plugin %s, %s)", GDP_VERSION, GDP_REVISION);
@@ -219,7 +212,7 @@ int cmd_mps_control_daemon(int argc, char **argv)
     int lr = sfd < 0 ? sfd : loop_new(&d.loop);
     if (lr < 0) {
         log_error("%s: %s", sfd < 0 ? "signalfd" : "creating the event loop", strerror(-lr));
-        strv_free(d.envp);
+        config_strv_free(d.envp);
         return GDP_EXIT_FAILURE;
     }
     loop_add_io(d.loop, sfd, EPOLLIN, on_signal, &d);
@@ -230,6 +223,6 @@ int cmd_mps_control_daemon(int argc, char **argv)
     stop_all(&d);
     loop_del_io(d.loop, sfd);
     loop_free(d.loop);
-    strv_free(d.envp);
+    config_strv_free(d.envp);
     return rc < 0 ? GDP_EXIT_FAILURE : rc;
 }

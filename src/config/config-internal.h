@@ -142,7 +142,6 @@ bool config_is_dns_subdomain(const char *s, size_t len);
 /* Split a comma-separated value; items are trimmed, empty items dropped. The array
  * is NULL-terminated; free with config_strv_free(). */
 char **config_split_list(const char *value, size_t *n_out);
-void config_strv_free(char **v);
 DEFINE_CLEANUP_FUNC(char *, config_strv_free)
 
 /* Flags and environment (config-args.c): fills the options they name and records

@@ -130,6 +130,9 @@ void config_init_defaults(struct config *c);
  * entrypoints with flags of their own (gpu-feature-discovery's --oneshot) read booleans
  * the same way. */
 int config_parse_bool(const char *s);
+/* Free a NULL-terminated array of malloc'd strings and the array (NULL ok): the lists the
+ * config holds, and the argument and environment copies of the entrypoints. */
+void config_strv_free(char **v);
 void config_free(struct config *c);
 
 /* The sharing in force, as the reference reads `sharing:`: MPS when that section is
