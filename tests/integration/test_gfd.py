@@ -20,6 +20,12 @@ import kubetest as kt  # noqa: E402
 FAKE = None
 
 
+def sanitized(pid):
+    """True when the process runs under AddressSanitizer (its runtime is mapped)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def status(pid, field):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -127,7 +133,10 @@ class Gfd(harness.PluginTestCase):
         after = (p.fd_count(), status(p.pid, "Threads"), status(p.pid, "VmRSS"))
         print("\ngfd: fds, threads, RSS KiB before %s, after 5 SIGHUPs %s" % (before, after))
         self.assertEqual(after[:2], before[:2])
-        self.assertLess(after[2], before[2] + 1024)
+        # A sanitizer build holds freed memory in quarantine (hundreds of MiB by default), so
+        # its RSS grows by design; only an uninstrumented build is held to the bound.
+        if not sanitized(p.pid):
+            self.assertLess(after[2], before[2] + 1024)
         p.signal(signal.SIGTERM)
         self.assertEqual(p.wait_exit(), 0)
         self.assertFalse(os.path.exists(self.out), "the feature file outlived GFD")
