@@ -70,6 +70,8 @@ static int discover_migs(const struct discover_options *opt, nvml_device dev, st
         m->gi_id = info.gi_id;
         m->ci_id = info.ci_id;
         m->gi_profile_id = info.gi_profile_id;
+        m->placement_start = info.placement_start;
+        m->placement_size = info.placement_size;
         m->ci_profile_id = info.ci_profile_id;
         m->memory_bytes = info.memory_bytes;
         m->multiprocessors = info.multiprocessors;
@@ -108,6 +110,13 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
     struct error merr = { 0 };
     if (nvml_device_memory_total(dev, &g->memory_bytes, &merr) < 0)
         log_warning("GPU %s: %s, reporting memory as 0, ignoring", g->uuid, merr.msg);
+
+    /* DRA attributes only: a driver without these symbols still serves its GPUs. */
+    struct error ierr = { 0 };
+    if (nvml_device_brand(dev, g->brand, sizeof(g->brand), &ierr) < 0)
+        log_debug("GPU %s: %s, no brand attribute", g->uuid, ierr.msg);
+    if (nvml_device_architecture(dev, g->architecture, sizeof(g->architecture), &ierr) < 0)
+        log_debug("GPU %s: %s, no architecture attribute", g->uuid, ierr.msg);
 
     bool bad = false;
     g->numa_node = discover_numa_node(opt->sysfs_root, g->bus_id, &bad);

@@ -18,6 +18,7 @@ struct inv_mig {
     char uuid[INV_UUID_MAX];          /* "MIG-..." */
     unsigned gi_id, ci_id;            /* GPU / compute instance ids */
     unsigned gi_profile_id, ci_profile_id;
+    unsigned placement_start, placement_size; /* GPU instance's memory slices (DRA names) */
     char profile[INV_PROFILE_MAX];    /* "1g.5gb", "1c.2g.10gb", "1g.10gb+me" ... */
     uint64_t memory_bytes;
     unsigned multiprocessors, gi_slices, ci_slices;
@@ -34,6 +35,8 @@ struct inv_gpu {
     unsigned index;                   /* NVML enumeration index */
     char uuid[INV_UUID_MAX];          /* "GPU-..." */
     char name[INV_NAME_MAX];
+    char brand[24];                   /* "Nvidia", "Tesla"; "" if NVML could not tell */
+    char architecture[24];            /* "Hopper", "Ada Lovelace"; "" if unknown */
     char bus_id[INV_BUSID_MAX];       /* sysfs form, lower case: "0000:3b:00.0" */
     unsigned minor;                   /* /dev/nvidia<minor> */
     uint64_t memory_bytes;            /* 0 if NVML could not tell */

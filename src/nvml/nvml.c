@@ -29,6 +29,8 @@
     X(nvmlDeviceGetPciInfo_v3, 1, "nvmlDeviceGetPciInfo_v2")                                  \
     X(nvmlDeviceGetMemoryInfo, 0, NULL)                                                       \
     X(nvmlDeviceGetCudaComputeCapability, 0, NULL)                                            \
+    X(nvmlDeviceGetBrand, 0, NULL)                                                            \
+    X(nvmlDeviceGetArchitecture, 0, NULL)                                                     \
     X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
     X(nvmlDeviceGetMaxMigDeviceCount, 0, NULL)                                                \
     X(nvmlDeviceGetMigDeviceHandleByIndex, 0, NULL)                                           \
@@ -276,6 +278,57 @@ int nvml_device_compute_capability(nvml_device dev, int *major, int *minor, stru
     return NVML_CALL(err, nvmlDeviceGetCudaComputeCapability, to_nvml(dev), major, minor);
 }
 
+/* The names NVIDIA's go-nvlib gives (its GetBrandAsString / GetArchitectureAsString),
+ * which DRA attributes and the selectors written for NVIDIA's driver compare with. */
+int nvml_device_brand(nvml_device dev, char *buf, size_t len, struct error *err)
+{
+    static const char *const names[] = {
+        [NVML_BRAND_UNKNOWN] = "Unknown", [NVML_BRAND_QUADRO] = "Quadro",
+        [NVML_BRAND_TESLA] = "Tesla", [NVML_BRAND_NVS] = "NVS", [NVML_BRAND_GRID] = "Grid",
+        [NVML_BRAND_GEFORCE] = "GeForce", [NVML_BRAND_TITAN] = "Titan",
+        [NVML_BRAND_NVIDIA_VAPPS] = "NvidiaVApps", [NVML_BRAND_NVIDIA_VPC] = "NvidiaVPC",
+        [NVML_BRAND_NVIDIA_VCS] = "NvidiaVCS", [NVML_BRAND_NVIDIA_VWS] = "NvidiaVWS",
+        [NVML_BRAND_NVIDIA_CLOUD_GAMING] = "NvidiaCloudGaming",
+        [NVML_BRAND_QUADRO_RTX] = "QuadroRTX", [NVML_BRAND_NVIDIA_RTX] = "NvidiaRTX",
+        [NVML_BRAND_NVIDIA] = "Nvidia", [NVML_BRAND_GEFORCE_RTX] = "GeForceRTX",
+        [NVML_BRAND_TITAN_RTX] = "TitanRTX",
+    };
+    nvmlBrandType_t b = NVML_BRAND_UNKNOWN;
+    int r = NVML_CALL(err, nvmlDeviceGetBrand, to_nvml(dev), &b);
+    if (r < 0)
+        return r;
+    if ((unsigned)b >= ELEMENTSOF(names) || !names[b])
+        return error_set(err, -ENOENT, "nvmlDeviceGetBrand: unknown brand %u", (unsigned)b);
+    int n = snprintf(buf, len, "%s", names[b]);
+    return n < 0 || (size_t)n >= len ? error_set(err, -ENOBUFS, "brand name too long") : 0;
+}
+
+int nvml_device_architecture(nvml_device dev, char *buf, size_t len, struct error *err)
+{
+    static const struct {
+        unsigned v;
+        const char *name;
+    } names[] = {
+        { NVML_DEVICE_ARCH_KEPLER, "Kepler" },   { NVML_DEVICE_ARCH_MAXWELL, "Maxwell" },
+        { NVML_DEVICE_ARCH_PASCAL, "Pascal" },   { NVML_DEVICE_ARCH_VOLTA, "Volta" },
+        { NVML_DEVICE_ARCH_TURING, "Turing" },   { NVML_DEVICE_ARCH_AMPERE, "Ampere" },
+        { NVML_DEVICE_ARCH_ADA, "Ada Lovelace" }, { NVML_DEVICE_ARCH_HOPPER, "Hopper" },
+        { NVML_DEVICE_ARCH_BLACKWELL, "Blackwell" }, { NVML_DEVICE_ARCH_RUBIN, "Rubin" },
+        { NVML_DEVICE_ARCH_UNKNOWN, "Unknown" },
+    };
+    nvmlDeviceArchitecture_t a = NVML_DEVICE_ARCH_UNKNOWN;
+    int r = NVML_CALL(err, nvmlDeviceGetArchitecture, to_nvml(dev), &a);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+        if (names[i].v != a)
+            continue;
+        int n = snprintf(buf, len, "%s", names[i].name);
+        return n < 0 || (size_t)n >= len ? error_set(err, -ENOBUFS, "architecture name too long") : 0;
+    }
+    return error_set(err, -ENOENT, "nvmlDeviceGetArchitecture: unknown architecture %u", a);
+}
+
 int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err)
 {
     unsigned current = 0, pending = 0;
@@ -348,6 +401,8 @@ int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *inf
         return r;
 
     info->gi_profile_id = gi_info.profileId;
+    info->placement_start = gi_info.placement.start;
+    info->placement_size = gi_info.placement.size;
     info->ci_profile_id = ci_info.profileId;
     info->memory_bytes = attr.memorySizeMB << 20;
     info->multiprocessors = attr.multiprocessorCount;

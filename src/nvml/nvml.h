@@ -48,6 +48,10 @@ int nvml_device_minor(nvml_device dev, unsigned *minor, struct error *err);
 int nvml_device_pci_bus_id(nvml_device dev, char *buf, size_t len, struct error *err);
 int nvml_device_memory_total(nvml_device dev, uint64_t *bytes, struct error *err);
 int nvml_device_compute_capability(nvml_device dev, int *major, int *minor, struct error *err);
+/* Brand and architecture as NVIDIA's tools spell them ("Nvidia", "Hopper", "Ada
+ * Lovelace"); -ENOENT for a value NVML added after us. */
+int nvml_device_brand(nvml_device dev, char *buf, size_t len, struct error *err);
+int nvml_device_architecture(nvml_device dev, char *buf, size_t len, struct error *err);
 /* -ENOTSUP / -ENOSYS: not MIG capable. */
 int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err);
 
@@ -73,6 +77,7 @@ struct nvml_mig_info {
     uint64_t memory_bytes;           /* attributes memorySizeMB * 2^20 */
     unsigned multiprocessors, copy_engines, decoders, encoders, jpegs, ofas;
     enum nvml_gi_variant variant;    /* of the GPU-instance profile */
+    unsigned placement_start, placement_size; /* the GPU instance's memory slices */
 };
 /* Everything the profile name and the device record need about one MIG device. */
 int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *info,

@@ -1,0 +1,118 @@
+/* The DRA device set (see dra-devices.h): which devices of the inventory DRA offers and
+ * the names NVIDIA's gpu-kubelet-plugin gives them, so that claims and DeviceClasses
+ * written for it keep selecting the same devices. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dra/dra-devices.h"
+
+/* NVIDIA's canonical profile spelling in a name: lower case, dots dropped, anything
+ * else outside [a-z0-9-] turned into '-' ("1g.5gb+me" -> "1g5gb-me"). */
+static void profile_token(const char *profile, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = profile; *p && o + 1 < len; p++) {
+        char c = *p;
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        if (c == '.')
+            continue;
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+            c = '-';
+        out[o++] = c;
+    }
+    out[o] = 0;
+}
+
+static bool name_taken(const struct dra_device_set *s, const char *name)
+{
+    return dra_devices_find(s, name) != NULL;
+}
+
+/* NVIDIA's name identifies a MIG device by its GPU instance; a GPU instance holding
+ * several compute instances of the same profile (two 1c.2g.10gb in one 2g GI) would
+ * give them one name, which the API server refuses as a duplicate and which would
+ * take the whole slice down. The first keeps NVIDIA's name, later ones get "-ci<id>". */
+static int mig_name(const struct dra_device_set *s, const struct inv_gpu *g,
+                    const struct inv_mig *m, char *out, size_t len, struct error *err)
+{
+    char token[INV_PROFILE_MAX];
+    profile_token(m->profile, token, sizeof(token));
+    int n = snprintf(out, len, "gpu-%u-mig-%s-%u-%u", g->minor, token, m->gi_profile_id,
+                     m->placement_start);
+    if (n > 0 && (size_t)n < len && name_taken(s, out))
+        n = snprintf(out, len, "gpu-%u-mig-%s-%u-%u-ci%u", g->minor, token, m->gi_profile_id,
+                     m->placement_start, m->ci_id);
+    if (n < 0 || (size_t)n >= len || (size_t)n > DRA_DEVICE_NAME_MAX - 1)
+        return error_set(err, -ENAMETOOLONG, "MIG device %s of GPU %s: DRA name longer than 63 characters",
+                         m->uuid, g->uuid);
+    if (name_taken(s, out))
+        return error_set(err, -EEXIST, "MIG device %s of GPU %s: DRA name \"%s\" already used",
+                         m->uuid, g->uuid, out);
+    return 0;
+}
+
+static struct dra_device *append(struct dra_device_set *s)
+{
+    s->devices = xreallocarray(s->devices, s->n + 1, sizeof(*s->devices));
+    struct dra_device *d = &s->devices[s->n++];
+    memset(d, 0, sizeof(*d));
+    return d;
+}
+
+int dra_devices_build(const struct inventory *inv, const bool *serve, struct dra_device_set *out,
+                      struct error *err)
+{
+    struct dra_device_set s = { 0 };
+    int r;
+
+    for (size_t i = 0; i < inv->n_gpus; i++) {
+        const struct inv_gpu *g = &inv->gpus[i];
+        if (serve && !serve[i])
+            continue;
+        if (!g->mig_enabled) {
+            char name[DRA_DEVICE_NAME_MAX];
+            snprintf(name, sizeof(name), "gpu-%u", g->minor); /* at most 14 characters */
+            if (name_taken(&s, name)) {
+                r = error_set(err, -EEXIST, "GPU %s: DRA name \"%s\" already used (two GPUs with minor %u)",
+                              g->uuid, name, g->minor);
+                goto fail;
+            }
+            struct dra_device *d = append(&s);
+            memcpy(d->name, name, sizeof(name));
+            d->type = DRA_DEVICE_GPU;
+            d->gpu = i;
+            continue;
+        }
+        for (size_t j = 0; j < g->n_migs; j++) {
+            char name[DRA_DEVICE_NAME_MAX + 16];
+            if ((r = mig_name(&s, g, &g->migs[j], name, sizeof(name), err)) < 0)
+                goto fail;
+            struct dra_device *d = append(&s);
+            memcpy(d->name, name, DRA_DEVICE_NAME_MAX);
+            d->type = DRA_DEVICE_MIG;
+            d->gpu = i;
+            d->mig = j;
+        }
+    }
+    *out = s;
+    return 0;
+fail:
+    dra_device_set_clear(&s);
+    return r;
+}
+
+void dra_device_set_clear(struct dra_device_set *s)
+{
+    free(s->devices);
+    s->devices = NULL;
+    s->n = 0;
+}
+
+const struct dra_device *dra_devices_find(const struct dra_device_set *s, const char *name)
+{
+    for (size_t i = 0; s && name && i < s->n; i++)
+        if (streq(s->devices[i].name, name))
+            return &s->devices[i];
+    return NULL;
+}
