@@ -65,15 +65,10 @@ json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg)
             if (json_object_get(seen, d->base_id))
                 continue;
             json_object_set_new(seen, d->base_id, json_true());
-            json_t *nodes = json_array();
-            for (char **p = d->paths; p && *p; p++) {
-                json_array_append_new(nodes, device_node(cfg, *p));
+            for (char **p = d->paths; p && *p; p++)
                 if (!has_path(all_nodes, *p))
                     json_array_append_new(all_nodes, device_node(cfg, *p));
-            }
-            json_t *edits = json_object();
-            json_object_set_new(edits, "deviceNodes", nodes);
-            add_device(spec, d->base_id, edits);
+            add_device(spec, d->base_id, cdi_device_edits(cfg, d->paths));
         }
     }
     json_decref(seen);
@@ -81,8 +76,23 @@ json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg)
     json_t *edits = json_object();
     json_object_set_new(edits, "deviceNodes", all_nodes);
     add_device(spec, "all", edits);
+    json_object_set_new(spec, "containerEdits", cdi_common_edits(cfg));
+    return spec;
+}
 
-    /* Common edits: the control nodes every GPU user needs, as nvcdi puts there. */
+json_t *cdi_device_edits(const struct config *cfg, char *const *paths)
+{
+    json_t *nodes = json_array();
+    for (char *const *p = paths; p && *p; p++)
+        json_array_append_new(nodes, device_node(cfg, *p));
+    json_t *edits = json_object();
+    json_object_set_new(edits, "deviceNodes", nodes);
+    return edits;
+}
+
+json_t *cdi_common_edits(const struct config *cfg)
+{
+    /* The control nodes every GPU user needs, as nvcdi puts there. */
     json_t *common = json_object();
     json_t *ctl = json_array();
     const char *present[ALLOC_CONTROL_NODES_MAX];
@@ -94,8 +104,7 @@ json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg)
     json_t *env = json_array();
     json_array_append_new(env, json_string("NVIDIA_VISIBLE_DEVICES=void"));
     json_object_set_new(common, "env", env);
-    json_object_set_new(spec, "containerEdits", common);
-    return spec;
+    return common;
 }
 
 json_t *cdi_imex_spec(const struct config *cfg)

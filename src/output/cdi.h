@@ -21,6 +21,14 @@ json_t *cdi_imex_spec(const struct config *cfg);            /* NULL: no channels
 /* mode: "gdrcopy", "gds" or "mofed"; one device "all". */
 json_t *cdi_mode_spec(const struct config *cfg, const char *mode);
 
+/* The edits one physical device brings, in every spec that names it (the device
+ * plugin's and DRA's per-claim specs alike): {"deviceNodes": paths}, paths as
+ * resources_device_paths() gives them (NULL-terminated). New reference. */
+json_t *cdi_device_edits(const struct config *cfg, char *const *paths);
+/* The common edits of a spec of GPUs: the control nodes that exist, and
+ * NVIDIA_VISIBLE_DEVICES=void. New reference. */
+json_t *cdi_common_edits(const struct config *cfg);
+
 /* Write spec as <dir>/<file> atomically (temp file in dir, fsync, rename); creates dir. */
 int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, struct error *err);
 

@@ -101,6 +101,34 @@ static void set_ids(const struct config *cfg, struct rs_device *d)
     d->base_id = xstrdup(cfg->device_id_strategy == DEVICE_ID_INDEX ? d->index : d->uuid);
 }
 
+char **resources_device_paths(const struct inv_gpu *gpu, const struct inv_mig *mig,
+                              struct error *err)
+{
+    if (!mig) {
+        char **paths = xcalloc(2, sizeof(char *));
+        paths[0] = xasprintf(DEV_PREFIX "%u", gpu->minor);
+        return paths;
+    }
+    /* Discovery resolved the caps (node/mig.c) or kept why it could not. */
+    int gi_minor = mig->gi_cap_minor, ci_minor = mig->ci_cap_minor;
+    if (gi_minor < 0 || ci_minor < 0) {
+        const char *why = mig->cap_error[0] ? mig->cap_error : "capability minor unknown";
+        int code = mig->cap_error_code < 0 ? mig->cap_error_code : -ENOENT;
+        if (gi_minor < 0)
+            error_set(err, code, "MIG device %s (GPU %u GI %u): %s", mig->uuid, gpu->index,
+                      mig->gi_id, why);
+        else
+            error_set(err, code, "MIG device %s (GPU %u GI %u CI %u): %s", mig->uuid,
+                      gpu->index, mig->gi_id, mig->ci_id, why);
+        return NULL;
+    }
+    char **paths = xcalloc(4, sizeof(char *));
+    paths[0] = xasprintf(DEV_PREFIX "%u", gpu->minor);
+    paths[1] = xasprintf(CAP_PREFIX "%d", gi_minor);
+    paths[2] = xasprintf(CAP_PREFIX "%d", ci_minor);
+    return paths;
+}
+
 static void gpu_device(const struct inventory *inv, const struct config *cfg, size_t g,
                        struct rs_device *d)
 {
@@ -116,8 +144,7 @@ static void gpu_device(const struct inventory *inv, const struct config *cfg, si
         .memory_bytes = gpu->memory_bytes,
     };
     set_ids(cfg, d);
-    d->paths = xcalloc(2, sizeof(char *));
-    d->paths[0] = xasprintf(DEV_PREFIX "%u", gpu->minor);
+    d->paths = resources_device_paths(gpu, NULL, NULL);
 }
 
 static int mig_device(const struct inventory *inv, const struct config *cfg, size_t g, size_t m,
@@ -125,18 +152,9 @@ static int mig_device(const struct inventory *inv, const struct config *cfg, siz
 {
     const struct inv_gpu *gpu = &inv->gpus[g];
     const struct inv_mig *mig = &gpu->migs[m];
-
-    /* Discovery resolved the caps (node/mig.c) or kept why it could not. */
-    int gi_minor = mig->gi_cap_minor, ci_minor = mig->ci_cap_minor;
-    if (gi_minor < 0 || ci_minor < 0) {
-        const char *why = mig->cap_error[0] ? mig->cap_error : "capability minor unknown";
-        int code = mig->cap_error_code < 0 ? mig->cap_error_code : -ENOENT;
-        if (gi_minor < 0)
-            return error_set(err, code, "MIG device %s (GPU %u GI %u): %s", mig->uuid,
-                             gpu->index, mig->gi_id, why);
-        return error_set(err, code, "MIG device %s (GPU %u GI %u CI %u): %s", mig->uuid,
-                         gpu->index, mig->gi_id, mig->ci_id, why);
-    }
+    char **paths = resources_device_paths(gpu, mig, err);
+    if (!paths)
+        return err->code;
 
     *d = (struct rs_device){
         .uuid = xstrdup(mig->uuid),
@@ -149,10 +167,7 @@ static int mig_device(const struct inventory *inv, const struct config *cfg, siz
         .memory_bytes = mig->memory_bytes,
     };
     set_ids(cfg, d);
-    d->paths = xcalloc(4, sizeof(char *));
-    d->paths[0] = xasprintf(DEV_PREFIX "%u", gpu->minor);
-    d->paths[1] = xasprintf(CAP_PREFIX "%d", gi_minor);
-    d->paths[2] = xasprintf(CAP_PREFIX "%d", ci_minor);
+    d->paths = paths;
     return 0;
 }
 

@@ -54,5 +54,12 @@ int resources_build(const struct inventory *inv, const struct config *cfg,
                     struct resource_set *out, struct error *err);
 void resources_clear(struct resource_set *rs);
 
+/* The device nodes a container needs for one GPU (mig NULL: /dev/nvidia<minor>) or one
+ * MIG device (plus its GI and CI capability nodes): NULL-terminated, each element and the
+ * array malloc'd. NULL (err set, naming the MIG device) when discovery could not resolve
+ * a capability minor. The one home of these paths: the device plugin's devices and the
+ * DRA claim specs both take them from here. */
+char **resources_device_paths(const struct inv_gpu *gpu, const struct inv_mig *mig,
+                              struct error *err);
 /* Find a device of a resource by kubelet ID; NULL if unknown. */
 const struct rs_device *resources_find_device(const struct rs_resource *r, const char *id);
