@@ -30,20 +30,15 @@ static int unknown_command(const char *name)
     return GDP_EXIT_FAILURE;
 }
 
-/* NVIDIA's image runs each of its programs by name; ours are links to this binary.
- * "nvidia-device-plugin" (and any other name) is the plugin. */
-static const char *program_name(const char *argv0)
-{
-    const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
-    return slash ? slash + 1 : argv0 ? argv0 : "";
-}
-
 int main(int argc, char **argv)
 {
     struct config_command cmd = { 0 };
     struct error err = { 0 };
     int rc;
 
+    /* NVIDIA's image runs each of its programs by name; ours are links to this binary.
+     * "nvidia-device-plugin" (and any other name) is the plugin; "gpu-kubelet-plugin" is the
+     * plugin serving only DRA (config_load knows that name). */
     mem_single_arena(); /* before NVML or the health monitor start a thread */
     if (streq(program_name(argv[0]), "config-manager"))
         return cmd_config_manager(argc, argv);

@@ -72,6 +72,11 @@ enum config_opt {
     OPT_CONFIG_DEFAULT,
     OPT_CONFIG_FALLBACK_STRATEGIES,
     OPT_EVENTS,
+    OPT_DRA,
+    OPT_KUBELET_REGISTRAR_DIR,
+    OPT_KUBELET_PLUGINS_DIR,
+    OPT_CDI_ROOT,
+    OPT_DRA_DEVICE_PLUGIN_GPUS,
     OPT_HELP,
     OPT_VERSION,
     _OPT_MAX,
@@ -152,6 +157,8 @@ int config_args_apply(struct config *c, int argc, char **argv, char **envp,
                       struct error *err);
 
 /* Kubernetes API and per-node configuration settings (config-cluster.c). */
+int config_dra_option_set(struct config *c, enum config_opt opt, const char *value,
+                          struct error *err);
 int config_cluster_option_set(struct config *c, enum config_opt opt, const char *value,
                               struct error *err);
 

@@ -16,6 +16,25 @@ static void post_defaults(struct config *c)
         c->time_slicing.fail_requests_greater_than_one = 0;
 }
 
+/* Started as NVIDIA's DRA kubelet plugin: DRA on and the device-plugin side off, on every
+ * load (a reload reads the same argv). Flags that say otherwise are refused, not ignored. */
+static int dra_only_program(struct config *c, const char *argv0, const bool *set,
+                            struct error *err)
+{
+    if (!streq(program_name(argv0), "gpu-kubelet-plugin"))
+        return 0;
+    if (set[OPT_DRA] && !c->dra.enabled)
+        return error_set(err, -EINVAL, "--dra=false: gpu-kubelet-plugin serves only DRA "
+                         "(run the binary as nvidia-device-plugin for the device plugin)");
+    if (c->dra.device_plugin_gpus && c->dra.device_plugin_gpus[0])
+        return error_set(err, -EINVAL, "--dra-device-plugin-gpus: gpu-kubelet-plugin serves "
+                         "only DRA, no GPU is left to a device plugin (run the binary with "
+                         "serve --dra to split a node)");
+    c->dra.enabled = true;
+    c->dra.only = true;
+    return 0;
+}
+
 static void marks_clear(struct config_marks *m)
 {
     for (int i = 0; i < _OPT_MAX; i++)
@@ -33,6 +52,8 @@ static int load(struct config *out, int argc, char **argv, char **envp,
     if (r != 0)
         return r;
     out->gfd_output_file_given = set[OPT_GFD_OUTPUT_FILE];
+    if (argc > 0 && (r = dra_only_program(out, argv[0], set, err)) < 0)
+        return r;
     if (file_override) {
         free(out->config_file);
         out->config_file = xstrdup(file_override);

@@ -20,6 +20,8 @@ static const char G_EXT[] = "gpu-device-plugin extensions (not in NVIDIA's plugi
 static const char G_LABELS[] = "GPU node labels (gpu-feature-discovery; see docs/labels.md)";
 static const char G_KUBE[] = "Kubernetes API and per-node configuration (used only by the "
                              "features that need them)";
+static const char G_DRA[] = "Dynamic Resource Allocation (NVIDIA's gpu-kubelet-plugin flags; "
+                            "see docs/dra.md)";
 static const char G_MISC[] = "Miscellaneous";
 
 const struct config_option_def config_options[_OPT_MAX] = {
@@ -179,13 +181,29 @@ const struct config_option_def config_options[_OPT_MAX] = {
     [OPT_EVENTS] = { { "events" }, { "GDP_EVENTS" }, KIND_BOOL, G_KUBE, "true",
         "post Kubernetes Events on the Node for health transitions and rejected configs "
         "(only with --node-name)", NULL },
+    [OPT_DRA] = { { "dra" }, { "GDP_DRA" }, KIND_BOOL, G_DRA, "false",
+        "serve GPUs through DRA (driver gpu.nvidia.com); gpu-kubelet-plugin implies it (ours)",
+        NULL },
+    [OPT_KUBELET_REGISTRAR_DIR] = { { "kubelet-registrar-directory-path" },
+        { "KUBELET_REGISTRAR_DIRECTORY_PATH" }, KIND_STRING, G_DRA,
+        "/var/lib/kubelet/plugins_registry",
+        "directory the kubelet watches for plugin registration sockets", NULL },
+    [OPT_KUBELET_PLUGINS_DIR] = { { "kubelet-plugins-directory-path" },
+        { "KUBELET_PLUGINS_DIRECTORY_PATH" }, KIND_STRING, G_DRA, "/var/lib/kubelet/plugins",
+        "directory of the DRA socket and checkpoint (<dir>/gpu.nvidia.com/)", NULL },
+    [OPT_CDI_ROOT] = { { "cdi-root" }, { "CDI_ROOT" }, KIND_STRING, G_DRA, "/etc/cdi",
+        "where the per-claim CDI specs are written", NULL },
+    [OPT_DRA_DEVICE_PLUGIN_GPUS] = { { "dra-device-plugin-gpus" },
+        { "GDP_DRA_DEVICE_PLUGIN_GPUS" }, KIND_SLICE, G_DRA, "",
+        "with --dra: GPUs (index or UUID, comma separated) left to the device plugin instead "
+        "of DRA, for moving a node one GPU at a time (ours)", NULL },
     [OPT_HELP] = { { "help", "h" }, { NULL }, KIND_ACTION, G_MISC, NULL, "show help", NULL },
     [OPT_VERSION] = { { "version" }, { NULL }, KIND_ACTION, G_MISC, NULL,
         "print the version (-v is klog verbosity here, not --version)", NULL },
 };
 
 const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_LABELS, G_EXT,
-                                             G_KUBE, G_MISC, NULL };
+                                             G_KUBE, G_DRA, G_MISC, NULL };
 
 static void set_str(char **field, const char *value)
 {
@@ -423,6 +441,12 @@ static int set_option(struct config *c, enum config_opt opt, const char *value,
     case OPT_CONFIG_FALLBACK_STRATEGIES:
     case OPT_EVENTS:
         return config_cluster_option_set(c, opt, value, err);
+    case OPT_DRA:
+    case OPT_KUBELET_REGISTRAR_DIR:
+    case OPT_KUBELET_PLUGINS_DIR:
+    case OPT_CDI_ROOT:
+    case OPT_DRA_DEVICE_PLUGIN_GPUS:
+        return config_dra_option_set(c, opt, value, err);
     case OPT_HELP:
     case OPT_VERSION:
     case _OPT_MAX:

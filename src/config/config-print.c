@@ -123,6 +123,13 @@ static json_t *config_json(const struct config *c)
                   "configDefault", k->config_default, "configFallbackStrategies",
                   strv_json(k->config_fallback_strategies), "events", k->events));
 
+    const struct config_dra *d = &c->dra;
+    json_object_set_new(
+        ext, "dra",
+        json_pack("{s:b, s:s?, s:s?, s:s?, s:o}", "enabled", d->enabled, "registrarDir",
+                  d->registrar_dir, "pluginsDir", d->plugins_dir, "cdiRoot", d->cdi_root,
+                  "devicePluginGpus", strv_json(d->device_plugin_gpus)));
+
     json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "version", "v1", "flags", flags,
                              "resources", resources, "sharing", sharing, "imex", imex);
     json_object_set_new(root, "health", config_health_json(&c->health));

@@ -29,6 +29,11 @@ static const enum config_opt start_only[] = {
     OPT_CONFIG_DEFAULT,
     OPT_CONFIG_FALLBACK_STRATEGIES,
     OPT_EVENTS,
+    OPT_DRA,
+    OPT_KUBELET_REGISTRAR_DIR,
+    OPT_KUBELET_PLUGINS_DIR,
+    OPT_CDI_ROOT,
+    OPT_DRA_DEVICE_PLUGIN_GPUS,
 };
 
 struct config_start_values {
@@ -71,6 +76,11 @@ static char *value_of(const struct config *c, enum config_opt opt)
     case OPT_CONFIG_DEFAULT: return str_or_empty(k->config_default);
     case OPT_CONFIG_FALLBACK_STRATEGIES: return strv_join(k->config_fallback_strategies);
     case OPT_EVENTS: return bool_str(k->events);
+    case OPT_DRA: return bool_str(c->dra.enabled);
+    case OPT_KUBELET_REGISTRAR_DIR: return str_or_empty(c->dra.registrar_dir);
+    case OPT_KUBELET_PLUGINS_DIR: return str_or_empty(c->dra.plugins_dir);
+    case OPT_CDI_ROOT: return str_or_empty(c->dra.cdi_root);
+    case OPT_DRA_DEVICE_PLUGIN_GPUS: return strv_join(c->dra.device_plugin_gpus);
     default: abort(); /* not in start_only[] */
     }
 }

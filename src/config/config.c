@@ -61,6 +61,10 @@ void config_free(struct config *c)
     free(c->cluster.config_node_label);
     free(c->cluster.config_default);
     config_strv_free(c->cluster.config_fallback_strategies);
+    free(c->dra.registrar_dir);
+    free(c->dra.plugins_dir);
+    free(c->dra.cdi_root);
+    config_strv_free(c->dra.device_plugin_gpus);
     /* leave a struct that is safe to free again */
     *c = (struct config){ 0 };
 }

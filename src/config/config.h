@@ -67,6 +67,17 @@ struct config_cluster {
     bool events;                       /* Events on the Node (with node_name) */
 };
 
+/* Dynamic Resource Allocation (src/dra/; docs/dra.md): NVIDIA's gpu-kubelet-plugin flags
+ * and which GPUs stay with the device plugin. */
+struct config_dra {
+    bool enabled;                      /* --dra, or the gpu-kubelet-plugin program name */
+    bool only;                         /* gpu-kubelet-plugin: no device plugin at all */
+    char *registrar_dir;               /* "/var/lib/kubelet/plugins_registry" */
+    char *plugins_dir;                 /* "/var/lib/kubelet/plugins" */
+    char *cdi_root;                    /* "/etc/cdi", NVIDIA's flag default */
+    char **device_plugin_gpus;         /* NULL-terminated index or UUID list */
+};
+
 struct config {
     /* where things came from, for messages and `config print` */
     char *config_file;                 /* NULL: none */
@@ -123,6 +134,7 @@ struct config {
     struct health_config health;
 
     struct config_cluster cluster;
+    struct config_dra dra;
 };
 
 void config_init_defaults(struct config *c);

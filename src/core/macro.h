@@ -102,6 +102,14 @@ void *grow_array(void *array, size_t *alloc, size_t need, size_t size);
 static inline uint64_t u64_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 static inline int streq(const char *a, const char *b) { return strcmp(a, b) == 0; }
+
+/* The name a program was started as (argv[0] without its directory): NVIDIA's image runs
+ * each of its programs by name, ours are links to one binary that picks its mode from it. */
+static inline const char *program_name(const char *argv0)
+{
+    const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
+    return slash ? slash + 1 : argv0 ? argv0 : "";
+}
 /* Both NULL, or equal strings. */
 static inline int streq_ptr(const char *a, const char *b) { return a && b ? streq(a, b) : a == b; }
 static inline int startswith(const char *s, const char *prefix)

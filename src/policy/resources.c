@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "core/log.h"
+#include "policy/dra-split.h"
 #include "policy/resources-warn.h"
 
 #define DEV_PREFIX "/dev/nvidia"
@@ -283,7 +284,7 @@ static int build_base(const struct inventory *inv, const struct config *cfg, res
 
     for (size_t g = 0; g < inv->n_gpus; g++) {
         const struct inv_gpu *gpu = &inv->gpus[g];
-        if (use_migs && gpu->mig_enabled)
+        if ((use_migs && gpu->mig_enabled) || dra_split_serves(cfg, gpu))
             continue;
         const char *name = match_patterns(gpats, n_gpats, gpu->name);
         if (!name)
@@ -302,7 +303,7 @@ static int build_base(const struct inventory *inv, const struct config *cfg, res
 
     for (size_t g = 0; g < inv->n_gpus; g++) {
         const struct inv_gpu *gpu = &inv->gpus[g];
-        if (!gpu->mig_enabled)
+        if (!gpu->mig_enabled || dra_split_serves(cfg, gpu))
             continue;
         if (gpu->n_migs == 0 && warn && cfg->mig_strategy == MIG_STRATEGY_MIXED) {
             char msg[160];

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "core/log.h"
+#include "policy/dra-split.h"
 #include "state/node-state.h"
 #include "node/discover.h"
 #include "node/host.h"
@@ -72,6 +73,12 @@ static const char *const nvml_tolerated_hints[] = {
     NULL,
 };
 
+static void warn_dra_unmatched(void *userdata, const char *entry)
+{
+    log_warning("--dra-device-plugin-gpus: no GPU \"%s\" on this node (an index or a UUID); "
+                "DRA serves every GPU the list does not name", entry);
+}
+
 static void read_host_facts(struct node_state *s, const struct node_state_options *opt)
 {
     if (!opt->host_facts)
@@ -109,7 +116,9 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
     struct discover_options dopt = {
         .sysfs_root = cfg->sysfs_root,
         .proc_root = cfg->proc_root,
-        .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE,
+        /* DRA offers a MIG-enabled GPU's MIG devices whatever the strategy, as NVIDIA's
+         * DRA driver does; the device plugin's resources still follow the strategy. */
+        .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE || cfg->dra.enabled,
         .with_links = opt->serve,
         .previous = opt->previous,
     };
@@ -118,6 +127,7 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
     read_host_facts(s, opt);
     if (opt->labels_only)
         return 0;
+    dra_split_unmatched(cfg, &s->inv, warn_dra_unmatched, NULL);
     if ((r = resources_build(&s->inv, cfg, &s->rs, err)) < 0)
         return r;
     if (!opt->serve)

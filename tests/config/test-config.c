@@ -53,6 +53,17 @@ static const struct err_case err_cases[] = {
       "auto, nvml, tegra)" },
     { "log format", NULL, A("--log-format", "xml"), NULL,
       "--log-format: invalid --log-format option: xml (allowed: text, json)" },
+    { "dra bool", NULL, A("--dra=yes"), NULL,
+      "--dra: invalid boolean value \"yes\" (allowed: true, false, 1, 0, t, f)" },
+    { "cdi root relative", NULL, NULL, A("CDI_ROOT=cdi"),
+      "env CDI_ROOT: invalid --cdi-root \"cdi\": must be an absolute path" },
+    { "plugins dir too long", NULL,
+      A("--kubelet-plugins-directory-path=/0123456789012345678901234567890123456789012345678901234567890123"),
+      NULL, "--kubelet-plugins-directory-path: invalid --kubelet-plugins-directory-path "
+      "\"/0123456789012345678901234567890123456789012345678901234567890123\": longer than 64 bytes" },
+    { "dra device plugin gpus", NULL, A("--dra-device-plugin-gpus=0,nvidia0"), NULL,
+      "--dra-device-plugin-gpus: invalid --dra-device-plugin-gpus entry \"nvidia0\": a GPU index "
+      "or a GPU UUID (GPU-...)" },
     { "verbosity", NULL, A("-v", "high"), NULL,
       "-v: invalid -v value \"high\": must be an integer >= 0" },
     { "verbosity env", NULL, NULL, A("GDP_LOG_VERBOSITY=-1"),
@@ -422,10 +433,51 @@ static void test_node_name(void)
         CHECK(!config_node_name_valid(bad[i]), "\"%.20s\" accepted", bad[i] ? bad[i] : "(null)");
 }
 
+/* DRA's options: NVIDIA's gpu-kubelet-plugin names and defaults, and that program name
+ * turning DRA on and the device plugin off on every load. */
+static void test_dra(void)
+{
+    struct config c = { 0 };
+    struct error err = { 0 };
+    int r = load(&c, NULL, NULL, NULL, NULL, &err);
+    CHECK(r == 0, "%s", err.msg);
+    CHECK(!c.dra.enabled && !c.dra.only, "DRA on by default");
+    CHECK(streq(c.dra.registrar_dir, "/var/lib/kubelet/plugins_registry"), "%s",
+          c.dra.registrar_dir);
+    CHECK(streq(c.dra.plugins_dir, "/var/lib/kubelet/plugins"), "%s", c.dra.plugins_dir);
+    CHECK(streq(c.dra.cdi_root, "/etc/cdi"), "%s", c.dra.cdi_root);
+    CHECK(c.dra.device_plugin_gpus && !c.dra.device_plugin_gpus[0], "gpus not empty");
+    config_free(&c);
+
+    r = load(&c, NULL, A("--dra", "--cdi-root=/var/run/cdi", "--dra-device-plugin-gpus=0,GPU-a"),
+             A("KUBELET_REGISTRAR_DIRECTORY_PATH=/r", "KUBELET_PLUGINS_DIRECTORY_PATH=/p"), NULL,
+             &err);
+    CHECK(r == 0, "%s", err.msg);
+    CHECK(c.dra.enabled && !c.dra.only, "--dra");
+    CHECK(streq(c.dra.registrar_dir, "/r") && streq(c.dra.plugins_dir, "/p") &&
+          streq(c.dra.cdi_root, "/var/run/cdi"), "dirs");
+    CHECK(streq(c.dra.device_plugin_gpus[0], "0") && streq(c.dra.device_plugin_gpus[1], "GPU-a")
+          && !c.dra.device_plugin_gpus[2], "gpus");
+    config_free(&c);
+
+    char *kp[] = { (char *)"/usr/bin/gpu-kubelet-plugin", NULL };
+    r = config_load(&c, 1, kp, (char *[]){ NULL }, NULL, &err);
+    CHECK(r == 0 && c.dra.enabled && c.dra.only, "gpu-kubelet-plugin: %s", err.msg);
+    config_free(&c);
+    char *kp_off[] = { (char *)"gpu-kubelet-plugin", (char *)"--dra=false", NULL };
+    r = config_load(&c, 2, kp_off, (char *[]){ NULL }, NULL, &err);
+    CHECK(r < 0 && strstr(err.msg, "gpu-kubelet-plugin serves only DRA"), "%s", err.msg);
+    config_free(&c);
+    char *kp_split[] = { (char *)"gpu-kubelet-plugin", (char *)"--dra-device-plugin-gpus=1", NULL };
+    r = config_load(&c, 2, kp_split, (char *[]){ NULL }, NULL, &err);
+    CHECK(r < 0 && strstr(err.msg, "no GPU is left to a device plugin"), "%s", err.msg);
+    config_free(&c);
+}
+
 int main(void)
 {
     static void (*const tests[])(void) = {
-        test_errors, test_defaults, test_precedence, test_forms, test_node_name, NULL,
+        test_errors, test_defaults, test_precedence, test_forms, test_node_name, test_dra, NULL,
     };
     return config_test_main("config", tests);
 }

@@ -5,6 +5,7 @@
 #include "core/macro.h"
 #include "fixtures.h"
 #include "node/mig.h"
+#include "policy/dra-split.h"
 #include "policy/resources-warn.h"
 
 static char *proc_root;
@@ -30,6 +31,11 @@ static void collect(void *userdata, enum resources_warn_level level, const char 
     if (w->n == 1)
         snprintf(w->first, sizeof(w->first), "%s", msg);
     snprintf(w->last, sizeof(w->last), "%s", msg);
+}
+
+static void unmatched(void *userdata, const char *entry)
+{
+    collect(userdata, RESOURCES_WARN_WARNING, entry);
 }
 
 /* Build expecting failure; check the message contains want. */
@@ -579,6 +585,72 @@ static void test_unsafe_ids(void)
     }
 }
 
+/* --dra: every GPU goes to exactly one API. By default DRA takes them all; the GPUs that
+ * --dra-device-plugin-gpus names (index or UUID) stay with the device plugin, MIG devices
+ * with their GPU; an entry naming no GPU is reported and keeps nothing. */
+static void test_dra_split(void)
+{
+    struct inventory inv;
+    struct config cfg;
+    struct resource_set rs = { 0 };
+    struct error err = { 0 };
+    fx_inventory(&inv, FX_A100, 8);
+    fx_config(&cfg, proc_root);
+    cfg.dra.enabled = true;
+    CHECK(resources_build(&inv, &cfg, &rs, &err) == 0);
+    CHECK(rs.n_resources == 0); /* all through DRA */
+    for (size_t g = 0; g < inv.n_gpus; g++)
+        CHECK(dra_split_serves(&cfg, &inv.gpus[g]));
+    resources_clear(&rs);
+
+    char **keep = xcalloc(4, sizeof(char *));
+    keep[0] = xstrdup("2");
+    keep[1] = xstrdup(inv.gpus[5].uuid);
+    keep[2] = xstrdup("GPU-gone");
+    config_strv_free(cfg.dra.device_plugin_gpus);
+    cfg.dra.device_plugin_gpus = keep;
+    CHECK(resources_build(&inv, &cfg, &rs, &err) == 0);
+    const struct rs_resource *r = find_res(&rs, "nvidia.com/gpu");
+    CHECK(r && r->n_devices == 2);
+    if (r && r->n_devices == 2) {
+        CHECK_STR(r->devices[0].uuid, inv.gpus[2].uuid);
+        CHECK_STR(r->devices[1].uuid, inv.gpus[5].uuid);
+    }
+    for (size_t g = 0; g < inv.n_gpus; g++)
+        CHECK(dra_split_serves(&cfg, &inv.gpus[g]) == (g != 2 && g != 5));
+    struct warns w = { 0 };
+    dra_split_unmatched(&cfg, &inv, unmatched, &w);
+    CHECK(w.n == 1);
+    CHECK_STR(w.first, "GPU-gone");
+    resources_clear(&rs);
+
+    cfg.dra.enabled = false; /* the list means nothing without --dra */
+    CHECK(resources_build(&inv, &cfg, &rs, &err) == 0);
+    r = find_res(&rs, "nvidia.com/gpu");
+    CHECK(r && r->n_devices == 8);
+    CHECK(!dra_split_serves(&cfg, &inv.gpus[0]));
+    resources_clear(&rs);
+    config_free(&cfg);
+    fx_inventory_free(&inv);
+
+    /* MIG devices follow their GPU. */
+    fx_inventory(&inv, FX_A100, 2);
+    fx_config(&cfg, proc_root);
+    fx_enable_mig(&inv, 1, a100_7x1g, ELEMENTSOF(a100_7x1g));
+    cfg.mig_strategy = MIG_STRATEGY_MIXED;
+    cfg.dra.enabled = true;
+    config_strv_free(cfg.dra.device_plugin_gpus);
+    cfg.dra.device_plugin_gpus = xcalloc(2, sizeof(char *));
+    cfg.dra.device_plugin_gpus[0] = xstrdup("1");
+    CHECK(resources_build(&inv, &cfg, &rs, &err) == 0);
+    r = find_res(&rs, "nvidia.com/mig-1g.5gb");
+    CHECK(r && r->n_devices == 7);
+    CHECK(find_res(&rs, "nvidia.com/gpu") == NULL);
+    resources_clear(&rs);
+    config_free(&cfg);
+    fx_inventory_free(&inv);
+}
+
 int main(void)
 {
     proc_root = fx_proc_root();
@@ -591,6 +663,7 @@ int main(void)
     test_sharing();
     test_find_many();
     test_unsafe_ids();
+    test_dra_split();
     fx_rmtree(proc_root);
     free(proc_root);
     if (test_failures)

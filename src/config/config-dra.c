@@ -1,0 +1,73 @@
+/* The Dynamic Resource Allocation options (struct config_dra): their setters, called by
+ * config-options.c for every source (flags, environment, defaults). */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "config/config-internal.h"
+
+/* The sockets and files go under these directories, so their names must leave room for
+ * "/gpu.nvidia.com/checkpoint.json" and "/gpu.nvidia.com-reg.sock" within a socket path
+ * (108 bytes): a longer directory would fail at bind with a less clear message. */
+#define DRA_DIR_MAX 64
+
+static int set_dir(char **field, const char *flag, const char *value, size_t max,
+                   struct error *err)
+{
+    if (value[0] != '/')
+        return error_set(err, -EINVAL, "invalid --%s \"%s\": must be an absolute path", flag,
+                         value);
+    if (strlen(value) > max)
+        return error_set(err, -EINVAL, "invalid --%s \"%s\": longer than %zu bytes", flag,
+                         value, max);
+    free(*field);
+    *field = xstrdup(value);
+    return 0;
+}
+
+/* A GPU is named by its NVML index or its UUID, as the config file's device lists name
+ * them; whether it exists is known only after discovery (the daemon says so then). */
+static int set_device_plugin_gpus(struct config *c, const char *value, struct error *err)
+{
+    char **v = config_split_list(value, NULL);
+    for (char **p = v; *p; p++) {
+        bool index = true;
+        for (const char *s = *p; *s; s++)
+            index = index && *s >= '0' && *s <= '9';
+        if (!(index && strlen(*p) <= 4) && strncmp(*p, "GPU-", 4) != 0) {
+            int r = error_set(err, -EINVAL,
+                              "invalid --dra-device-plugin-gpus entry \"%s\": a GPU index or "
+                              "a GPU UUID (GPU-...)",
+                              *p);
+            config_strv_free(v);
+            return r;
+        }
+    }
+    config_strv_free(c->dra.device_plugin_gpus);
+    c->dra.device_plugin_gpus = v;
+    return 0;
+}
+
+int config_dra_option_set(struct config *c, enum config_opt opt, const char *value,
+                          struct error *err)
+{
+    switch (opt) {
+    case OPT_DRA: {
+        int b = config_parse_bool(value);
+        if (b < 0)
+            return error_set(err, -EINVAL,
+                             "invalid boolean value \"%s\" (allowed: true, false, 1, 0, t, f)",
+                             value);
+        c->dra.enabled = b;
+        return 0;
+    }
+    case OPT_KUBELET_REGISTRAR_DIR:
+        return set_dir(&c->dra.registrar_dir, "kubelet-registrar-directory-path", value,
+                       DRA_DIR_MAX, err);
+    case OPT_KUBELET_PLUGINS_DIR:
+        return set_dir(&c->dra.plugins_dir, "kubelet-plugins-directory-path", value,
+                       DRA_DIR_MAX, err);
+    case OPT_CDI_ROOT: return set_dir(&c->dra.cdi_root, "cdi-root", value, PATH_MAX / 2, err);
+    case OPT_DRA_DEVICE_PLUGIN_GPUS: return set_device_plugin_gpus(c, value, err);
+    default: abort(); /* config-options.c routes only the options above here */
+    }
+}
