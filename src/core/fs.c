@@ -1,6 +1,7 @@
 /* Filesystem helpers declared in core/fs.h (mkdir -p with a mode, a bounded read). */
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,4 +75,40 @@ bool fs_same_file(const struct stat *a, const struct stat *b)
 {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+    _cleanup_free_ char *copy = xstrdup(path);
+    char *slash = strrchr(copy, '/');
+    const char *base = slash ? slash + 1 : copy;
+    if (slash == copy)
+        copy[1] = 0; /* "/file": the directory is "/" */
+    else if (slash)
+        *slash = 0;
+    const char *dir = slash ? copy : ".";
+    _cleanup_free_ char *tmp = xasprintf("%s/.%s.XXXXXX", dir, base);
+    _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int r = 0;
+    for (const char *p = data; len > 0;) {
+        ssize_t n = RETRY_EINTR(write(fd, p, len));
+        if (n < 0) {
+            r = -errno;
+            break;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    if (r == 0 && (fchmod(fd, mode) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0))
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+        return r;
+    }
+    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0)
+        (void)fsync(dfd);
+    return 0;
 }

@@ -25,3 +25,8 @@ int read_file_bounded(const char *path, size_t max, char **out, size_t *len, str
  * never the same ctime; a rewrite in place changes the ctime too. For the stat()-based
  * checks that stand in for inotify when it cannot be had. */
 bool fs_same_file(const struct stat *a, const struct stat *b);
+
+/* Replace path with len bytes of data atomically: a hidden temporary file beside it
+ * (mode), fsync, rename over path, fsync of the directory (so that the rename survives a
+ * crash). On failure path is unchanged and the temporary file removed. 0 or -errno. */
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);

@@ -4,11 +4,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "config/config.h"
+#include "core/fs.h"
+#include "dra/dra-cdi.h"
+#include "dra/dra-checkpoint.h"
 #include "dra/dra-claim.h"
 #include "dra/dra-config.h"
 #include "dra/dra-types.h"
 #include "tests/common/check.h"
 #include "tests/common/fixture.h"
+#include "tests/common/scratch.h"
 
 int test_failures;
 
@@ -306,6 +314,219 @@ static void test_bounds(void)
     CHECK(!dra_claim_uid_valid("a/b"));
 }
 
+/* ---- CDI ---------------------------------------------------------------------------- */
+
+static char *slurp(const char *path)
+{
+    char *text = NULL;
+    size_t len;
+    if (read_file_bounded(path, 1 << 20, &text, &len, NULL) < 0)
+        return NULL;
+    return text;
+}
+
+static void test_cdi(void)
+{
+    struct inv_mig migs[1] = { { .gi_cap_minor = 12, .ci_cap_minor = 13 } };
+    snprintf(migs[0].uuid, sizeof(migs[0].uuid), "MIG-x");
+    struct inv_gpu gpus[2] = { { .minor = 3 }, { .minor = 5, .mig_enabled = true } };
+    gpus[1].migs = migs;
+    gpus[1].n_migs = 1;
+    struct inventory inv = { .gpus = gpus, .n_gpus = 2 };
+    struct dra_device d0 = { .name = "gpu-3", .type = DRA_DEVICE_GPU, .gpu = 0 };
+    struct dra_device d1 = { .name = "gpu-5-mig-1g5gb-19-0", .type = DRA_DEVICE_MIG, .gpu = 1, .mig = 0 };
+    const struct dra_device *devs[] = { &d0, &d1 };
+    struct config cfg;
+    struct error err = { 0 };
+    config_init_defaults(&cfg);
+
+    char *id = dra_cdi_device_id("u-1", "gpu-3");
+    CHECK_STR(id, "k8s.gpu.nvidia.com/claim=u-1-gpu-3");
+    free(id);
+    char *file = dra_cdi_file_name("u-1");
+    CHECK_STR(file, "k8s.gpu.nvidia.com-claim_u-1.yaml");
+    free(file);
+
+    json_t *spec = dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, &err);
+    CHECK(spec != NULL);
+    CHECK_STR(json_string_value(json_object_get(spec, "kind")), "k8s.gpu.nvidia.com/claim");
+    json_t *devices = json_object_get(spec, "devices");
+    CHECK(json_array_size(devices) == 2);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(devices, 1), "name")),
+              "u-1-gpu-5-mig-1g5gb-19-0");
+    json_t *nodes = json_object_get(json_object_get(json_array_get(devices, 1), "containerEdits"),
+                                    "deviceNodes");
+    CHECK(json_array_size(nodes) == 3);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(nodes, 0), "path")), "/dev/nvidia5");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(nodes, 2), "path")),
+              "/dev/nvidia-caps/nvidia-cap13");
+    CHECK_STR(json_string_value(json_array_get(
+                  json_object_get(json_object_get(spec, "containerEdits"), "env"), 0)),
+              "NVIDIA_VISIBLE_DEVICES=void");
+
+    /* Written atomically under a root made for it, removed, removed again (missing: ok). */
+    const char *dir = scratch_dir("dra-cdi-");
+    char *root = xasprintf("%s/run/cdi", dir), *path = xasprintf("%s/k8s.gpu.nvidia.com-claim_u-1.yaml", root);
+    CHECK(dra_cdi_write(root, "u-1", spec, &err) == 0);
+    char *text = slurp(path);
+    CHECK(text != NULL);
+    json_t *back = text ? json_loads(text, 0, NULL) : NULL;
+    CHECK(back && json_equal(back, spec));
+    json_decref(back);
+    free(text);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644);
+    CHECK(dra_cdi_remove(root, "u-1", &err) == 0 && access(path, F_OK) < 0);
+    CHECK(dra_cdi_remove(root, "u-1", &err) == 0);
+
+    /* A root that cannot be written: the error names the file. */
+    char *blocked = xasprintf("%s/file", dir);
+    int fd = open(blocked, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    close(fd);
+    CHECK(dra_cdi_write(blocked, "u-1", spec, &err) < 0);
+    CHECK_STR_CONTAINS(err.msg, "CDI spec k8s.gpu.nvidia.com-claim_u-1.yaml: creating ");
+    /* A spec that is not one is not written. */
+    json_object_del(spec, "kind");
+    CHECK(dra_cdi_write(root, "u-1", spec, &err) == -EINVAL && access(path, F_OK) < 0);
+    json_decref(spec);
+
+    /* A MIG device whose capability nodes discovery could not find. */
+    migs[0].ci_cap_minor = -1;
+    CHECK(dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "device gpu-5-mig-1g5gb-19-0: MIG device MIG-x");
+
+    free(blocked);
+    free(root);
+    free(path);
+    scratch_remove(dir);
+    config_free(&cfg);
+}
+
+/* ---- checkpoint ----------------------------------------------------------------------- */
+
+static struct dra_ckpt_claim ckpt_claim(const char *uid, enum dra_ckpt_state state, size_t n_devices)
+{
+    struct dra_ckpt_claim cl = { .uid = xstrdup(uid), .namespace_ = xstrdup("ns"),
+                                 .name = xasprintf("claim-%s", uid), .state = state };
+    cl.devices = xcalloc(n_devices + 1, sizeof(*cl.devices));
+    for (size_t i = 0; i < n_devices; i++)
+        cl.devices[cl.n_devices++] = (struct dra_ckpt_device){
+            .device = xasprintf("gpu-%zu", i), .pool = xstrdup("node"), .request = xstrdup("gpu"),
+            .cdi_id = dra_cdi_device_id(uid, "gpu-0"),
+            .config = { .kind = DRA_CONFIG_GPU, .sharing = DRA_SHARING_TIME_SLICING,
+                        .interval = DRA_TS_LONG },
+        };
+    return cl;
+}
+
+static void test_checkpoint(void)
+{
+    const char *dir = scratch_dir("dra-ckpt-");
+    char *pdir = xasprintf("%s/plugins/gpu.nvidia.com", dir);
+    char *path = xasprintf("%s/checkpoint.json", pdir);
+    struct dra_checkpoint c;
+    struct error err = { 0 }, discarded = { 0 };
+    char boot[DRA_CKPT_BOOT_ID_MAX];
+
+    CHECK(dra_checkpoint_boot_id(NULL, boot, &err) == 0 && strlen(boot) == 36);
+    CHECK(dra_checkpoint_boot_id("/nonexistent/boot_id", boot, &err) == -ENOENT);
+
+    /* No file yet: empty. Two claims recorded, one of them replaced by its next state. */
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", &discarded, &err) == 0 && c.n_claims == 0);
+    struct dra_ckpt_claim a = ckpt_claim("uid-a", DRA_CKPT_PREPARE_STARTED, 2);
+    struct dra_ckpt_claim b = ckpt_claim("uid-b", DRA_CKPT_PREPARE_COMPLETED, 1);
+    CHECK(dra_checkpoint_put(&c, &a, &err) == 0 && !a.uid);
+    CHECK(dra_checkpoint_put(&c, &b, &err) == 0);
+    a = ckpt_claim("uid-a", DRA_CKPT_PREPARE_COMPLETED, 2);
+    CHECK(dra_checkpoint_put(&c, &a, &err) == 0 && c.n_claims == 2);
+    CHECK(dra_checkpoint_find(&c, "uid-a")->state == DRA_CKPT_PREPARE_COMPLETED);
+    CHECK(dra_checkpoint_find(&c, "uid-zz") == NULL);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    dra_checkpoint_clear(&c);
+
+    /* Read back as written (a restart). */
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", &discarded, &err) == 0 && c.n_claims == 2);
+    const struct dra_ckpt_claim *ra = dra_checkpoint_find(&c, "uid-a");
+    CHECK(ra && ra->state == DRA_CKPT_PREPARE_COMPLETED && ra->n_devices == 2 &&
+          streq(ra->name, "claim-uid-a") && streq(ra->devices[1].device, "gpu-1") &&
+          streq(ra->devices[0].cdi_id, "k8s.gpu.nvidia.com/claim=uid-a-gpu-0") &&
+          ra->devices[0].config.sharing == DRA_SHARING_TIME_SLICING &&
+          ra->devices[0].config.interval == DRA_TS_LONG);
+    CHECK(dra_checkpoint_remove(&c, "uid-a", &err) == 0 && c.n_claims == 1);
+    CHECK(dra_checkpoint_remove(&c, "uid-a", &err) == 0);
+    dra_checkpoint_clear(&c);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", &discarded, &err) == 0 && c.n_claims == 1 &&
+          dra_checkpoint_find(&c, "uid-b"));
+    dra_checkpoint_clear(&c);
+
+    /* Another boot's: forgotten, and the next write is this boot's. */
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
+    CHECK_STR_CONTAINS(discarded.msg, "is of another boot (boot-1, now boot-2): its 1 claims are forgotten");
+    a = ckpt_claim("uid-a", DRA_CKPT_PREPARE_COMPLETED, 1);
+    CHECK(dra_checkpoint_put(&c, &a, &err) == 0);
+    dra_checkpoint_clear(&c);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0 && c.n_claims == 1);
+    dra_checkpoint_clear(&c);
+
+    /* Corrupt: moved aside, start empty; the moved file is kept as it was. */
+    static const char garbage[] = "{\"version\": 1, \"preparedClaims\": [";
+    CHECK(write_file_atomic(path, garbage, sizeof(garbage) - 1, 0600) == 0);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
+    CHECK_STR_CONTAINS(discarded.msg, "checkpoint.json is not JSON: moved to ");
+    char *aside = xasprintf("%s.corrupt", path);
+    char *text = slurp(aside);
+    CHECK_STR(text, garbage);
+    free(text);
+    CHECK(access(path, F_OK) < 0);
+    dra_checkpoint_clear(&c);
+    static const char wrong[] = "{\"version\": 1, \"nodeBootID\": \"boot-2\", \"preparedClaims\": "
+                                "{\"../x\": {\"checkpointState\": \"PrepareCompleted\", \"name\": \"n\", "
+                                "\"namespace\": \"ns\", \"devices\": []}}}";
+    CHECK(write_file_atomic(path, wrong, sizeof(wrong) - 1, 0600) == 0);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
+    CHECK_STR_CONTAINS(discarded.msg, "is a malformed claim");
+    dra_checkpoint_clear(&c);
+
+    /* Bounds: the number of claims, then the size. Refused, nothing changes. */
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0);
+    for (size_t i = 0; i < DRA_CKPT_MAX_CLAIMS && c.n_claims == i; i++) {
+        char uid[32];
+        snprintf(uid, sizeof(uid), "u%zu", i);
+        struct dra_ckpt_claim cl = ckpt_claim(uid, DRA_CKPT_PREPARE_COMPLETED, 0);
+        /* Written once at the end: 4096 saves of a growing file would be slow. */
+        c.claims = grow_array(c.claims, &c.alloc, c.n_claims + 1, sizeof(*c.claims));
+        c.claims[c.n_claims++] = cl;
+    }
+    a = ckpt_claim("uid-last", DRA_CKPT_PREPARE_STARTED, 1);
+    CHECK(dra_checkpoint_put(&c, &a, &err) == -ENOSPC && a.uid && c.n_claims == DRA_CKPT_MAX_CLAIMS);
+    CHECK_STR_CONTAINS(err.msg, "more than 4096 prepared claims");
+    dra_ckpt_claim_clear(&a);
+    CHECK(dra_checkpoint_remove(&c, "u0", &err) == 0 && c.n_claims == DRA_CKPT_MAX_CLAIMS - 1);
+    a = ckpt_claim("uid-big", DRA_CKPT_PREPARE_STARTED, 30000);
+    CHECK(dra_checkpoint_put(&c, &a, &err) == -EFBIG && a.uid && !dra_checkpoint_find(&c, "uid-big"));
+    CHECK_STR_CONTAINS(err.msg, "past its bound of 4194304");
+    dra_ckpt_claim_clear(&a);
+    dra_checkpoint_clear(&c);
+
+    /* A directory that cannot be written: the error says so, nothing is recorded. */
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0);
+    CHECK(chmod(pdir, 0500) == 0);
+    a = ckpt_claim("uid-ro", DRA_CKPT_PREPARE_STARTED, 1);
+    if (geteuid() != 0) { /* root writes anyway */
+        CHECK(dra_checkpoint_put(&c, &a, &err) == -EACCES && c.n_claims == DRA_CKPT_MAX_CLAIMS - 1);
+        CHECK_STR_CONTAINS(err.msg, "writing checkpoint ");
+    }
+    CHECK(chmod(pdir, 0700) == 0);
+    dra_ckpt_claim_clear(&a);
+    dra_checkpoint_clear(&c);
+
+    free(aside);
+    free(path);
+    free(pdir);
+    scratch_remove(dir);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -316,6 +537,8 @@ int main(int argc, char **argv)
         { "precedence", test_precedence },
         { "config-errors", test_config_errors },
         { "bounds", test_bounds },
+        { "cdi", test_cdi },
+        { "checkpoint", test_checkpoint },
     };
     for (size_t i = 0; i < ELEMENTSOF(cases); i++)
         if (argc < 2 || streq(argv[1], cases[i].name))

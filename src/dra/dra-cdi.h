@@ -1,0 +1,36 @@
+/* The CDI spec of one prepared claim, named as NVIDIA's DRA driver names it so that
+ * tooling written for it finds ours: kind "k8s.gpu.nvidia.com/claim", one device
+ * "<claim UID>-<device name>" per prepared device, file
+ * "<cdi root>/k8s.gpu.nvidia.com-claim_<claim UID>.yaml". Each device carries the edits
+ * the device plugin's own CDI spec gives that GPU or MIG device, and the spec the same
+ * common edits (output/cdi.c: one home for both).
+ *
+ * The file holds JSON, which is YAML: the CDI library (tags.cncf.io/container-device-
+ * interface, as containerd 1.7 and CRI-O vendor it) reads a ".yaml" spec through
+ * sigs.k8s.io/yaml, whose YAML parser takes JSON's flow style as it is; NVIDIA's name
+ * ends in ".yaml", and keeping it lets its cleanup and ours recognise the same files. */
+#pragma once
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "dra/dra-devices.h"
+#include "node/inventory.h"
+
+/* "k8s.gpu.nvidia.com/claim=<uid>-<device>" (malloc'd). */
+char *dra_cdi_device_id(const char *uid, const char *device);
+/* "k8s.gpu.nvidia.com-claim_<uid>.yaml" (malloc'd). */
+char *dra_cdi_file_name(const char *uid);
+
+/* The spec for claim uid with the n devices devs (of inv). NULL (err set, naming the
+ * device) when a MIG device's capability nodes are unknown. New reference. */
+json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, const char *uid,
+                     const struct dra_device *const *devs, size_t n, struct error *err);
+
+/* Validates spec (cdi_validate) and writes it atomically as the claim's file under
+ * cdi_root (created if missing). 0 or -errno, err naming the file. */
+int dra_cdi_write(const char *cdi_root, const char *uid, json_t *spec, struct error *err);
+/* Removes the claim's file; a missing one is fine. 0 or -errno, err naming the file. */
+int dra_cdi_remove(const char *cdi_root, const char *uid, struct error *err);

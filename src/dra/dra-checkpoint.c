@@ -1,0 +1,302 @@
+/* The prepared-claims checkpoint (see dra-checkpoint.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+
+#include "core/fs.h"
+#include "dra/dra-checkpoint.h"
+#include "dra/dra-claim.h"
+
+#define CKPT_VERSION 1
+
+static const char *const state_names[] = { [DRA_CKPT_PREPARE_STARTED] = "PrepareStarted",
+                                           [DRA_CKPT_PREPARE_COMPLETED] = "PrepareCompleted" };
+
+int dra_checkpoint_boot_id(const char *path, char out[DRA_CKPT_BOOT_ID_MAX], struct error *err)
+{
+    if (!path)
+        path = "/proc/sys/kernel/random/boot_id";
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return error_set(err, -errno, "reading the boot id %s: %s", path, strerror(errno));
+    ssize_t n = RETRY_EINTR(read(fd, out, DRA_CKPT_BOOT_ID_MAX - 1));
+    if (n < 0)
+        return error_set(err, -errno, "reading the boot id %s: %s", path, strerror(errno));
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+        n--;
+    out[n] = 0;
+    if (n == 0)
+        return error_set(err, -EINVAL, "reading the boot id %s: empty", path);
+    return 0;
+}
+
+void dra_ckpt_claim_clear(struct dra_ckpt_claim *claim)
+{
+    for (size_t i = 0; i < claim->n_devices; i++) {
+        struct dra_ckpt_device *d = &claim->devices[i];
+        free(d->device);
+        free(d->pool);
+        free(d->request);
+        free(d->cdi_id);
+    }
+    free(claim->devices);
+    free(claim->uid);
+    free(claim->namespace_);
+    free(claim->name);
+    *claim = (struct dra_ckpt_claim){ 0 };
+}
+
+void dra_checkpoint_clear(struct dra_checkpoint *c)
+{
+    for (size_t i = 0; i < c->n_claims; i++)
+        dra_ckpt_claim_clear(&c->claims[i]);
+    free(c->claims);
+    free(c->path);
+    *c = (struct dra_checkpoint){ 0 };
+}
+
+/* ---- to and from JSON ---------------------------------------------------------------- */
+
+static json_t *claim_to_json(const struct dra_ckpt_claim *cl)
+{
+    json_t *devs = json_array();
+    for (size_t i = 0; i < cl->n_devices; i++) {
+        const struct dra_ckpt_device *d = &cl->devices[i];
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "device", d->device, "pool",
+                              d->pool, "request", d->request, "cdiDeviceID", d->cdi_id,
+                              "adminAccess", d->admin_access, "configKind",
+                              dra_config_kind_name(d->config.kind));
+        if (d->config.sharing != DRA_SHARING_NONE)
+            json_object_set_new(o, "sharing", json_string(dra_sharing_name(d->config.sharing)));
+        if (d->config.sharing == DRA_SHARING_TIME_SLICING)
+            json_object_set_new(o, "interval",
+                                json_string(dra_ts_interval_name(d->config.interval)));
+        json_array_append_new(devs, o);
+    }
+    return json_pack("{s:s, s:s, s:s, s:o}", "checkpointState", state_names[cl->state], "namespace",
+                     cl->namespace_, "name", cl->name, "devices", devs);
+}
+
+static const char *str(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int device_from_json(json_t *o, struct dra_ckpt_device *d)
+{
+    const char *dev = str(o, "device"), *pool = str(o, "pool"), *req = str(o, "request"),
+               *cdi = str(o, "cdiDeviceID"), *kind = str(o, "configKind"),
+               *sharing = str(o, "sharing"), *interval = str(o, "interval");
+    if (!dev || !pool || !req || !cdi || !kind)
+        return -EINVAL;
+    struct dra_config cfg = dra_config_default(streq(kind, "MigDeviceConfig") ? DRA_CONFIG_MIG
+                                                                               : DRA_CONFIG_GPU);
+    if (sharing && dra_sharing_from_name(sharing, &cfg.sharing) < 0)
+        return -EINVAL;
+    if (interval && dra_ts_interval_from_name(interval, &cfg.interval) < 0)
+        return -EINVAL;
+    *d = (struct dra_ckpt_device){
+        .device = xstrdup(dev),
+        .pool = xstrdup(pool),
+        .request = xstrdup(req),
+        .cdi_id = xstrdup(cdi),
+        .admin_access = json_is_true(json_object_get(o, "adminAccess")),
+        .config = cfg,
+    };
+    return 0;
+}
+
+static int claim_from_json(const char *uid, json_t *o, struct dra_ckpt_claim *cl)
+{
+    const char *state = str(o, "checkpointState"), *ns = str(o, "namespace"), *name = str(o, "name");
+    json_t *devs = json_object_get(o, "devices");
+    /* The UID names a CDI file on unprepare: only what a prepare could have recorded. */
+    if (!state || !ns || !name || !json_is_array(devs) || !dra_claim_uid_valid(uid))
+        return -EINVAL;
+    *cl = (struct dra_ckpt_claim){ .uid = xstrdup(uid), .namespace_ = xstrdup(ns),
+                                   .name = xstrdup(name) };
+    if (streq(state, state_names[DRA_CKPT_PREPARE_COMPLETED]))
+        cl->state = DRA_CKPT_PREPARE_COMPLETED;
+    else if (!streq(state, state_names[DRA_CKPT_PREPARE_STARTED]))
+        return -EINVAL;
+    cl->devices = xcalloc(json_array_size(devs) + 1, sizeof(*cl->devices));
+    size_t i;
+    json_t *d;
+    json_array_foreach(devs, i, d) {
+        if (device_from_json(d, &cl->devices[i]) < 0)
+            return -EINVAL;
+        cl->n_devices++;
+    }
+    return 0;
+}
+
+/* What the file says, or -EINVAL (what) for anything not ours. */
+static int parse(struct dra_checkpoint *c, const char *text, size_t len, const char **what)
+{
+    json_error_t jerr;
+    json_t *doc = json_loadb(text, len, 0, &jerr);
+    int r = -EINVAL;
+    *what = "not JSON";
+    if (!doc)
+        return r;
+    json_t *claims = json_object_get(doc, "preparedClaims");
+    *what = "not a version 1 checkpoint";
+    if (!json_is_integer(json_object_get(doc, "version")) ||
+        json_integer_value(json_object_get(doc, "version")) != CKPT_VERSION ||
+        !str(doc, "nodeBootID") || !json_is_object(claims))
+        goto out;
+    *what = "too many claims";
+    if (json_object_size(claims) > DRA_CKPT_MAX_CLAIMS)
+        goto out;
+    *what = "a malformed claim";
+    c->claims = xcalloc(json_object_size(claims) + 1, sizeof(*c->claims));
+    c->alloc = json_object_size(claims) + 1;
+    const char *uid;
+    json_t *o;
+    json_object_foreach(claims, uid, o) {
+        struct dra_ckpt_claim *cl = &c->claims[c->n_claims];
+        if (claim_from_json(uid, o, cl) < 0) {
+            dra_ckpt_claim_clear(cl);
+            goto out;
+        }
+        c->n_claims++;
+    }
+    snprintf(c->boot_id, sizeof(c->boot_id), "%s", str(doc, "nodeBootID"));
+    r = 0;
+out:
+    json_decref(doc);
+    return r;
+}
+
+static int save(struct dra_checkpoint *c, struct error *err)
+{
+    if (c->n_claims > DRA_CKPT_MAX_CLAIMS)
+        return error_set(err, -ENOSPC, "checkpoint %s: more than %d prepared claims", c->path,
+                         DRA_CKPT_MAX_CLAIMS);
+    json_t *claims = json_object();
+    for (size_t i = 0; i < c->n_claims; i++)
+        json_object_set_new(claims, c->claims[i].uid, claim_to_json(&c->claims[i]));
+    json_t *doc = json_pack("{s:i, s:s, s:o}", "version", CKPT_VERSION, "nodeBootID", c->boot_id,
+                            "preparedClaims", claims);
+    _cleanup_free_ char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(doc);
+    if (!text)
+        oom();
+    size_t len = strlen(text);
+    if (len > DRA_CKPT_MAX_BYTES)
+        return error_set(err, -EFBIG, "checkpoint %s: would grow to %zu bytes, past its bound of %u",
+                         c->path, len, DRA_CKPT_MAX_BYTES);
+    int r = write_file_atomic(c->path, text, len, 0600);
+    if (r < 0)
+        return error_set(err, r, "writing checkpoint %s: %s", c->path, strerror(-r));
+    return 0;
+}
+
+int dra_checkpoint_open(struct dra_checkpoint *c, const char *dir, const char *boot_id,
+                        struct error *discarded, struct error *err)
+{
+    *c = (struct dra_checkpoint){ 0 };
+    int r = mkdir_p(dir, 0750);
+    if (r < 0)
+        return error_set(err, r, "creating %s: %s", dir, strerror(-r));
+    c->path = xasprintf("%s/" DRA_CKPT_FILE, dir);
+    snprintf(c->boot_id, sizeof(c->boot_id), "%s", boot_id);
+
+    _cleanup_free_ char *text = NULL;
+    size_t len;
+    r = read_file_bounded(c->path, DRA_CKPT_MAX_BYTES, &text, &len, NULL);
+    if (r == -ENOENT)
+        return 0;
+    const char *what = NULL;
+    if (r == -EFBIG)
+        what = "larger than its bound";
+    else if (r < 0) {
+        r = error_set(err, r, "reading checkpoint %s: %s", c->path, strerror(-r));
+        dra_checkpoint_clear(c);
+        return r;
+    } else if (parse(c, text, len, &what) == 0) {
+        if (streq(c->boot_id, boot_id))
+            return 0;
+        error_set(discarded, -ESTALE,
+                  "checkpoint %s is of another boot (%s, now %s): its %zu claims are forgotten",
+                  c->path, c->boot_id, boot_id, c->n_claims);
+        for (size_t i = 0; i < c->n_claims; i++)
+            dra_ckpt_claim_clear(&c->claims[i]);
+        c->n_claims = 0;
+        snprintf(c->boot_id, sizeof(c->boot_id), "%s", boot_id);
+        return 1;
+    }
+    for (size_t i = 0; i < c->n_claims; i++)
+        dra_ckpt_claim_clear(&c->claims[i]);
+    c->n_claims = 0;
+    snprintf(c->boot_id, sizeof(c->boot_id), "%s", boot_id);
+    _cleanup_free_ char *aside = xasprintf("%s.corrupt", c->path);
+    if (rename(c->path, aside) < 0) {
+        r = error_set(err, -errno, "checkpoint %s is %s, and moving it aside failed: %s", c->path,
+                      what, strerror(errno));
+        dra_checkpoint_clear(c);
+        return r;
+    }
+    error_set(discarded, -EINVAL, "checkpoint %s is %s: moved to %s, starting with no prepared claims",
+              c->path, what, aside);
+    return 1;
+}
+
+static size_t find_index(const struct dra_checkpoint *c, const char *uid)
+{
+    for (size_t i = 0; i < c->n_claims; i++)
+        if (streq(c->claims[i].uid, uid))
+            return i;
+    return SIZE_MAX;
+}
+
+const struct dra_ckpt_claim *dra_checkpoint_find(const struct dra_checkpoint *c, const char *uid)
+{
+    size_t i = find_index(c, uid);
+    return i == SIZE_MAX ? NULL : &c->claims[i];
+}
+
+int dra_checkpoint_put(struct dra_checkpoint *c, struct dra_ckpt_claim *claim, struct error *err)
+{
+    size_t i = find_index(c, claim->uid);
+    struct dra_ckpt_claim old = { 0 };
+    if (i == SIZE_MAX) {
+        c->claims = grow_array(c->claims, &c->alloc, c->n_claims + 1, sizeof(*c->claims));
+        i = c->n_claims++;
+    } else {
+        old = c->claims[i];
+    }
+    c->claims[i] = *claim;
+    int r = save(c, err);
+    if (r < 0) {
+        if (old.uid)
+            c->claims[i] = old;
+        else
+            c->n_claims--;
+        return r;
+    }
+    dra_ckpt_claim_clear(&old);
+    *claim = (struct dra_ckpt_claim){ 0 };
+    return 0;
+}
+
+int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err)
+{
+    size_t i = find_index(c, uid);
+    if (i == SIZE_MAX)
+        return 0;
+    struct dra_ckpt_claim old = c->claims[i];
+    memmove(&c->claims[i], &c->claims[i + 1], (c->n_claims - i - 1) * sizeof(*c->claims));
+    c->n_claims--;
+    int r = save(c, err);
+    if (r < 0) {
+        memmove(&c->claims[i + 1], &c->claims[i], (c->n_claims - i) * sizeof(*c->claims));
+        c->claims[i] = old;
+        c->n_claims++;
+        return r;
+    }
+    dra_ckpt_claim_clear(&old);
+    return 0;
+}

@@ -1,0 +1,77 @@
+/* The prepared claims of this node, on disk: <kubelet plugins dir>/gpu.nvidia.com/
+ * checkpoint.json (NVIDIA's path), so that a restarted plugin answers the kubelet's
+ * repeated NodePrepareResources with what it prepared before, and unprepares what it no
+ * longer remembers in memory.
+ *
+ * Our own format (version 1), not NVIDIA's v1/v2 layout: that one embeds the claim's
+ * whole status and its Go structs' per-type config state, with checksums over Go's JSON
+ * encoding; nothing but the plugin that wrote a checkpoint reads it, and moving a node
+ * between NVIDIA's driver and this plugin means draining it first (the two would each
+ * see the other's claims as unknown anyway). It records per claim UID its state
+ * (PrepareStarted, PrepareCompleted), name and namespace, and the prepared devices:
+ * device, pool, base request, CDI ID, admin access and the applied sharing config; and
+ * the node's boot id (/proc/sys/kernel/random/boot_id): a checkpoint of another boot
+ * describes CDI files and device state that a reboot made stale, and is discarded.
+ *
+ * Written atomically (temporary file, fsync, rename, fsync of the directory) after every
+ * change; bounded (DRA_CKPT_MAX_CLAIMS claims, DRA_CKPT_MAX_BYTES): a change that would
+ * pass a bound is refused with an error and the checkpoint stays as it was. A file that
+ * does not parse is renamed to checkpoint.json.corrupt (kept for a person to look at;
+ * the previous one of that name is replaced) and the plugin starts empty.
+ * Loop-only, like its only user dra-claims. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+#include "dra/dra-config.h"
+
+#define DRA_CKPT_FILE "checkpoint.json"
+#define DRA_CKPT_MAX_CLAIMS 4096
+#define DRA_CKPT_MAX_BYTES (4u << 20)
+#define DRA_CKPT_BOOT_ID_MAX 64
+
+enum dra_ckpt_state { DRA_CKPT_PREPARE_STARTED, DRA_CKPT_PREPARE_COMPLETED };
+
+struct dra_ckpt_device {
+    char *device, *pool, *request, *cdi_id;
+    bool admin_access;
+    struct dra_config config;
+};
+
+struct dra_ckpt_claim {
+    char *uid, *namespace_, *name;
+    enum dra_ckpt_state state;
+    struct dra_ckpt_device *devices;
+    size_t n_devices;
+};
+
+struct dra_checkpoint {
+    char *path;
+    char boot_id[DRA_CKPT_BOOT_ID_MAX];
+    struct dra_ckpt_claim *claims;
+    size_t n_claims, alloc;
+};
+
+/* This boot's id, trimmed, from path (NULL: /proc/sys/kernel/random/boot_id).
+ * 0 or -errno with err naming the file. */
+int dra_checkpoint_boot_id(const char *path, char out[DRA_CKPT_BOOT_ID_MAX], struct error *err);
+
+/* Opens <dir>/checkpoint.json for boot boot_id (dir created if missing). Returns 0 with
+ * what the file holds (or nothing: no file yet), 1 when the file was discarded (another
+ * boot's, or corrupt and moved aside): `discarded` then says which, for the caller to
+ * log; -errno (err set) when dir cannot be made or the file cannot be read. */
+int dra_checkpoint_open(struct dra_checkpoint *c, const char *dir, const char *boot_id,
+                        struct error *discarded, struct error *err);
+void dra_checkpoint_clear(struct dra_checkpoint *c);
+
+/* The record of uid, or NULL. Valid until the next change. */
+const struct dra_ckpt_claim *dra_checkpoint_find(const struct dra_checkpoint *c, const char *uid);
+/* Records *claim (taken over: *claim is zeroed), replacing a record of the same UID, and
+ * saves. On failure (err set) nothing changes, and *claim is still the caller's. */
+int dra_checkpoint_put(struct dra_checkpoint *c, struct dra_ckpt_claim *claim, struct error *err);
+/* Forgets uid (not recorded: 0) and saves. On failure nothing changes. */
+int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err);
+
+void dra_ckpt_claim_clear(struct dra_ckpt_claim *claim);
