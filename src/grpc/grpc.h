@@ -75,9 +75,26 @@ typedef int (*grpc_stream_open_fn)(void *userdata, struct grpc_stream *s, const 
  * invalid after this returns. Called exactly once per opened stream. */
 typedef void (*grpc_stream_closed_fn)(void *userdata, struct grpc_stream *s);
 
+/* An asynchronous unary call: the handler may answer later, e.g. after its own I/O.
+ * `p` is the call; answer it exactly once with grpc_pending_reply(), from inside the
+ * handler or any time later on the loop thread. The request bytes are only valid until
+ * the handler returns. */
+struct grpc_pending;
+typedef void (*grpc_unary_async_fn)(void *userdata, struct grpc_pending *p, const uint8_t *req,
+                                    size_t len);
+/* The call ended before it was answered: the peer reset the stream or closed the
+ * connection, its deadline passed (the peer's grpc-timeout or reply_timeout_ms; the peer
+ * gets DEADLINE_EXCEEDED), or the server is being freed (UNAVAILABLE). Called at most once
+ * per call and never after grpc_pending_reply(); `p` is invalid once it returns, and
+ * answering it after that is a use after free (forbidden, not a no-op). It may answer
+ * other pending calls; it must not free the server. */
+typedef void (*grpc_pending_cancelled_fn)(void *userdata, struct grpc_pending *p);
+
 struct grpc_method {
     const char *path;                  /* e.g. "/v1beta1.DevicePlugin/Allocate" */
-    grpc_unary_fn unary;               /* exactly one of unary / stream_open */
+    grpc_unary_fn unary;               /* exactly one of unary / unary_async / stream_open */
+    grpc_unary_async_fn unary_async;
+    grpc_pending_cancelled_fn pending_cancelled; /* required with unary_async */
     grpc_stream_open_fn stream_open;
     grpc_stream_closed_fn stream_closed;
 };
@@ -92,6 +109,9 @@ struct grpc_server_limits {
     unsigned handshake_timeout_ms; /* 0 = 5000: client preface + SETTINGS */
     unsigned idle_timeout_ms;    /* 0 = 300000: no open stream and no frames */
     unsigned request_timeout_ms; /* 0 = 10000: a request's HEADERS and body */
+    unsigned reply_timeout_ms;   /* 0 = 60000: an asynchronous unary call's answer,
+                                  * counted from its HEADERS (the peer's grpc-timeout
+                                  * when shorter) */
     size_t conn_buffer;          /* bytes buffered per connection (request bodies,
                                   * unsent replies); 0 = max_message + 64 KiB; also
                                   * the connection's HTTP/2 receive window */
@@ -112,6 +132,15 @@ void grpc_server_free(struct grpc_server *srv);
 unsigned grpc_server_connections(const struct grpc_server *srv);
 /* Bytes every server of the process holds for peers now (the process budget's use). */
 size_t grpc_server_buffered_bytes(void);
+
+/* Answer an asynchronous unary call: status OK with the reply message (copied; len 0
+ * is a valid empty message), or another status with `message` (may be NULL). `p` is
+ * invalid afterwards. If the connection is going away the answer is dropped quietly. */
+void grpc_pending_reply(struct grpc_pending *p, int status, const uint8_t *data, size_t len,
+                        const char *message);
+/* One pointer of the owner's per call (e.g. its own call object), NULL until set. */
+void grpc_pending_set_context(struct grpc_pending *p, void *context);
+void *grpc_pending_context(const struct grpc_pending *p);
 
 /* Queue one message on a server stream (copied). If an earlier message is still
  * unsent it is replaced (coalescing). Returns 0, or -EPIPE if the stream is closing. */

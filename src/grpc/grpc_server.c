@@ -251,6 +251,8 @@ int grpc_server_new(struct loop *l, const char *path, const struct grpc_method *
         srv->lim.idle_timeout_ms = 300000;
     if (!srv->lim.request_timeout_ms)
         srv->lim.request_timeout_ms = 10000;
+    if (!srv->lim.reply_timeout_ms)
+        srv->lim.reply_timeout_ms = 60000;
     /* One whole max-size request must fit on a connection, and one connection's worth
      * in the process. */
     size_t one = srv->lim.max_message + GRPC_PREFIX_LEN;
@@ -296,6 +298,8 @@ void grpc_server_free(struct grpc_server *srv)
         for (struct grpc_stream *s = c->streams; s; s = s->next)
             if (s->opened)
                 grpc_stream_finish(s, GRPC_STATUS_UNAVAILABLE, "server shutting down");
+            else if (s->awaiting) /* tells the owner, answers the peer (best effort) */
+                grpc_stream_abort(s, GRPC_STATUS_UNAVAILABLE, "server shutting down");
         grpc_conn_close(c);
     }
     grpc_guard_unlisten(srv);

@@ -133,71 +133,92 @@ void grpc_budget_release(struct grpc_stream *s, size_t sub)
 
 /* ------------------------------------------------------------------ request deadline */
 
+/* When s must have moved on: its request whole (request_timeout_ms from its HEADERS),
+ * or, for an asynchronous unary call, its owner's answer there; UINT64_MAX when nothing
+ * is owed. */
+static uint64_t stream_deadline(const struct grpc_stream *s, uint64_t request_timeout)
+{
+    if (s->killed)
+        return UINT64_MAX;
+    if (!s->req_ended && !s->responded)
+        return s->started_ms + request_timeout;
+    if (s->awaiting)
+        return s->reply_deadline_ms;
+    return UINT64_MAX;
+}
+
 static void request_timer_cb(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct grpc_conn *c = userdata;
     struct grpc_server *srv = c->srv;
-    uint64_t now = loop_now_ms(), timeout = srv->lim.request_timeout_ms, next = UINT64_MAX;
+    uint64_t now = loop_now_ms(), timeout = srv->lim.request_timeout_ms;
     unsigned expired = 0, live = 0, sup;
     c->request_timer = NULL;
     for (struct grpc_stream *s = c->streams; s; s = s->next) {
         if (s->killed)
             continue;
-        bool waiting = !s->req_ended && !s->responded;
-        if (waiting && now - s->started_ms >= timeout) {
-            if (!s->headers_done) {
-                /* Nothing else can arrive on the connection before the CONTINUATION
-                 * that ends this block (RFC 9113 6.10): the connection is stuck. */
-                if (ratelimit_below(&srv->rate_deadline, &sup))
-                    log_warning("grpc: %s: request headers not complete within %" PRIu64
-                                " ms, closing the connection (%u more not logged)",
-                                srv->path, timeout, sup);
-                srv->deadline_resets++;
-                grpc_conn_close(c);
-                return;
-            }
-            _cleanup_free_ char *m = xasprintf("request not complete within %" PRIu64 " ms",
-                                               timeout);
-            if (ratelimit_below(&srv->rate_deadline, &sup))
-                log_warning("grpc: %s: stream %d: %s, resetting it (%u more not logged)",
-                            srv->path, s->id, m, sup);
-            srv->deadline_resets++;
-            grpc_stream_abort(s, GRPC_STATUS_DEADLINE_EXCEEDED, m);
-            expired++;
+        uint64_t deadline = stream_deadline(s, timeout);
+        if (deadline > now) {
+            live++;
             continue;
         }
-        live++;
-        if (waiting && s->started_ms + timeout < next)
-            next = s->started_ms + timeout;
+        if (s->awaiting) {
+            /* The owner is told (pending_cancelled) and the peer gets the status. */
+            _cleanup_free_ char *m = xasprintf("no answer within %" PRIu64 " ms",
+                                               s->reply_deadline_ms - s->started_ms);
+            if (ratelimit_below(&srv->rate_deadline, &sup))
+                log_warning("grpc: %s: stream %d: %s, answering DEADLINE_EXCEEDED "
+                            "(%u more not logged)", srv->path, s->id, m, sup);
+            srv->deadline_resets++;
+            grpc_stream_abort(s, GRPC_STATUS_DEADLINE_EXCEEDED, m);
+            live++;
+            continue;
+        }
+        if (!s->headers_done) {
+            /* Nothing else can arrive on the connection before the CONTINUATION
+             * that ends this block (RFC 9113 6.10): the connection is stuck. */
+            if (ratelimit_below(&srv->rate_deadline, &sup))
+                log_warning("grpc: %s: request headers not complete within %" PRIu64
+                            " ms, closing the connection (%u more not logged)",
+                            srv->path, timeout, sup);
+            srv->deadline_resets++;
+            grpc_conn_close(c);
+            return;
+        }
+        _cleanup_free_ char *m = xasprintf("request not complete within %" PRIu64 " ms",
+                                           timeout);
+        if (ratelimit_below(&srv->rate_deadline, &sup))
+            log_warning("grpc: %s: stream %d: %s, resetting it (%u more not logged)",
+                        srv->path, s->id, m, sup);
+        srv->deadline_resets++;
+        grpc_stream_abort(s, GRPC_STATUS_DEADLINE_EXCEEDED, m);
+        expired++;
     }
     if (expired > 0 && live == 0) {
         log_debug("grpc: %s: connection left with expired requests only, closing", srv->path);
         grpc_conn_close(c);
         return;
     }
-    if (next != UINT64_MAX)
-        c->request_timer = loop_timer_add(l, next > now ? next - now : 0, request_timer_cb, c);
+    grpc_guard_deadlines(c);
 }
 
-void grpc_guard_request_started(struct grpc_conn *c)
+void grpc_guard_deadlines(struct grpc_conn *c)
 {
-    if (!c->request_timer && !c->dead)
-        c->request_timer = loop_timer_add(c->srv->loop, c->srv->lim.request_timeout_ms,
-                                          request_timer_cb, c);
-}
-
-/* A request just became whole: when no other request on the connection is still
- * arriving, the deadline timer goes, so a plugin that answered its last request makes no
- * wakeup 10 s later (idle means no wakeups). */
-void grpc_guard_request_settled(struct grpc_conn *c)
-{
-    if (!c->request_timer)
+    struct grpc_server *srv = c->srv;
+    uint64_t next = UINT64_MAX;
+    if (c->dead)
         return;
-    for (struct grpc_stream *s = c->streams; s; s = s->next)
-        if (!s->killed && !s->req_ended && !s->responded)
-            return;
-    loop_timer_cancel(c->srv->loop, c->request_timer);
+    for (struct grpc_stream *s = c->streams; s; s = s->next) {
+        uint64_t d = stream_deadline(s, srv->lim.request_timeout_ms);
+        if (d < next)
+            next = d;
+    }
+    loop_timer_cancel(srv->loop, c->request_timer);
     c->request_timer = NULL;
+    if (next == UINT64_MAX)
+        return;
+    uint64_t now = loop_now_ms();
+    c->request_timer = loop_timer_add(srv->loop, next > now ? next - now : 0, request_timer_cb, c);
 }
 
 /* ------------------------------------------------------------------ accept path */

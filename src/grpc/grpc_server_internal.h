@@ -45,6 +45,11 @@ struct grpc_stream {
     bool closing;     /* being destroyed: sends fail */
     bool deferred;    /* the data provider is parked (NGHTTP2_ERR_DEFERRED) */
     bool killed;      /* reset by the budget or a deadline: nothing more is sent */
+    bool awaiting;    /* an asynchronous unary call its owner has not answered yet:
+                       * pending_cancelled is owed if it ends first */
+    uint64_t timeout_ms;        /* the peer's grpc-timeout; 0 = none */
+    uint64_t reply_deadline_ms; /* awaiting: answer DEADLINE_EXCEEDED from then on */
+    void *pending_context;
 
     /* Send queue: at most the message being written plus the latest one. */
     uint8_t *head;
@@ -145,9 +150,11 @@ void grpc_guard_unlisten(struct grpc_server *srv);
  * itself does not fit and must give up. */
 int grpc_budget_charge(struct grpc_stream *s, size_t add, bool must);
 void grpc_budget_release(struct grpc_stream *s, size_t sub);
-/* A request began on c: make sure the request deadline is watched. */
-void grpc_guard_request_started(struct grpc_conn *c);
-void grpc_guard_request_settled(struct grpc_conn *c);
+/* A request began on c, became whole, or an asynchronous call of c was answered or
+ * began to wait: the deadline timer is re-armed for the nearest deadline of c's streams
+ * (a request's body, an asynchronous call's answer), or goes when none is owed, so a
+ * plugin that answered everything makes no wakeup later (idle means no wakeups). */
+void grpc_guard_deadlines(struct grpc_conn *c);
 /* The last stream of c ended: watch it for idleness again. */
 void grpc_conn_idle_watch(struct grpc_conn *c);
 /* The connection that can go with the least harm (no server stream, idle longest),

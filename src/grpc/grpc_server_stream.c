@@ -145,9 +145,19 @@ static int stream_submit_response(struct grpc_stream *s)
                    : -EIO;
 }
 
+/* An asynchronous call ends without its owner's answer: tell the owner, once. */
+static void stream_drop_pending(struct grpc_stream *s)
+{
+    if (!s->awaiting)
+        return;
+    s->awaiting = false;
+    s->method->pending_cancelled(s->conn->srv->userdata, (struct grpc_pending *)s);
+}
+
 /* Error replies are trailers-only: one HEADERS frame with END_STREAM. */
 static int stream_reply_status(struct grpc_stream *s, int status, const char *message)
 {
+    stream_drop_pending(s);
     char code[16];
     snprintf(code, sizeof(code), "%d", status);
     _cleanup_free_ char *msg = message ? grpc_percent_encode(message) : NULL;
@@ -227,6 +237,20 @@ static int stream_dispatch(struct grpc_stream *s)
     const uint8_t *req = s->req.msg ? s->req.msg : (const uint8_t *)"";
     size_t len = s->req.msg_len;
 
+    if (s->method->unary_async) {
+        uint64_t t = srv->lim.reply_timeout_ms;
+        if (s->timeout_ms && s->timeout_ms < t)
+            t = s->timeout_ms;
+        s->awaiting = true;
+        s->reply_deadline_ms = s->started_ms + t;
+        s->in_open = true; /* an answer from inside the handler is submitted as usual */
+        s->method->unary_async(srv->userdata, (struct grpc_pending *)s, req, len);
+        s->in_open = false;
+        grpc_stream_release_request(s);
+        grpc_guard_deadlines(s->conn);
+        return 0;
+    }
+
     if (s->method->unary) {
         struct grpc_reply reply = { 0 };
         s->method->unary(srv->userdata, req, len, &reply);
@@ -257,6 +281,40 @@ static int stream_dispatch(struct grpc_stream *s)
     return stream_submit_response(s);
 }
 
+void grpc_pending_reply(struct grpc_pending *p, int status, const uint8_t *data, size_t len,
+                        const char *message)
+{
+    struct grpc_stream *s = (struct grpc_stream *)p;
+    int r;
+    s->awaiting = false;
+    if (s->killed || s->responded || s->conn->dead)
+        return;
+    if (status != GRPC_STATUS_OK) {
+        r = stream_reply_status(s, status, message);
+    } else {
+        r = grpc_stream_send(s, data ? data : (const uint8_t *)"", len);
+        if (r == 0) {
+            grpc_stream_finish(s, GRPC_STATUS_OK, NULL);
+            r = stream_submit_response(s);
+        }
+    }
+    if (r < 0)
+        (void)stream_reset(s, NGHTTP2_INTERNAL_ERROR);
+    grpc_conn_schedule_flush(s->conn);
+    if (!s->in_open)
+        grpc_guard_deadlines(s->conn);
+}
+
+void grpc_pending_set_context(struct grpc_pending *p, void *context)
+{
+    ((struct grpc_stream *)p)->pending_context = context;
+}
+
+void *grpc_pending_context(const struct grpc_pending *p)
+{
+    return ((const struct grpc_stream *)p)->pending_context;
+}
+
 void grpc_stream_abort(struct grpc_stream *s, int status, const char *message)
 {
     grpc_stream_release_request(s);
@@ -281,6 +339,7 @@ void grpc_stream_abort(struct grpc_stream *s, int status, const char *message)
 void grpc_stream_destroy(struct grpc_stream *s)
 {
     struct grpc_conn *c = s->conn;
+    stream_drop_pending(s);
     s->closing = true;
     if (s->opened) {
         c->n_opened--;
@@ -323,7 +382,7 @@ static int on_begin_headers_cb(nghttp2_session *session, const nghttp2_frame *fr
         grpc_stream_destroy(s);
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
-    grpc_guard_request_started(c);
+    grpc_guard_deadlines(c);
     return 0;
 }
 
@@ -334,6 +393,30 @@ static bool content_type_is_grpc(const uint8_t *v, size_t len)
     if (len < n || strncasecmp((const char *)v, base, n) != 0)
         return false;
     return len == n || v[n] == '+' || v[n] == ';';
+}
+
+/* grpc-timeout: 1 to 8 digits and a unit (H M S m u n), in ms rounded up; 0 when it is
+ * malformed (then only the server's own bound applies). Only asynchronous calls use it:
+ * the others are answered as soon as their request is whole. */
+static uint64_t grpc_timeout_ms(const uint8_t *v, size_t len)
+{
+    uint64_t n = 0;
+    if (len < 2 || len > 9)
+        return 0;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return 0;
+        n = n * 10 + (uint64_t)(v[i] - '0');
+    }
+    switch (v[len - 1]) {
+    case 'H': return n * 3600000u;
+    case 'M': return n * 60000u;
+    case 'S': return n * 1000u;
+    case 'm': return n;
+    case 'u': return (n + 999u) / 1000u;
+    case 'n': return (n + 999999u) / 1000000u;
+    default: return 0;
+    }
 }
 
 #define NAME_IS(lit) (namelen == sizeof(lit) - 1 && memcmp(name, lit, namelen) == 0)
@@ -367,8 +450,10 @@ static int on_header_cb(nghttp2_session *session, const nghttp2_frame *frame, co
         s->header_error = true;
     } else if (NAME_IS("content-type")) {
         s->content_type_ok = content_type_is_grpc(value, valuelen);
+    } else if (NAME_IS("grpc-timeout")) {
+        s->timeout_ms = grpc_timeout_ms(value, valuelen);
     }
-    /* te, grpc-timeout, user-agent, grpc-accept-encoding...: ignored (docs/grpc.md). */
+    /* te, user-agent, grpc-accept-encoding...: ignored (docs/grpc.md). */
     return 0;
 }
 
@@ -432,7 +517,7 @@ static int on_frame_recv_cb(nghttp2_session *session, const nghttp2_frame *frame
     }
     if (r == 0 && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         s->req_ended = true;
-        grpc_guard_request_settled(s->conn);
+        grpc_guard_deadlines(s->conn);
         if (!s->responded)
             r = stream_dispatch(s);
     }

@@ -29,6 +29,8 @@ struct expect {
 static struct loop *loop;
 static bool in_start;
 static unsigned pending, failures;
+static unsigned async_started, async_cancelled;
+static void maybe_quit(void);
 
 static void check(bool ok, const char *name, const char *what)
 {
@@ -58,7 +60,15 @@ static void done_cb(void *userdata, int status, const char *message, const uint8
     if (e->resp)
         check(len == e->resp_len && memcmp(resp, e->resp, len) == 0, e->name, "reply differs");
     printf("%s %s: status %d %s\n", e->done ? "ok" : "??", e->name, status, message ? message : "");
-    if (--pending == 0)
+    --pending;
+    maybe_quit();
+}
+
+/* The run ends when every call is done and the server has seen every cancel it owes. */
+static unsigned want_cancelled;
+static void maybe_quit(void)
+{
+    if (pending == 0 && async_cancelled >= want_cancelled)
         loop_quit(loop, 0);
 }
 
@@ -101,9 +111,79 @@ static void srv_fail(void *ud, const uint8_t *req, size_t len, struct grpc_reply
     reply->message = xstrdup(FAIL_MSG);
 }
 
+/* Asynchronous calls: /Later answers from a timer, /Now from inside the handler, /Never
+ * not at all (the peer's cancel, the reply deadline or the server's end settles it). */
+struct later {
+    struct grpc_pending *p;
+    uint8_t *data;
+    size_t len;
+    struct loop_timer *timer;
+};
+static struct later *laters[8];
+
+static void later_fire(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct later *w = userdata;
+    check(grpc_pending_context(w->p) == w, "async-later", "context lost");
+    grpc_pending_reply(w->p, GRPC_STATUS_OK, w->data, w->len, NULL);
+    for (size_t i = 0; i < ELEMENTSOF(laters); i++)
+        if (laters[i] == w)
+            laters[i] = NULL;
+    free(w->data);
+    free(w);
+}
+
+static void srv_later(void *ud, struct grpc_pending *p, const uint8_t *req, size_t len)
+{
+    struct later *w = xcalloc(1, sizeof(*w));
+    w->p = p;
+    w->data = xmalloc(len + 1);
+    memcpy(w->data, req, len); /* the request is gone once the handler returns */
+    w->len = len;
+    w->timer = loop_timer_add(loop, 50, later_fire, w);
+    grpc_pending_set_context(p, w);
+    for (size_t i = 0; i < ELEMENTSOF(laters); i++)
+        if (!laters[i]) {
+            laters[i] = w;
+            break;
+        }
+    async_started++;
+}
+
+static void srv_now(void *ud, struct grpc_pending *p, const uint8_t *req, size_t len)
+{
+    async_started++;
+    if (len == 1 && req[0] == 'e')
+        grpc_pending_reply(p, GRPC_STATUS_FAILED_PRECONDITION, NULL, 0, "at once");
+    else
+        grpc_pending_reply(p, GRPC_STATUS_OK, req, len, NULL);
+}
+
+static void srv_never(void *ud, struct grpc_pending *p, const uint8_t *req, size_t len)
+{
+    async_started++;
+    check(grpc_pending_context(p) == NULL, "async-never", "context not NULL at start");
+}
+
+static void srv_cancelled(void *ud, struct grpc_pending *p)
+{
+    struct later *w = grpc_pending_context(p);
+    if (w) { /* a /Later call whose peer went first: its timer must not answer */
+        check(false, "async-later", "cancelled before its answer");
+        loop_timer_cancel(loop, w->timer);
+        free(w->data);
+        free(w);
+    }
+    async_cancelled++;
+    maybe_quit();
+}
+
 static const struct grpc_method methods[] = {
     { .path = "/test.Echo/Unary", .unary = srv_echo },
     { .path = "/test.Echo/Fail", .unary = srv_fail },
+    { .path = "/test.Async/Later", .unary_async = srv_later, .pending_cancelled = srv_cancelled },
+    { .path = "/test.Async/Now", .unary_async = srv_now, .pending_cancelled = srv_cancelled },
+    { .path = "/test.Async/Never", .unary_async = srv_never, .pending_cancelled = srv_cancelled },
 };
 
 static int listen_only(const char *path, bool do_listen)
@@ -117,6 +197,20 @@ static int listen_only(const char *path, bool do_listen)
         exit(1);
     }
     return fd;
+}
+
+static void cancel_call_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    grpc_call_cancel(userdata);
+    pending--;
+    maybe_quit();
+}
+
+static void free_server_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct grpc_server **srv = userdata;
+    grpc_server_free(*srv);
+    *srv = NULL;
 }
 
 static int run_peer(const char *sock)
@@ -211,14 +305,73 @@ int main(int argc, char **argv)
     start_raw(sock, "text/plain", one, sizeof(one), &r_ctype);
     start_raw(sock, "application/grpc+proto", one, sizeof(one), &r_suffix);
 
+    /* Asynchronous unary calls: answered later, at once (OK and error), never (the
+     * client's own deadline closes its connection: the owner is told), past the
+     * server's reply deadline (DEADLINE_EXCEEDED, owner told), the peer cancelling
+     * first, and a server freed with a call still pending (owner told, no leak). */
+    struct expect a_later = { .name = "async-later", .status = GRPC_STATUS_OK,
+                              .resp = (const uint8_t *)"later", .resp_len = 5 };
+    struct expect a_later0 = { .name = "async-later-empty", .status = GRPC_STATUS_OK,
+                               .resp = (const uint8_t *)"", .resp_len = 0 };
+    struct expect a_now = { .name = "async-now", .status = GRPC_STATUS_OK,
+                            .resp = (const uint8_t *)"now", .resp_len = 3 };
+    struct expect a_now_err = { .name = "async-now-error",
+                                .status = GRPC_STATUS_FAILED_PRECONDITION, .message = "at once" };
+    struct expect a_client_deadline = { .name = "async-client-deadline",
+                                        .status = GRPC_STATUS_DEADLINE_EXCEEDED };
+    struct expect a_grpc_timeout = { .name = "async-grpc-timeout",
+                                     .status = GRPC_STATUS_DEADLINE_EXCEEDED };
+    struct expect a_server_deadline = { .name = "async-reply-timeout",
+                                        .status = GRPC_STATUS_DEADLINE_EXCEEDED,
+                                        .message = "no answer within 300 ms" };
+    struct expect a_cancel = { .name = "async-peer-cancels", .never = true };
+    struct expect a_freed = { .name = "async-server-freed", .status = GRPC_STATUS_UNAVAILABLE };
+    start(sock, "/test.Async/Later", "later", 5, 5000, &a_later);
+    start(sock, "/test.Async/Later", "", 0, 5000, &a_later0);
+    start(sock, "/test.Async/Now", "now", 3, 5000, &a_now);
+    start(sock, "/test.Async/Now", "e", 1, 5000, &a_now_err);
+    /* the client gives up at 200 ms and closes; its grpc-timeout would have the server
+     * give up at the same time: either way the owner hears of it once */
+    start(sock, "/test.Async/Never", "x", 1, 200, &a_client_deadline);
+    /* the server's own bound, shorter than the client's patience */
+    _cleanup_free_ char *sock2 = xasprintf("%s/short.sock", dir);
+    struct grpc_server *srv2 = NULL;
+    struct grpc_server_limits lim2 = { .reply_timeout_ms = 300 };
+    if (grpc_server_new(loop, sock2, methods, ELEMENTSOF(methods), NULL, &lim2, &srv2) < 0)
+        return 1;
+    start(sock2, "/test.Async/Never", "x", 1, 5000, &a_server_deadline);
+    /* grpc-timeout shorter than the bound: the server answers at the peer's deadline
+     * (the client's own timer may win the race; both are DEADLINE_EXCEEDED) */
+    start(sock2, "/test.Async/Never", "y", 1, 100, &a_grpc_timeout);
+    /* the peer abandons its call once the server holds it */
+    struct grpc_call *doomed = start(sock, "/test.Async/Never", "z", 1, 5000, &a_cancel);
+    pending++; /* settled by the cancel below, not by done */
+    loop_timer_add(loop, 100, cancel_call_cb, doomed);
+    /* a server freed while a call waits on it */
+    _cleanup_free_ char *sock3 = xasprintf("%s/freed.sock", dir);
+    struct grpc_server *srv3 = NULL;
+    if (grpc_server_new(loop, sock3, methods, ELEMENTSOF(methods), NULL, NULL, &srv3) < 0)
+        return 1;
+    start(sock3, "/test.Async/Never", "w", 1, 5000, &a_freed);
+    loop_timer_add(loop, 150, free_server_cb, &srv3);
+    want_cancelled = 5; /* client deadline, reply timeout, grpc-timeout, peer cancel, freed */
+
     int r = loop_run(loop);
     check(r == 0, "loop", "loop_run failed");
     struct expect *all[] = { &e_ok, &e_empty, &e_big, &e_fail, &e_unknown, &e_missing,
                              &e_refused, &e_deadline, &r_two, &r_comp, &r_trunc, &r_none,
-                             &r_huge, &r_ctype, &r_suffix };
+                             &r_huge, &r_ctype, &r_suffix, &a_later, &a_later0, &a_now,
+                             &a_now_err, &a_client_deadline, &a_grpc_timeout,
+                             &a_server_deadline, &a_freed };
     for (size_t i = 0; i < ELEMENTSOF(all); i++)
         check(all[i]->done, all[i]->name, "never completed");
+    check(async_started == 9, "async", "not every asynchronous call reached its handler");
+    check(async_cancelled == want_cancelled, "async", "owner not told exactly once per call");
+    for (size_t i = 0; i < ELEMENTSOF(laters); i++)
+        check(!laters[i], "async-later", "answer still owed");
+    check(srv3 == NULL, "async-server-freed", "server not freed");
 
+    grpc_server_free(srv2);
     grpc_server_free(srv);
     check(access(sock, F_OK) < 0, "free", "socket not unlinked");
     close(silent_fd);
