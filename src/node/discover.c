@@ -2,7 +2,9 @@
  * NUMA node, MIG devices), per pair (PCIe level, NVLinks), with GPUs lost during a
  * reload carried over from the previous inventory. MIG naming is in node/mig.c. */
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/log.h"
 #include "discover.h"
@@ -43,6 +45,33 @@ int discover_numa_node(const char *sysfs_root, const char *bus_id, bool *bad)
         return -1;
     }
     return v < 0 ? -1 : (int)v;
+}
+
+int discover_pcie_root(const char *sysfs_root, const char *bus_id, char *out, size_t len)
+{
+    char link[4096], real[PATH_MAX], devices[PATH_MAX];
+    const char *root = sysfs_root && *sysfs_root ? sysfs_root : "/sys";
+    out[0] = 0;
+    int n = snprintf(link, sizeof(link), "%s/bus/pci/devices/%s", root, bus_id);
+    if (n < 0 || (size_t)n >= sizeof(link))
+        return -ENAMETOOLONG;
+    if (!realpath(link, real))
+        return -errno;
+    snprintf(link, sizeof(link), "%s/devices", root);
+    if (!realpath(link, devices))
+        return -errno;
+    size_t dl = strlen(devices);
+    if (strncmp(real, devices, dl) != 0 || real[dl] != '/')
+        return -ENOENT;
+    const char *comp = real + dl + 1, *end = strchr(comp, '/');
+    size_t cl = end ? (size_t)(end - comp) : strlen(comp);
+    /* "pci<domain>:<bus>": a device straight under /sys/devices without one (a virtual
+     * or platform device) has no PCIe root */
+    if (!end || cl < 4 || strncmp(comp, "pci", 3) != 0 || cl >= len)
+        return -ENOENT;
+    memcpy(out, comp, cl);
+    out[cl] = 0;
+    return 0;
 }
 
 static int discover_migs(const struct discover_options *opt, nvml_device dev, struct inv_gpu *g,
@@ -123,6 +152,10 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
     if (bad)
         log_warning("GPU %s: %s/bus/pci/devices/%s/numa_node is not a number, sending no "
                     "topology, ignoring", g->uuid, opt->sysfs_root, g->bus_id);
+
+    if ((r = discover_pcie_root(opt->sysfs_root, g->bus_id, g->pcie_root, sizeof(g->pcie_root))) < 0)
+        log_debug("GPU %s: no PCIe root in sysfs: %s (no pcieRoot attribute)", g->uuid,
+                  strerror(-r));
 
     if ((r = host_pci_class(opt->sysfs_root, g->bus_id, &g->pci_class)) < 0) {
         log_debug("GPU %s: PCI class unreadable under %s: %s (gpu.mode label unknown)", g->uuid,

@@ -28,3 +28,8 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
 /* Read the NUMA node of a PCI device from sysfs: >= 0, or -1 when unknown. A file with
  * garbage yields -1 and *bad = true so the caller can warn. */
 int discover_numa_node(const char *sysfs_root, const char *bus_id, bool *bad);
+/* The PCIe root complex of a PCI device ("pci0000:15"), as Kubernetes' standard
+ * resource.kubernetes.io/pcieRoot attribute names it: the first component under
+ * <root>/devices of where <root>/bus/pci/devices/<bus id> leads. Returns 0, or -errno
+ * when sysfs does not tell (out is then ""). */
+int discover_pcie_root(const char *sysfs_root, const char *bus_id, char *out, size_t len);

@@ -42,6 +42,7 @@ struct inv_gpu {
     uint64_t memory_bytes;            /* 0 if NVML could not tell */
     int cc_major, cc_minor;
     int numa_node;                    /* -1: unknown (no topology sent) */
+    char pcie_root[24];               /* "pci0000:15" from sysfs (DRA's pcieRoot); "" unknown */
     /* PCI class code from <sysfs>/bus/pci/devices/<bus id>/class (0x030200 3D controller
      * = compute mode, 0x030000 VGA = graphics mode); 0 if unreadable. Labels only. */
     uint32_t pci_class;
