@@ -1,0 +1,449 @@
+/* The prepare / unprepare engine (see dra-claims.h). */
+#include <errno.h>
+#include <stdio.h>
+
+#include "core/log.h"
+#include "core/loop.h"
+#include "dra/dra-cdi.h"
+#include "dra/dra-checkpoint.h"
+#include "dra/dra-claim.h"
+#include "dra/dra-claims.h"
+#include "kube/kube.h"
+
+struct dra_claims {
+    struct loop *loop;
+    struct kube *kube;
+    char *node_name, *cdi_root;
+    const struct config *cfg;
+    const struct inventory *inv;
+    const struct dra_device_set *devices;
+    struct dra_checkpoint ckpt;
+    struct dra_claims_call *calls;   /* in flight, for dra_claims_free */
+};
+
+struct pending {
+    struct dra_claims_call *call;
+    size_t i;
+    char *namespace_, *name;
+    struct kube_req *req;
+};
+
+struct dra_claims_call {
+    struct dra_claims *c;
+    struct dra_claim_result *results;
+    struct pending *pend;
+    size_t n, outstanding;
+    struct loop_timer *timer;
+    dra_claims_done_fn done;
+    void *userdata;
+    struct dra_claims_call *next, **pprev;
+};
+
+int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_options *o,
+                   struct dra_claims **out, struct error *err)
+{
+    char boot[DRA_CKPT_BOOT_ID_MAX];
+    int r = dra_checkpoint_boot_id(o->boot_id_path, boot, err);
+    if (r < 0)
+        return r;
+    struct dra_claims *c = xcalloc(1, sizeof(*c));
+    struct error discarded = { 0 };
+    r = dra_checkpoint_open(&c->ckpt, o->plugin_dir, boot, &discarded, err);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    /* A tolerated start: the claims are forgotten and the kubelet prepares them again. */
+    if (r == 1 && discarded.code == -ESTALE)
+        log_warning("%s", discarded.msg);
+    else if (r == 1)
+        log_error("%s", discarded.msg);
+    c->loop = l;
+    c->kube = k;
+    c->node_name = xstrdup(o->node_name);
+    c->cdi_root = xstrdup(o->cdi_root);
+    c->cfg = o->cfg;
+    *out = c;
+    return 0;
+}
+
+void dra_claims_set_devices(struct dra_claims *c, const struct inventory *inv,
+                            const struct dra_device_set *set)
+{
+    c->inv = inv;
+    c->devices = set;
+}
+
+size_t dra_claims_prepared_count(const struct dra_claims *c)
+{
+    return c->ckpt.n_claims;
+}
+
+/* ---- calls ----------------------------------------------------------------------------- */
+
+static struct dra_claims_call *call_new(struct dra_claims *c, const struct dra_claim_ref *claims,
+                                        size_t n, dra_claims_done_fn done, void *userdata)
+{
+    struct dra_claims_call *call = xcalloc(1, sizeof(*call));
+    call->c = c;
+    call->n = n;
+    call->done = done;
+    call->userdata = userdata;
+    call->results = xcalloc(n + 1, sizeof(*call->results));
+    call->pend = xcalloc(n + 1, sizeof(*call->pend));
+    for (size_t i = 0; i < n; i++)
+        call->results[i].uid = xstrdup(claims[i].uid ? claims[i].uid : "");
+    call->next = c->calls;
+    if (c->calls)
+        c->calls->pprev = &call->next;
+    call->pprev = &c->calls;
+    c->calls = call;
+    return call;
+}
+
+static void call_free(struct dra_claims_call *call)
+{
+    if (call->next)
+        call->next->pprev = call->pprev;
+    *call->pprev = call->next;
+    if (call->timer)
+        loop_timer_cancel(call->c->loop, call->timer);
+    for (size_t i = 0; i < call->n; i++) {
+        kube_request_cancel(call->pend[i].req);
+        free(call->pend[i].namespace_);
+        free(call->pend[i].name);
+        dra_claim_result_clear(&call->results[i]);
+    }
+    free(call->pend);
+    free(call->results);
+    free(call);
+}
+
+static void call_finish(struct dra_claims_call *call)
+{
+    call->done(call->userdata, call->results, call->n);
+    call_free(call);
+}
+
+static void finish_timer(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct dra_claims_call *call = userdata;
+    call->timer = NULL;
+    call_finish(call);
+}
+
+/* Answer from the loop when nothing is outstanding (never from inside the starter). */
+static struct dra_claims_call *call_maybe_done(struct dra_claims_call *call)
+{
+    if (call->outstanding == 0 && !call->timer)
+        call->timer = loop_timer_add(call->c->loop, 0, finish_timer, call);
+    return call;
+}
+
+void dra_claims_cancel(struct dra_claims_call *call)
+{
+    if (call)
+        call_free(call);
+}
+
+void dra_claims_free(struct dra_claims *c)
+{
+    if (!c)
+        return;
+    while (c->calls)
+        call_free(c->calls);
+    dra_checkpoint_clear(&c->ckpt);
+    free(c->node_name);
+    free(c->cdi_root);
+    free(c);
+}
+
+/* error = "<prefix> <ns>/<name>:<uid>: <err>" (NVIDIA's form). */
+static void result_error(struct dra_claim_result *res, const char *verb, const char *ns,
+                         const char *name, const struct error *err)
+{
+    free(res->error);
+    if (ns && name)
+        res->error = xasprintf("error %s devices for claim %s/%s:%s: %s", verb, ns, name, res->uid,
+                               err->msg);
+    else
+        res->error = xasprintf("error %s devices for claim %s: %s", verb, res->uid, err->msg);
+}
+
+static char **strv1(const char *s)
+{
+    char **v = xcalloc(2, sizeof(char *));
+    v[0] = xstrdup(s);
+    return v;
+}
+
+static void result_from_record(struct dra_claim_result *res, const struct dra_ckpt_claim *rec)
+{
+    res->devices = xcalloc(rec->n_devices + 1, sizeof(*res->devices));
+    res->n_devices = rec->n_devices;
+    for (size_t i = 0; i < rec->n_devices; i++)
+        res->devices[i] = (struct dra_prepared_device){
+            .request_names = strv1(rec->devices[i].request),
+            .n_request_names = 1,
+            .pool_name = xstrdup(rec->devices[i].pool),
+            .device_name = xstrdup(rec->devices[i].device),
+            .cdi_device_ids = strv1(rec->devices[i].cdi_id),
+            .n_cdi_device_ids = 1,
+        };
+}
+
+/* ---- prepare ---------------------------------------------------------------------------- */
+
+/* The other prepared claim holding a device of claim, or NULL. */
+static const struct dra_ckpt_claim *overlap(const struct dra_claims *c, const struct dra_claim *claim,
+                                            const char **device)
+{
+    for (size_t k = 0; k < c->ckpt.n_claims; k++) {
+        const struct dra_ckpt_claim *o = &c->ckpt.claims[k];
+        if (o->state != DRA_CKPT_PREPARE_COMPLETED || streq(o->uid, claim->uid))
+            continue;
+        for (size_t i = 0; i < claim->n_allocs; i++) {
+            if (claim->allocs[i].admin_access)
+                continue;
+            for (size_t j = 0; j < o->n_devices; j++)
+                if (!o->devices[j].admin_access && streq(o->devices[j].device, claim->allocs[i].device)) {
+                    *device = claim->allocs[i].device;
+                    return o;
+                }
+        }
+    }
+    return NULL;
+}
+
+/* The record of a claim about to be prepared, and the spec's devices (deduplicated:
+ * an admin-access result may name a device twice, a CDI spec may not). */
+static int plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_ckpt_claim *rec,
+                const struct dra_device **devs, size_t *n_devs, struct error *err)
+{
+    *rec = (struct dra_ckpt_claim){ .uid = xstrdup(claim->uid), .namespace_ = xstrdup(claim->namespace_),
+                                    .name = xstrdup(claim->name), .state = DRA_CKPT_PREPARE_STARTED };
+    rec->devices = xcalloc(claim->n_allocs + 1, sizeof(*rec->devices));
+    *n_devs = 0;
+    for (size_t i = 0; i < claim->n_allocs; i++) {
+        const struct dra_alloc *a = &claim->allocs[i];
+        const struct dra_device *d = dra_devices_find(c->devices, a->device);
+        if (!d)
+            return error_set(err, -ENODEV, "device %s is not a device of node %s", a->device,
+                             c->node_name);
+        rec->devices[rec->n_devices++] = (struct dra_ckpt_device){
+            .device = xstrdup(a->device),
+            .pool = xstrdup(c->node_name),
+            .request = xstrdup(a->base_request),
+            .cdi_id = dra_cdi_device_id(claim->uid, a->device),
+            .admin_access = a->admin_access,
+            .config = a->config,
+        };
+        bool seen = false;
+        for (size_t k = 0; k < *n_devs && !seen; k++)
+            seen = devs[k] == d;
+        if (!seen)
+            devs[(*n_devs)++] = d;
+    }
+    return 0;
+}
+
+static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
+                         struct dra_claim_result *res, struct error *err)
+{
+    const char *api_uid = json_string_value(json_object_get(json_object_get(body, "metadata"), "uid"));
+    if (!api_uid || !streq(api_uid, uid))
+        return error_set(err, -ESTALE, "claim got replaced: the API server has UID %s",
+                         api_uid ? api_uid : "(none)");
+    /* Another call of the kubelet's may have finished it while we waited. */
+    const struct dra_ckpt_claim *done = dra_checkpoint_find(&c->ckpt, uid);
+    if (done && done->state == DRA_CKPT_PREPARE_COMPLETED) {
+        result_from_record(res, done);
+        return 0;
+    }
+
+    struct dra_claim claim;
+    int r = dra_claim_parse(body, DRA_DRIVER_NAME, c->node_name, &claim, err);
+    if (r < 0)
+        return r;
+    struct dra_ckpt_claim rec = { 0 };
+    const struct dra_device **devs = xcalloc(claim.n_allocs + 1, sizeof(*devs));
+    size_t n_devs = 0;
+    const char *dev = NULL;
+    const struct dra_ckpt_claim *other;
+    json_t *spec = NULL;
+
+    if (claim.n_allocs == 0) {
+        r = error_set(err, -ENOENT, "no device of %s is allocated in pool %s (allocated to "
+                                    "another node?)", DRA_DRIVER_NAME, c->node_name);
+        goto out;
+    }
+    if (!c->devices || !c->inv) {
+        r = error_set(err, -EAGAIN, "devices not discovered yet");
+        goto out;
+    }
+    if ((other = overlap(c, &claim, &dev))) {
+        r = error_set(err, -EBUSY, "device %s is already prepared for claim %s/%s:%s; a device is "
+                                   "never given to two claims (pods share a GPU by sharing one claim)",
+                      dev, other->namespace_, other->name, other->uid);
+        goto out;
+    }
+    if ((r = plan(c, &claim, &rec, devs, &n_devs, err)) < 0)
+        goto out;
+    spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, n_devs, err);
+    if (!spec) {
+        r = err->code;
+        goto out;
+    }
+    if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
+        goto out;
+    rec = (struct dra_ckpt_claim){ 0 };
+    const struct dra_ckpt_claim *started = dra_checkpoint_find(&c->ckpt, uid);
+    if ((r = dra_cdi_write(c->cdi_root, uid, spec, err)) < 0)
+        goto undo;
+
+    /* The same record, completed. */
+    struct dra_ckpt_claim completed = { .uid = xstrdup(started->uid),
+                                        .namespace_ = xstrdup(started->namespace_),
+                                        .name = xstrdup(started->name),
+                                        .state = DRA_CKPT_PREPARE_COMPLETED };
+    completed.devices = xcalloc(started->n_devices + 1, sizeof(*completed.devices));
+    for (size_t i = 0; i < started->n_devices; i++) {
+        const struct dra_ckpt_device *d = &started->devices[i];
+        completed.devices[completed.n_devices++] = (struct dra_ckpt_device){
+            .device = xstrdup(d->device), .pool = xstrdup(d->pool), .request = xstrdup(d->request),
+            .cdi_id = xstrdup(d->cdi_id), .admin_access = d->admin_access, .config = d->config,
+        };
+    }
+    if ((r = dra_checkpoint_put(&c->ckpt, &completed, err)) < 0) {
+        dra_ckpt_claim_clear(&completed);
+        goto undo;
+    }
+    result_from_record(res, dra_checkpoint_find(&c->ckpt, uid));
+    r = 0;
+    goto out;
+
+undo:
+    /* Best effort: what is left is found again by the kubelet's next prepare or unprepare. */
+    (void)dra_cdi_remove(c->cdi_root, uid, NULL);
+    (void)dra_checkpoint_remove(&c->ckpt, uid, NULL);
+out:
+    json_decref(spec);
+    dra_ckpt_claim_clear(&rec);
+    free(devs);
+    dra_claim_clear(&claim);
+    return r;
+}
+
+static void got_claim(struct kube *k, int status, json_t *body, void *userdata)
+{
+    struct pending *p = userdata;
+    struct dra_claims_call *call = p->call;
+    struct dra_claim_result *res = &call->results[p->i];
+    struct error err = { 0 };
+    p->req = NULL;
+
+    if (status == 200 && body)
+        (void)prepare_claim(call->c, res->uid, body, res, &err);
+    else if (status == 404)
+        error_set(&err, -ENOENT, "claim not found in the API server");
+    else if (status < 0)
+        error_set(&err, status, "getting the claim: %s", strerror(-status));
+    else
+        error_set(&err, -EIO, "getting the claim: HTTP %d%s%s", status,
+                  kube_status_message(body) ? ": " : "",
+                  kube_status_message(body) ? kube_status_message(body) : "");
+    if (err.code)
+        result_error(res, "preparing", p->namespace_, p->name, &err);
+    if (--call->outstanding == 0)
+        call_finish(call);
+}
+
+/* A namespace or name the API server could hold: a DNS subdomain. */
+static bool object_name(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > DRA_CLAIM_NAME_MAX)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            return false;
+    return true;
+}
+
+/* Every claim of a call past the bound gets the same error; nothing else is done. */
+static bool over_bound(struct dra_claims_call *call, const char *verb)
+{
+    if (call->n <= DRA_CLAIMS_MAX_PER_CALL)
+        return false;
+    struct error err = { 0 };
+    error_set(&err, -E2BIG, "%zu claims in one call, more than the bound of %d", call->n,
+              DRA_CLAIMS_MAX_PER_CALL);
+    for (size_t i = 0; i < call->n; i++)
+        result_error(&call->results[i], verb, NULL, NULL, &err);
+    return true;
+}
+
+struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dra_claim_ref *claims,
+                                           size_t n, dra_claims_done_fn done, void *userdata)
+{
+    struct dra_claims_call *call = call_new(c, claims, n, done, userdata);
+    if (over_bound(call, "preparing"))
+        return call_maybe_done(call);
+    for (size_t i = 0; i < n; i++) {
+        struct dra_claim_result *res = &call->results[i];
+        const struct dra_claim_ref *ref = &claims[i];
+        struct error err = { 0 };
+        if (!dra_claim_uid_valid(res->uid)) {
+            error_set(&err, -EINVAL, "not a claim UID");
+            result_error(res, "preparing", NULL, NULL, &err);
+            continue;
+        }
+        const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, res->uid);
+        if (rec && rec->state == DRA_CKPT_PREPARE_COMPLETED) {
+            result_from_record(res, rec);
+            continue;
+        }
+        if (!object_name(ref->namespace_) || !object_name(ref->name)) {
+            error_set(&err, -EINVAL, "namespace or name is not a Kubernetes object name");
+            result_error(res, "preparing", NULL, NULL, &err);
+            continue;
+        }
+        struct pending *p = &call->pend[i];
+        *p = (struct pending){ .call = call, .i = i, .namespace_ = xstrdup(ref->namespace_),
+                               .name = xstrdup(ref->name) };
+        _cleanup_free_ char *path = xasprintf("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
+                                              ref->namespace_, ref->name);
+        p->req = kube_request(c->kube, KUBE_GET, path, NULL, got_claim, p, &err);
+        if (!p->req) {
+            error_prefix(&err, "getting the claim");
+            result_error(res, "preparing", p->namespace_, p->name, &err);
+            continue;
+        }
+        call->outstanding++;
+    }
+    return call_maybe_done(call);
+}
+
+/* ---- unprepare -------------------------------------------------------------------------- */
+
+struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
+                                             const struct dra_claim_ref *claims, size_t n,
+                                             dra_claims_done_fn done, void *userdata)
+{
+    struct dra_claims_call *call = call_new(c, claims, n, done, userdata);
+    if (over_bound(call, "unpreparing"))
+        return call_maybe_done(call);
+    for (size_t i = 0; i < n; i++) {
+        struct dra_claim_result *res = &call->results[i];
+        struct error err = { 0 };
+        /* Not a UID we could have prepared (or named a file after): nothing to undo. */
+        if (!dra_claim_uid_valid(res->uid))
+            continue;
+        /* The spec goes even without a record: a checkpoint discarded as corrupt forgot
+         * claims whose specs are still there. Missing is fine. */
+        if (dra_cdi_remove(c->cdi_root, res->uid, &err) < 0 ||
+            dra_checkpoint_remove(&c->ckpt, res->uid, &err) < 0)
+            result_error(res, "unpreparing", claims[i].namespace_, claims[i].name, &err);
+    }
+    return call_maybe_done(call);
+}

@@ -1,0 +1,85 @@
+/* Preparing and unpreparing claims for the kubelet (NodePrepareResources /
+ * NodeUnprepareResources), on the API client and the event loop:
+ *
+ * Prepare, per claim: a claim already PrepareCompleted in the checkpoint gets its
+ * recorded answer (the kubelet repeats prepare after its restarts; no API call). Else
+ * GET /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name>; check its UID
+ * (another: the claim got replaced), that it is allocated, and take the results of
+ * gpu.nvidia.com in this node's pool (dra-claim.h: configs decoded and applied there);
+ * map each device through the device set (unknown: an error naming it); refuse a device
+ * that another prepared claim holds; record PrepareStarted, write the claim's CDI spec
+ * (dra-cdi.h), record PrepareCompleted, answer with the CDI IDs and base request names.
+ * A failure after PrepareStarted undoes the spec and the record.
+ *
+ * Why any overlap is refused, sharing config or not (as NVIDIA's driver does, except for
+ * adminAccess results): the scheduler never gives one device to two claims; pods share a
+ * GPU by sharing one claim. An overlap means a race or a force-deleted pod whose claim
+ * was never unprepared, and giving the device twice would break the isolation the second
+ * claim was promised.
+ *
+ * Unprepare, per claim: remove its CDI spec (missing: fine) and its checkpoint record.
+ * The API is not asked (the claim may be gone); a UID never prepared is a success.
+ *
+ * Per-claim errors go into that claim's result (NVIDIA's "error preparing devices for
+ * claim <ns>/<name>:<uid>: ..."); a call never fails as a whole. Bounds: at most
+ * DRA_CLAIMS_MAX_PER_CALL claims per call (past it, every claim of the call gets an error
+ * and nothing is done), and those of dra-claim.h and dra-checkpoint.h.
+ *
+ * Loop-only. done is always called from the loop, never from inside the function that
+ * started the call. */
+#pragma once
+
+#include <stddef.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "dra/dra-devices.h"
+#include "dra/dra-types.h"
+#include "node/inventory.h"
+
+#define DRA_CLAIMS_MAX_PER_CALL 256
+
+struct loop;
+struct kube;
+struct dra_claims;
+struct dra_claims_call;
+
+struct dra_claims_options {
+    const char *node_name;     /* our pool */
+    const char *cdi_root;      /* where the per-claim specs go */
+    const char *plugin_dir;    /* <kubelet plugins dir>/gpu.nvidia.com: the checkpoint's home */
+    const struct config *cfg;  /* dev_root for the CDI edits; borrowed for the engine's life */
+    const char *boot_id_path;  /* NULL: /proc/sys/kernel/random/boot_id */
+};
+
+/* Opens the checkpoint (a discarded one, of another boot or corrupt, is logged here, and
+ * the engine starts empty). Strings of o are copied; loop, kube and o->cfg are borrowed.
+ * 0 or -errno (err set) when the plugin dir or boot id cannot be used. */
+int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_options *o,
+                   struct dra_claims **out, struct error *err);
+/* Cancels every call in flight without calling their done. NULL is ignored. */
+void dra_claims_free(struct dra_claims *c);
+
+/* The devices prepare maps claims onto: both borrowed until the next call of this or
+ * dra_claims_free (the daemon's current inventory and device set). Until the first call,
+ * every claim that needs a device fails with "devices not discovered yet". */
+void dra_claims_set_devices(struct dra_claims *c, const struct inventory *inv,
+                            const struct dra_device_set *set);
+
+/* results[i] answers claims[i]; they are the engine's, valid during the call of done. */
+typedef void (*dra_claims_done_fn)(void *userdata, const struct dra_claim_result *results,
+                                   size_t n);
+
+/* Start a prepare / unprepare of n claims (refs copied). Never NULL: done is called once,
+ * unless the call is cancelled first. */
+struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dra_claim_ref *claims,
+                                           size_t n, dra_claims_done_fn done, void *userdata);
+struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
+                                             const struct dra_claim_ref *claims, size_t n,
+                                             dra_claims_done_fn done, void *userdata);
+/* done is not called afterwards. NULL is ignored; not after (or from inside) done. What a
+ * cancelled prepare already recorded stays prepared (the kubelet will repeat it). */
+void dra_claims_cancel(struct dra_claims_call *call);
+
+/* How many claims the checkpoint holds (tests, metrics). */
+size_t dra_claims_prepared_count(const struct dra_claims *c);

@@ -1,0 +1,196 @@
+/* The claim preparer (src/dra/dra-claims.c) on the real API client, driven by lines on
+ * stdin for tests/dra/test_dra_claims.py, against the fake API server. The node is
+ * "gpu-node-1" (the pool of the captured claim objects) with 8 GPUs, minors 0..7.
+ *
+ * usage: dra-claims-probe --kubeconfig K --cdi-root D --plugin-dir P [--boot-id-file F]
+ * stdin, one command per line, answers on stdout:
+ *   prepare ID NS/NAME/UID...     -> "done ID <JSON results>"
+ *   unprepare ID NS/NAME/UID...   -> "done ID <JSON results>"
+ *   prepare-gen ID N              -> prepare of N claims ns/c<i>/u-<i>; "done ID <JSON>"
+ *   cancel ID NS/NAME/UID...      -> a prepare cancelled at once: "cancelled ID"
+ *   count                         -> "count N" (claims in the checkpoint)
+ *   (end of stdin)                -> everything freed, exit 0 */
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "config/config.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "dra/dra-claims.h"
+#include "kube/kube.h"
+
+static struct loop *loop;
+static struct dra_claims *claims;
+static char inbuf[1 << 20];
+static size_t inlen;
+
+static void done_cb(void *userdata, const struct dra_claim_result *res, size_t n)
+{
+    char *id = userdata;
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *devs = json_array();
+        for (size_t j = 0; j < res[i].n_devices; j++) {
+            const struct dra_prepared_device *d = &res[i].devices[j];
+            json_t *reqs = json_array(), *cdi = json_array();
+            for (size_t k = 0; k < d->n_request_names; k++)
+                json_array_append_new(reqs, json_string(d->request_names[k]));
+            for (size_t k = 0; k < d->n_cdi_device_ids; k++)
+                json_array_append_new(cdi, json_string(d->cdi_device_ids[k]));
+            json_array_append_new(devs, json_pack("{s:o, s:s, s:s, s:o}", "requests", reqs, "pool",
+                                                  d->pool_name, "device", d->device_name, "cdi", cdi));
+        }
+        json_t *o = json_pack("{s:s, s:o}", "uid", res[i].uid, "devices", devs);
+        if (res[i].error)
+            json_object_set_new(o, "error", json_string(res[i].error));
+        json_array_append_new(a, o);
+    }
+    char *text = json_dumps(a, JSON_COMPACT);
+    printf("done %s %s\n", id, text);
+    fflush(stdout);
+    free(text);
+    json_decref(a);
+    free(id);
+}
+
+/* "ns/name/uid" words into refs (pointing into the words). */
+static size_t parse_refs(char **words, size_t n, struct dra_claim_ref *refs)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *ns = words[i], *name = strchr(ns, '/'), *uid = name ? strchr(name + 1, '/') : NULL;
+        if (!uid)
+            return i;
+        *name++ = 0;
+        *uid++ = 0;
+        refs[i] = (struct dra_claim_ref){ .namespace_ = ns, .name = name, .uid = uid };
+    }
+    return n;
+}
+
+static void command(char *line)
+{
+    char *words[512];
+    size_t n = 0;
+    for (char *save = NULL, *w = strtok_r(line, " ", &save); w && n < ELEMENTSOF(words);
+         w = strtok_r(NULL, " ", &save))
+        words[n++] = w;
+    if (n == 0)
+        return;
+    struct dra_claim_ref refs[512];
+    if (streq(words[0], "count")) {
+        printf("count %zu\n", dra_claims_prepared_count(claims));
+    } else if (n >= 2 && (streq(words[0], "prepare") || streq(words[0], "unprepare") ||
+                          streq(words[0], "cancel"))) {
+        size_t k = parse_refs(words + 2, n - 2, refs);
+        char *id = xstrdup(words[1]);
+        if (streq(words[0], "prepare"))
+            dra_claims_prepare(claims, refs, k, done_cb, id);
+        else if (streq(words[0], "unprepare"))
+            dra_claims_unprepare(claims, refs, k, done_cb, id);
+        else {
+            dra_claims_cancel(dra_claims_prepare(claims, refs, k, done_cb, id));
+            printf("cancelled %s\n", id);
+            free(id);
+        }
+    } else if (n == 3 && streq(words[0], "prepare-gen")) {
+        size_t count = strtoul(words[2], NULL, 10);
+        struct dra_claim_ref *many = xcalloc(count + 1, sizeof(*many));
+        char **strs = xcalloc(2 * count + 1, sizeof(char *));
+        for (size_t i = 0; i < count; i++) {
+            strs[2 * i] = xasprintf("c%zu", i);
+            strs[2 * i + 1] = xasprintf("u-%zu", i);
+            many[i] = (struct dra_claim_ref){ .namespace_ = "ns", .name = strs[2 * i],
+                                              .uid = strs[2 * i + 1] };
+        }
+        dra_claims_prepare(claims, many, count, done_cb, xstrdup(words[1]));
+        for (size_t i = 0; i < 2 * count; i++)
+            free(strs[i]);
+        free(strs);
+        free(many);
+    } else {
+        printf("error unknown command %s\n", words[0]);
+    }
+    fflush(stdout);
+}
+
+static void stdin_cb(struct loop *l, int fd, uint32_t events, void *userdata)
+{
+    ssize_t n = read(fd, inbuf + inlen, sizeof(inbuf) - 1 - inlen);
+    if (n <= 0) {
+        loop_quit(l, 0);
+        return;
+    }
+    inlen += (size_t)n;
+    char *nl;
+    while ((nl = memchr(inbuf, '\n', inlen))) {
+        *nl = '\0';
+        command(inbuf);
+        size_t used = (size_t)(nl - inbuf) + 1;
+        memmove(inbuf, inbuf + used, inlen - used);
+        inlen -= used;
+    }
+    if (inlen == sizeof(inbuf) - 1)
+        loop_quit(l, 2);
+}
+
+int main(int argc, char **argv)
+{
+    struct kube_options ko = { .qps = 1000, .burst = 1000 };
+    struct dra_claims_options o = { .node_name = "gpu-node-1" };
+    static const struct option opts[] = {
+        { "kubeconfig", required_argument, NULL, 'k' }, { "cdi-root", required_argument, NULL, 'c' },
+        { "plugin-dir", required_argument, NULL, 'p' }, { "boot-id-file", required_argument, NULL, 'b' },
+        { NULL, 0, NULL, 0 },
+    };
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'k': ko.kubeconfig = optarg; break;
+        case 'c': o.cdi_root = optarg; break;
+        case 'p': o.plugin_dir = optarg; break;
+        case 'b': o.boot_id_path = optarg; break;
+        default: return 2;
+        }
+    }
+    log_set_level(LOG_DEBUG);
+    struct config cfg;
+    config_init_defaults(&cfg);
+    o.cfg = &cfg;
+
+    struct inv_gpu gpus[8];
+    memset(gpus, 0, sizeof(gpus));
+    for (unsigned i = 0; i < 8; i++) {
+        gpus[i].index = i;
+        gpus[i].minor = i;
+        snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "GPU-%08u-0000-0000-0000-000000000000", i);
+        snprintf(gpus[i].name, sizeof(gpus[i].name), "NVIDIA H100 80GB HBM3");
+        gpus[i].memory_bytes = 80ull << 30;
+        gpus[i].numa_node = -1;
+    }
+    struct inventory inv = { .gpus = gpus, .n_gpus = 8 };
+    struct dra_device_set set = { 0 };
+    struct error err = { 0 };
+    struct kube *kube = NULL;
+    if (loop_new(&loop) < 0 || dra_devices_build(&inv, NULL, &set, &err) < 0 ||
+        kube_new(loop, &ko, &kube, &err) < 0 || dra_claims_new(loop, kube, &o, &claims, &err) < 0) {
+        printf("error %s\n", err.msg);
+        return 1;
+    }
+    dra_claims_set_devices(claims, &inv, &set);
+    (void)fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+    if (loop_add_io(loop, 0, EPOLLIN, stdin_cb, NULL) < 0)
+        return 1;
+    printf("ready\n");
+    fflush(stdout);
+    int r = loop_run(loop);
+    (void)loop_del_io(loop, 0);
+    dra_claims_free(claims);
+    kube_free(kube);
+    loop_free(loop);
+    dra_device_set_clear(&set);
+    config_free(&cfg);
+    return r;
+}

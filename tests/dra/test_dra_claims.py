@@ -1,0 +1,303 @@
+"""The claim preparer (src/dra/dra-claims.c) through dra-claims-probe, on the real API
+client, against the fake API server serving the real 1.34 ResourceClaim objects
+(tests/data/dra/objects) and edits of them: prepare and its CDI spec, idempotent
+re-prepare without a GET, restart with the checkpoint, another boot, unprepare (also of a
+UID never prepared), UID mismatch, missing claim, server error, another node's pool,
+unknown device, a device held by another claim, opaque config, MPS, a CDI root that is
+not writable, 10,000 claims in one call.
+
+usage: test_dra_claims.py <dra-claims-probe> <fake-apiserver>"""
+import copy
+import json
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
+import kubetest as kt  # noqa: E402
+
+PROBE = FAKE = None
+OBJECTS = os.path.join(os.environ.get("GDP_TEST_DATA", ""), "dra", "objects")
+CDI_KIND = "k8s.gpu.nvidia.com/claim"
+
+
+def obj(name):
+    with open(os.path.join(OBJECTS, name + ".json")) as f:
+        return json.load(f)
+
+
+def ref(o):
+    md = o["metadata"]
+    return "%s/%s/%s" % (md["namespace"], md["name"], md["uid"])
+
+
+class Claims(unittest.TestCase):
+    def setUp(self):
+        self.dir = kt.scratch.mkdtemp("dra-claims-")
+        self.addCleanup(kt.scratch.remove, self.dir)  # after tearDown stopped the children
+        self.srv = kt.LineProc([FAKE, self.dir])
+        self.srv.expect(r"^h2c (\d+)$")
+        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
+        token = os.path.join(self.dir, "token")
+        with open(token, "w") as f:
+            f.write("tok1\n")
+        self.kubeconfig = kt.write_kubeconfig(os.path.join(self.dir, "kubeconfig"),
+                                              "https://127.0.0.1:%d" % port,
+                                              ca=os.path.join(self.dir, "ca.crt"), token_file=token)
+        self.cdi = os.path.join(self.dir, "cdi")
+        self.plugin = os.path.join(self.dir, "plugins", "gpu.nvidia.com")
+        self.boot = os.path.join(self.dir, "boot_id")
+        self.set_boot("11111111-2222-3333-4444-555555555555")
+        self.probes = []
+        self.n = 0
+        self.p = self.start()
+
+    def tearDown(self):
+        codes = [p.stop() for p in self.probes]
+        self.srv.stop()
+        self.assertEqual(codes, [0] * len(codes), [p.errlines[-5:] for p in self.probes])
+
+    def set_boot(self, bid):
+        with open(self.boot, "w") as f:
+            f.write(bid + "\n")
+
+    def start(self, cdi=None):
+        p = kt.LineProc([PROBE, "--kubeconfig", self.kubeconfig, "--cdi-root", cdi or self.cdi,
+                         "--plugin-dir", self.plugin, "--boot-id-file", self.boot])
+        p.expect(r"^ready$")
+        self.probes.append(p)
+        return p
+
+    def restart(self, **kw):
+        self.assertEqual(self.p.stop(), 0, self.p.errlines[-5:])
+        self.probes.remove(self.p)
+        self.p = self.start(**kw)
+
+    def cmd(self, line):
+        self.srv.send(line)
+        self.srv.expect(r"^ok %s$" % line.split()[0])
+
+    def load(self, o):
+        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
+        return o
+
+    def call(self, verb, *refs):
+        self.n += 1
+        self.p.send("%s c%d %s" % (verb, self.n, " ".join(refs)))
+        return json.loads(self.p.expect(r"^done c%d (.*)$" % self.n).group(1))
+
+    def prepare(self, *refs):
+        return self.call("prepare", *refs)
+
+    def gets(self):
+        """GETs of claims the server saw since the last call of this."""
+        self.cmd("rc-delete sync sync")  # the server's lines up to here are read
+        seen = [line for line in self.srv.seen
+                if line.startswith("req GET /apis/resource.k8s.io/v1/")]
+        new = seen[getattr(self, "_gets", 0):]
+        self._gets = len(seen)
+        return new
+
+    def spec(self, uid):
+        with open(os.path.join(self.cdi, "k8s.gpu.nvidia.com-claim_%s.yaml" % uid)) as f:
+            return json.load(f)  # JSON is YAML
+
+    def checkpoint(self):
+        with open(os.path.join(self.plugin, "checkpoint.json")) as f:
+            return json.load(f)
+
+    def error(self, res):
+        self.assertEqual(len(res), 1)
+        self.assertEqual(res[0]["devices"], [])
+        return res[0].get("error", "")
+
+    # ---- prepare ------------------------------------------------------------------------
+
+    def test_prepare_writes_spec_and_checkpoint_then_unprepare_removes_them(self):
+        o = self.load(obj("resourceclaim-from-template-allocated"))
+        uid = o["metadata"]["uid"]
+        res = self.prepare(ref(o))
+        self.assertEqual(res, [{"uid": uid, "devices": [{
+            "requests": ["gpu"], "pool": "gpu-node-1", "device": "gpu-1",
+            "cdi": ["%s=%s-gpu-1" % (CDI_KIND, uid)]}]}])
+        spec = self.spec(uid)
+        self.assertEqual(spec["kind"], CDI_KIND)
+        self.assertEqual([d["name"] for d in spec["devices"]], [uid + "-gpu-1"])
+        self.assertEqual(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia1")
+        self.assertIn("NVIDIA_VISIBLE_DEVICES=void", spec["containerEdits"]["env"])
+        ck = self.checkpoint()
+        self.assertEqual(ck["preparedClaims"][uid]["checkpointState"], "PrepareCompleted")
+        self.assertEqual(ck["nodeBootID"], "11111111-2222-3333-4444-555555555555")
+        self.assertEqual(len(self.gets()), 1)
+
+        # The kubelet repeats it: the recorded answer, no GET.
+        self.assertEqual(self.prepare(ref(o)), res)
+        self.assertEqual(self.gets(), [])
+
+        self.assertEqual(self.call("unprepare", ref(o)), [{"uid": uid, "devices": []}])
+        self.assertFalse(os.path.exists(os.path.join(self.cdi, "k8s.gpu.nvidia.com-claim_%s.yaml" % uid)))
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})
+        # Again, and a UID never prepared: success.
+        self.assertEqual(self.call("unprepare", ref(o), "default/x/never-seen-uid"),
+                         [{"uid": uid, "devices": []}, {"uid": "never-seen-uid", "devices": []}])
+        self.assertEqual(self.gets(), [])
+
+    def test_real_objects(self):
+        two = self.load(obj("resourceclaim-two-gpus-allocated"))
+        prio = self.load(obj("resourceclaim-prioritized-list-allocated"))
+        ext = self.load(obj("resourceclaim-extended-resource-allocated"))
+        ts = self.load(obj("resourceclaim-opaque-config-allocated"))
+        res = self.prepare(ref(two), ref(prio), ref(ext), ref(ts))
+        self.assertEqual([r.get("error") for r in res], [None] * 4, res)
+        self.assertEqual([d["device"] for d in res[0]["devices"]], ["gpu-2", "gpu-3"])
+        self.assertEqual(res[1]["devices"][0]["requests"], ["gpus"])  # not "gpus/small"
+        self.assertEqual(res[2]["devices"][0]["requests"], ["container-0-request-0"])
+        dev = self.checkpoint()["preparedClaims"][ts["metadata"]["uid"]]["devices"][0]
+        self.assertEqual((dev["sharing"], dev["interval"]), ("TimeSlicing", "Long"))
+        self.assertEqual(len(self.spec(two["metadata"]["uid"])["devices"]), 2)
+
+    def test_restart_keeps_prepared_claims_and_another_boot_forgets_them(self):
+        o = self.load(obj("resourceclaim-two-gpus-allocated"))
+        first = self.prepare(ref(o))
+        self.gets()
+        self.restart()
+        self.assertEqual(self.prepare(ref(o)), first)
+        self.assertEqual(self.gets(), [])
+        self.p.send("count")
+        self.p.expect(r"^count 1$")
+
+        self.set_boot("99999999-2222-3333-4444-555555555555")
+        self.restart()
+        self.p.stderr_has(r"is of another boot .*: its 1 claims are forgotten")
+        self.p.send("count")
+        self.p.expect(r"^count 0$")
+        self.assertEqual(self.prepare(ref(o)), first)
+        self.assertEqual(len(self.gets()), 1)
+
+    def test_corrupt_checkpoint_is_moved_aside(self):
+        os.makedirs(self.plugin, exist_ok=True)
+        with open(os.path.join(self.plugin, "checkpoint.json"), "w") as f:
+            f.write("{not json")
+        self.restart()
+        line = self.p.stderr_has(r"checkpoint .*checkpoint.json is not JSON: moved to ")
+        self.assertTrue(line.startswith("E"), line)  # one error line
+        with open(os.path.join(self.plugin, "checkpoint.json.corrupt")) as f:
+            self.assertEqual(f.read(), "{not json")
+        o = self.load(obj("resourceclaim-from-template-allocated"))
+        self.assertNotIn("error", self.prepare(ref(o))[0])
+
+    # ---- per-claim errors ---------------------------------------------------------------
+
+    def test_claim_errors_are_per_claim(self):
+        good = self.load(obj("resourceclaim-from-template-allocated"))
+        replaced = obj("resourceclaim-two-gpus-allocated")
+        asked = "default/two-gpus/00000000-0000-0000-0000-000000000000"
+        self.load(replaced)
+        pending = self.load(obj("resourceclaim-two-gpus-pending"))
+        pending["metadata"]["name"] = "pending"
+        self.load(pending)
+        other = copy.deepcopy(good)
+        other["metadata"].update(name="other-node", uid="aaaaaaaa-0000-0000-0000-000000000001")
+        for r in other["status"]["allocation"]["devices"]["results"]:
+            r["pool"] = "gpu-node-2"
+        self.load(other)
+        unknown = copy.deepcopy(good)
+        unknown["metadata"].update(name="unknown-dev", uid="aaaaaaaa-0000-0000-0000-000000000002")
+        unknown["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-9"
+        self.load(unknown)
+        mps = copy.deepcopy(obj("resourceclaim-opaque-config-allocated"))
+        mps["metadata"].update(name="mps", uid="aaaaaaaa-0000-0000-0000-000000000003")
+        mps["status"]["allocation"]["devices"]["config"][1]["opaque"]["parameters"]["sharing"] = {
+            "strategy": "MPS"}
+        self.load(mps)
+        garbage = copy.deepcopy(mps)
+        garbage["metadata"].update(name="garbage", uid="aaaaaaaa-0000-0000-0000-000000000004")
+        garbage["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["colour"] = "red"
+        self.load(garbage)
+        self.cmd("rc-json " + json.dumps(dict(good, metadata=dict(good["metadata"], name="failing")),
+                                         separators=(",", ":")))
+        self.cmd("rc-fail default failing 500")
+
+        res = self.prepare(ref(good), asked, "default/pending/" + pending["metadata"]["uid"],
+                           "default/missing/aaaaaaaa-0000-0000-0000-00000000000f", ref(other),
+                           ref(unknown), ref(mps), ref(garbage),
+                           "default/failing/aaaaaaaa-0000-0000-0000-00000000000e",
+                           "default/bad/../../etc")
+        errs = [r.get("error") for r in res]
+        self.assertIsNone(errs[0])
+        want = [
+            "error preparing devices for claim default/two-gpus:00000000-0000-0000-0000-000000000000: "
+            "claim got replaced: the API server has UID 2c9c529b-4ff7-4c93-b216-8506d026d54a",
+            "claim default/pending is not allocated",
+            "claim default/missing:aaaaaaaa-0000-0000-0000-00000000000f: claim not found in the API server",
+            "no device of gpu.nvidia.com is allocated in pool gpu-node-1 (allocated to another node?)",
+            "device gpu-9 is not a device of node gpu-node-1",
+            "claim default/mps: invalid GpuConfig: MPS sharing is not supported by this plugin",
+            "claim default/garbage: invalid GpuConfig: strict decoding error: unknown field \"colour\"",
+            "getting the claim: HTTP 500: resourceclaims \"failing\" failed on command",
+            "error preparing devices for claim ../../etc: not a claim UID",
+        ]
+        self.assertEqual(len(errs), 10)
+        for got, w in zip(errs[1:], want):
+            self.assertIn(w, got or "")
+        for r in res[1:]:
+            self.assertEqual(r["devices"], [])
+        # Nothing of the failed ones was recorded or written.
+        self.assertEqual(list(self.checkpoint()["preparedClaims"]), [good["metadata"]["uid"]])
+        self.assertEqual(os.listdir(self.cdi), ["k8s.gpu.nvidia.com-claim_%s.yaml" % good["metadata"]["uid"]])
+
+    def test_device_of_another_claim_is_refused(self):
+        a = self.load(obj("resourceclaim-two-gpus-allocated"))
+        b = copy.deepcopy(obj("resourceclaim-from-template-allocated"))
+        b["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-3"
+        self.load(b)
+        self.assertNotIn("error", self.prepare(ref(a))[0])
+        err = self.error(self.prepare(ref(b)))
+        self.assertIn("device gpu-3 is already prepared for claim default/two-gpus:%s" %
+                      a["metadata"]["uid"], err)
+        # Once the first is unprepared, the second gets it.
+        self.call("unprepare", ref(a))
+        self.assertNotIn("error", self.prepare(ref(b))[0])
+
+    def test_cdi_root_not_writable(self):
+        blocked = os.path.join(self.dir, "not-a-dir")
+        with open(blocked, "w") as f:
+            f.write("x")
+        self.restart(cdi=blocked)
+        o = self.load(obj("resourceclaim-from-template-allocated"))
+        err = self.error(self.prepare(ref(o)))
+        self.assertIn("CDI spec k8s.gpu.nvidia.com-claim_%s.yaml: creating temporary file in %s" % (
+            o["metadata"]["uid"], blocked), err)
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})  # rolled back
+
+    # ---- bounds -------------------------------------------------------------------------
+
+    def test_empty_call_and_10000_claims(self):
+        self.assertEqual(self.prepare(), [])
+        self.n += 1
+        t = time.monotonic()
+        self.p.send("prepare-gen c%d 10000" % self.n)
+        res = json.loads(self.p.expect(r"^done c%d (.*)$" % self.n).group(1))
+        self.assertLess(time.monotonic() - t, 10)
+        self.assertEqual(len(res), 10000)
+        self.assertEqual(res[9999]["uid"], "u-9999")
+        self.assertEqual([r["error"] for r in res],
+                         ["error preparing devices for claim u-%d: 10000 claims in one call, more "
+                          "than the bound of 256" % i for i in range(10000)])
+        self.assertEqual([r["devices"] for r in res], [[]] * 10000)
+        self.assertEqual(self.gets(), [])
+
+    def test_cancelled_call_answers_nothing(self):
+        o = self.load(obj("resourceclaim-from-template-allocated"))
+        self.p.send("cancel x1 " + ref(o))
+        self.p.expect(r"^cancelled x1$")
+        self.p.send("count")
+        self.p.expect(r"^count 0$")
+        self.assertNotIn("done x1", " ".join(self.p.seen))
+
+
+if __name__ == "__main__":
+    PROBE, FAKE = sys.argv[1], sys.argv[2]
+    del sys.argv[1:3]
+    unittest.main(verbosity=2)
