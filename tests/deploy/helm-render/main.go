@@ -6,7 +6,10 @@
 //
 // context.json holds what Helm would compute: {"Values": merged values,
 // "Chart": {"Name", "Version", "AppVersion"}, "Release": {"Name",
-// "Namespace", "Service"}}. The YAML side (values files, fromYaml) is done
+// "Namespace", "Service"}}, optionally "Capabilities": {"KubeVersion":
+// {"Version", "Major", "Minor"}} (absent: an empty version, i.e. unknown) and
+// "Lookup": {"<apiVersion>/<kind>/<namespace>/<name>": object}, what lookup
+// answers as a cluster would (absent: the empty map helm template gets offline). The YAML side (values files, fromYaml) is done
 // by /usr/bin/python3 with python3-yaml, since Debian's Go has no YAML package.
 //
 // Output: each rendered file as "---\n# Source: <name>\n<text>". A template
@@ -24,7 +27,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 )
@@ -159,8 +164,60 @@ func indent(n int, s string) string {
 	return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
 }
 
-func funcs(root **template.Template) template.FuncMap {
+// semverCompare checks one constraint "<op>X.Y.Z[-pre]" (op one of < <= > >= =)
+// on major.minor.patch only, which is what "<1.34.0-0" means to Helm's semver for any
+// version (the -0 admits every pre-release); other constraint forms are an error, so
+// a template cannot get an answer Helm would not give.
+func semverCompare(constraint, version string) (bool, error) {
+	m := regexp.MustCompile(`^\s*(<=|>=|<|>|=)?\s*v?(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?\s*$`).FindStringSubmatch(constraint)
+	if m == nil {
+		return false, fmt.Errorf("semverCompare: constraint %q not supported by helm-render", constraint)
+	}
+	v := regexp.MustCompile(`^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?([-+].*)?$`).FindStringSubmatch(version)
+	if v == nil {
+		return false, fmt.Errorf("semverCompare: %q is not a version", version)
+	}
+	cmp := 0
+	for i := 1; i <= 3 && cmp == 0; i++ {
+		a, _ := strconv.Atoi(v[i])
+		b, _ := strconv.Atoi(m[i+1])
+		if a < b {
+			cmp = -1
+		} else if a > b {
+			cmp = 1
+		}
+	}
+	switch m[1] {
+	case "<":
+		return cmp < 0, nil
+	case "<=":
+		return cmp <= 0, nil
+	case ">":
+		return cmp > 0, nil
+	case ">=":
+		return cmp >= 0, nil
+	}
+	return cmp == 0, nil
+}
+
+func funcs(root **template.Template, lookups map[string]interface{}) template.FuncMap {
 	return template.FuncMap{
+		// Helm's lookup: the object (or, without a name, {"items": [...]}) the context's
+		// "Lookup" holds under "<apiVersion>/<kind>/<namespace>/<name>", else an empty map.
+		"lookup": func(apiVersion, kind, namespace, name string) map[string]interface{} {
+			if obj, ok := lookups[apiVersion+"/"+kind+"/"+namespace+"/"+name].(map[string]interface{}); ok {
+				return obj
+			}
+			return map[string]interface{}{}
+		},
+		"regexMatch": func(re, s string) (bool, error) {
+			r, err := regexp.Compile(re)
+			if err != nil {
+				return false, err
+			}
+			return r.MatchString(s), nil
+		},
+		"semverCompare": semverCompare,
 		"include": func(name string, data interface{}) (string, error) {
 			var buf bytes.Buffer
 			err := (*root).ExecuteTemplate(&buf, name, data)
@@ -306,7 +363,13 @@ func main() {
 	paths, _ := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
 	sort.Strings(paths)
 	var root *template.Template
-	root = template.New(name).Funcs(funcs(&root)).Option("missingkey=zero")
+	lookups, _ := ctx["Lookup"].(map[string]interface{})
+	delete(ctx, "Lookup")
+	if _, ok := ctx["Capabilities"]; !ok {
+		ctx["Capabilities"] = map[string]interface{}{
+			"KubeVersion": map[string]interface{}{"Version": "", "Major": "", "Minor": ""}}
+	}
+	root = template.New(name).Funcs(funcs(&root, lookups)).Option("missingkey=zero")
 	var names []string
 	for _, p := range paths {
 		text, err := os.ReadFile(p)

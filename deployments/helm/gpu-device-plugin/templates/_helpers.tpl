@@ -209,7 +209,54 @@ config-manager
 
 {{/* "true" when the plugin talks to the API server, so it needs its node name. */}}
 {{- define "gpu-device-plugin.usesApi" -}}
-{{- or .Values.gfd.enabled (eq (include "gpu-device-plugin.configMode" .) "plugin") (eq (toString .Values.events.enabled) "true") -}}
+{{- or .Values.gfd.enabled .Values.dra.enabled (eq (include "gpu-device-plugin.configMode" .) "plugin") (eq (toString .Values.events.enabled) "true") -}}
+{{- end -}}
+
+{{/*
+"true" when the DaemonSet is rendered: for the device plugin, or for DRA alone (the same
+process; with devicePlugin.enabled=false it serves every GPU through DRA).
+*/}}
+{{- define "gpu-device-plugin.deployed" -}}
+{{- or .Values.devicePlugin.enabled .Values.dra.enabled -}}
+{{- end -}}
+
+{{/*
+Other NVIDIA device plugins in the cluster, each as "namespace/name " ("" when none). A
+DaemonSet counts when its pod mounts the host's kubelet device-plugin directory (so it can
+serve a resource) and its name, or a container's name, image, command or arguments, says
+nvidia-device-plugin, k8s-device-plugin (NVIDIA's image, also the GPU Operator's) or
+gpu-device-plugin (ours, another release). NVIDIA's GFD and MPS daemons run NVIDIA's image
+but mount no such directory; other vendors' device plugins (SR-IOV, RDMA) mount it but are
+named otherwise. This release's own DaemonSet (an upgrade) is skipped. Helm's lookup sees
+the cluster only at install and upgrade: helm template and client-side dry runs get an
+empty answer, so nothing is found there.
+*/}}
+{{- define "gpu-device-plugin.otherDevicePlugins" -}}
+{{- $self := include "gpu-device-plugin.fullname" . -}}
+{{- $ns := include "gpu-device-plugin.namespace" . -}}
+{{- range (lookup "apps/v1" "DaemonSet" "" "").items | default list -}}
+{{- $pod := .spec.template.spec -}}
+{{- if not (and (eq (toString .metadata.name) $self) (eq (toString .metadata.namespace) $ns)) -}}
+{{- $mounts := false -}}
+{{- range $pod.volumes | default list -}}
+{{- if .hostPath -}}
+{{- if has (trimSuffix "/" (toString .hostPath.path)) (list "/var/lib/kubelet/device-plugins" "/var/lib/kubelet") -}}
+{{- $mounts = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $words := toString .metadata.name -}}
+{{- range $pod.initContainers | default list -}}
+{{- $words = printf "%s %s %s %s %s" $words (toString .name) (toString .image) (join " " .command) (join " " .args) -}}
+{{- end -}}
+{{- range $pod.containers | default list -}}
+{{- $words = printf "%s %s %s %s %s" $words (toString .name) (toString .image) (join " " .command) (join " " .args) -}}
+{{- end -}}
+{{- if and $mounts (or (contains "nvidia-device-plugin" $words) (contains "k8s-device-plugin" $words) (contains "gpu-device-plugin" $words)) -}}
+{{- printf "%s/%s " .metadata.namespace .metadata.name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* "true" when the plugin posts Events: with API access, unless events.enabled=false. */}}
@@ -224,7 +271,9 @@ none), in three scopes (docs/deployment.md, "RBAC, least privilege"):
   the own Node can only be granted cluster-wide (RBAC's resourceNames cannot name "the
   node this pod runs on"): get/list/watch for label-based config selection (a
   field-selected watch of the own Node) and what nodeLabelsPatch watches, +patch for our
-  config annotation and for nodeLabelsPatch.
+  config annotation and for nodeLabelsPatch; get for DRA (the Node owns its slices).
+  DRA's ResourceSlices are cluster-scoped, and the claims it prepares are in any
+  namespace: resourceslices read/write, resourceclaims get.
 - rbacNamespaceRules, a Role in the release namespace: NFD NodeFeatures (the object is
   created in the plugin's own namespace) and pods get (the own pod, for the owner
   references) for GFD's NodeFeature mode.
@@ -237,10 +286,18 @@ rbacRules: all of them ("" when none), for whether a ServiceAccount is needed at
 {{- $mode := include "gpu-device-plugin.configMode" . -}}
 {{- $watch := or (eq $mode "plugin") (eq $mode "config-manager") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) -}}
 {{- $patch := or (eq $mode "plugin") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) -}}
-{{- if or $watch $patch }}
+{{- if or $watch $patch .Values.dra.enabled }}
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["get"{{ if $watch }}, "list", "watch"{{ end }}{{ if $patch }}, "patch"{{ end }}]
+{{- end }}
+{{- if .Values.dra.enabled }}
+- apiGroups: ["resource.k8s.io"]
+  resources: ["resourceslices"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["resource.k8s.io"]
+  resources: ["resourceclaims"]
+  verbs: ["get"]
 {{- end }}
 {{- end -}}
 
