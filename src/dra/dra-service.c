@@ -1,0 +1,592 @@
+/* The DRA socket: NodePrepareResources / NodeUnprepareResources (v1 and v1beta1, one
+ * handler: the messages are identical field by field and byte for byte, so the v1 types
+ * decode and encode both), the health stream, and keeping both sockets bound
+ * (dra-service.h). */
+#include <errno.h>
+#include <libgen.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/macro.h"
+#include "dra/dra-registrar.h"
+#include "dra/dra-service.h"
+#include "dra_health_v1alpha1.pb-c.h"
+#include "dra_v1.pb-c.h"
+#include "grpc/grpc.h"
+
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest ClaimsRequest;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse PrepareResponse;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse__ClaimsEntry
+    PrepareEntry;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourceResponse PrepareClaim;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Device WireDevice;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse UnprepareResponse;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse__ClaimsEntry
+    UnprepareEntry;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourceResponse UnprepareClaim;
+
+enum call_kind { CALL_PREPARE, CALL_UNPREPARE };
+
+struct dra_call {
+    struct dra_service *svc;
+    struct dra_call *prev, *next;
+    struct grpc_pending *pending;
+    enum call_kind kind;
+    ClaimsRequest *req;        /* owns the strings dra_claim_ref points to */
+    size_t n;                  /* claims of the request, in request order */
+    char **error;              /* per claim: refused before ops saw it (or NULL) */
+    struct dra_claim_ref *refs; /* what ops got: the claims without an error */
+    size_t n_refs;
+};
+
+struct health_stream {
+    struct health_stream *next;
+    struct grpc_stream *stream;
+};
+
+struct dra_service {
+    struct loop *loop;
+    struct dra_service_ops ops;
+    void *ud;
+    char *driver, *dir, *path;  /* <plugins>/<driver>, .../dra.sock */
+    struct grpc_server *server;
+    struct stat sock_st;        /* the socket we bound, to notice a replaced one */
+    struct dra_registrar *registrar;
+    struct stat reg_st;
+    struct dra_call *calls;
+
+    struct health_stream *streams;
+    unsigned n_streams;
+    uint8_t *last;              /* the last health message sent */
+    size_t last_len;
+    bool sent_any;
+    unsigned resend_ms;
+    struct loop_timer *resend;
+
+    int inotify_fd;             /* -1 without inotify: only kubelet_restarted rebinds */
+};
+
+/* ------------------------------------------------------------------ calls */
+
+static void call_free(struct dra_call *c)
+{
+    struct dra_service *s = c->svc;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    for (size_t i = 0; c->error && i < c->n; i++)
+        free(c->error[i]);
+    free(c->error);
+    free(c->refs);
+    k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__free_unpacked(c->req,
+                                                                                      NULL);
+    free(c);
+}
+
+static const struct dra_claim_result *find_result(const struct dra_claim_result *r, size_t n,
+                                                  const char *uid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (r[i].uid && streq(r[i].uid, uid))
+            return &r[i];
+    return NULL;
+}
+
+#define NO_RESULT "no result from the driver for this claim"
+
+/* Encode the answer: one entry per claim of the request, pointing into c and r (no
+ * copies; pack writes the bytes). */
+static uint8_t *encode_prepare(const struct dra_call *c, const struct dra_claim_result *r,
+                               size_t n, size_t *len)
+{
+    _cleanup_free_ PrepareEntry *entries = xcalloc(c->n, sizeof(*entries));
+    _cleanup_free_ PrepareEntry **eptr = xcalloc(c->n, sizeof(*eptr));
+    _cleanup_free_ PrepareClaim *claims = xcalloc(c->n, sizeof(*claims));
+    size_t n_dev = 0;
+    for (size_t i = 0; i < n; i++)
+        n_dev += r[i].n_devices;
+    _cleanup_free_ WireDevice *devs = xcalloc(n_dev ? n_dev : 1, sizeof(*devs));
+    _cleanup_free_ WireDevice **dptr = xcalloc(n_dev ? n_dev : 1, sizeof(*dptr));
+    size_t used = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        const char *uid = c->req->claims[i]->uid;
+        const struct dra_claim_result *res = c->error[i] ? NULL : find_result(r, n, uid);
+        PrepareClaim *pc = &claims[i];
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resource_response__init(pc);
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__claims_entry__init(
+            &entries[i]);
+        entries[i].key = (char *)uid;
+        entries[i].value = pc;
+        eptr[i] = &entries[i];
+        if (c->error[i]) {
+            pc->error = c->error[i];
+            continue;
+        }
+        if (!res) {
+            pc->error = (char *)NO_RESULT;
+            continue;
+        }
+        if (res->error) {
+            pc->error = res->error; /* the kubelet ignores devices then: none sent */
+            continue;
+        }
+        pc->devices = &dptr[used];
+        pc->n_devices = res->n_devices;
+        for (size_t k = 0; k < res->n_devices; k++, used++) {
+            const struct dra_prepared_device *d = &res->devices[k];
+            WireDevice *w = &devs[used];
+            k8s__io__kubelet__pkg__apis__dra__v1__device__init(w);
+            w->request_names = d->request_names;
+            w->n_request_names = d->n_request_names;
+            w->pool_name = d->pool_name ? d->pool_name : (char *)"";
+            w->device_name = d->device_name ? d->device_name : (char *)"";
+            w->cdi_device_ids = d->cdi_device_ids;
+            w->n_cdi_device_ids = d->n_cdi_device_ids;
+            dptr[used] = w;
+        }
+    }
+    PrepareResponse resp = K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
+    resp.claims = eptr;
+    resp.n_claims = c->n;
+    *len = k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__get_packed_size(
+        &resp);
+    uint8_t *buf = xmalloc(*len + 1);
+    k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__pack(&resp, buf);
+    return buf;
+}
+
+static uint8_t *encode_unprepare(const struct dra_call *c, const struct dra_claim_result *r,
+                                 size_t n, size_t *len)
+{
+    _cleanup_free_ UnprepareEntry *entries = xcalloc(c->n, sizeof(*entries));
+    _cleanup_free_ UnprepareEntry **eptr = xcalloc(c->n, sizeof(*eptr));
+    _cleanup_free_ UnprepareClaim *claims = xcalloc(c->n, sizeof(*claims));
+    for (size_t i = 0; i < c->n; i++) {
+        const char *uid = c->req->claims[i]->uid;
+        const struct dra_claim_result *res = c->error[i] ? NULL : find_result(r, n, uid);
+        k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resource_response__init(&claims[i]);
+        k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__claims_entry__init(
+            &entries[i]);
+        entries[i].key = (char *)uid;
+        entries[i].value = &claims[i];
+        eptr[i] = &entries[i];
+        claims[i].error = c->error[i] ? c->error[i]
+                          : !res      ? (char *)NO_RESULT
+                          : res->error ? res->error
+                                       : (char *)"";
+    }
+    UnprepareResponse resp =
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
+    resp.claims = eptr;
+    resp.n_claims = c->n;
+    *len = k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__get_packed_size(
+        &resp);
+    uint8_t *buf = xmalloc(*len + 1);
+    k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__pack(&resp, buf);
+    return buf;
+}
+
+void dra_call_done(struct dra_call *c, const struct dra_claim_result *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool asked = false;
+        for (size_t k = 0; k < c->n && !asked; k++)
+            asked = r[i].uid && streq(r[i].uid, c->req->claims[k]->uid);
+        if (!asked)
+            log_warning("DRA: result for claim %s that the kubelet did not ask for, ignoring",
+                        r[i].uid ? r[i].uid : "(no UID)");
+    }
+    size_t len;
+    _cleanup_free_ uint8_t *buf = c->kind == CALL_PREPARE ? encode_prepare(c, r, n, &len)
+                                                          : encode_unprepare(c, r, n, &len);
+    grpc_pending_reply(c->pending, GRPC_STATUS_OK, buf, len, NULL);
+    call_free(c);
+}
+
+/* The checks a call passes before ops sees it. Returns a gRPC status; *message says why. */
+static int call_check(struct dra_call *c, char **message)
+{
+    if (c->n > DRA_MAX_CLAIMS_PER_CALL) {
+        *message = xasprintf("%zu claims in one call, at most %u", c->n,
+                             DRA_MAX_CLAIMS_PER_CALL);
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    c->error = xcalloc(c->n ? c->n : 1, sizeof(*c->error));
+    c->refs = xcalloc(c->n ? c->n : 1, sizeof(*c->refs));
+    for (size_t i = 0; i < c->n; i++) {
+        const K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *cl = c->req->claims[i];
+        size_t ul = strlen(cl->uid);
+        if (ul == 0 || ul > DRA_MAX_UID_LEN) {
+            *message = xasprintf("claim %zu: UID %s", i, ul ? "too long" : "empty");
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (streq(c->req->claims[k]->uid, cl->uid)) {
+                *message = xasprintf("claim UID %s twice in one call", cl->uid);
+                return GRPC_STATUS_INVALID_ARGUMENT;
+            }
+        if (strlen(cl->namespace_) > DRA_MAX_NAME_LEN || strlen(cl->name) > DRA_MAX_NAME_LEN) {
+            c->error[i] = xasprintf("ResourceClaim %s: namespace or name longer than %u",
+                                    cl->uid, DRA_MAX_NAME_LEN);
+            continue;
+        }
+        c->refs[c->n_refs++] = (struct dra_claim_ref){
+            .uid = cl->uid, .namespace_ = cl->namespace_, .name = cl->name
+        };
+    }
+    return GRPC_STATUS_OK;
+}
+
+static void on_claims(struct dra_service *s, enum call_kind kind, struct grpc_pending *p,
+                      const uint8_t *req, size_t len)
+{
+    /* NodeUnprepareResourcesRequest has the same single field: one decoder for both. */
+    ClaimsRequest *in =
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__unpack(NULL, len,
+                                                                                   req);
+    if (!in) {
+        grpc_pending_reply(p, GRPC_STATUS_INVALID_ARGUMENT, NULL, 0, "cannot decode request");
+        return;
+    }
+    struct dra_call *c = xcalloc(1, sizeof(*c));
+    c->svc = s;
+    c->pending = p;
+    c->kind = kind;
+    c->req = in;
+    c->n = in->n_claims;
+    c->next = s->calls;
+    if (s->calls)
+        s->calls->prev = c;
+    s->calls = c;
+    grpc_pending_set_context(p, c);
+
+    _cleanup_free_ char *message = NULL;
+    int status = call_check(c, &message);
+    if (status != GRPC_STATUS_OK) {
+        log_warning("DRA: %s refused: %s", kind == CALL_PREPARE ? "NodePrepareResources"
+                                                                : "NodeUnprepareResources",
+                    message);
+        grpc_pending_reply(p, status, NULL, 0, message);
+        call_free(c);
+        return;
+    }
+    /* Nothing for ops (an empty call, NVIDIA's health probe, or every claim refused
+     * already): answer at once. */
+    if (c->n_refs == 0) {
+        dra_call_done(c, NULL, 0);
+        return;
+    }
+    if (kind == CALL_PREPARE)
+        s->ops.prepare(s->ud, c, c->refs, c->n_refs);
+    else
+        s->ops.unprepare(s->ud, c, c->refs, c->n_refs);
+}
+
+static void on_prepare(void *ud, struct grpc_pending *p, const uint8_t *req, size_t len)
+{
+    on_claims(ud, CALL_PREPARE, p, req, len);
+}
+
+static void on_unprepare(void *ud, struct grpc_pending *p, const uint8_t *req, size_t len)
+{
+    on_claims(ud, CALL_UNPREPARE, p, req, len);
+}
+
+static void on_call_cancelled(void *ud, struct grpc_pending *p)
+{
+    struct dra_service *s = ud;
+    struct dra_call *c = grpc_pending_context(p);
+    if (!c)
+        return; /* refused inside the handler: never handed out */
+    log_debug("DRA: the kubelet gave up on a call of %zu claims", c->n);
+    s->ops.call_cancelled(s->ud, c);
+    call_free(c);
+}
+
+/* ------------------------------------------------------------------ health */
+
+static uint8_t *encode_health(struct dra_service *s, size_t *len)
+{
+    struct dra_device_health *h = NULL;
+    size_t n = s->ops.health ? s->ops.health(s->ud, &h) : 0;
+    _cleanup_free_ V1alpha1__DeviceHealth *dh = xcalloc(n ? n : 1, sizeof(*dh));
+    _cleanup_free_ V1alpha1__DeviceHealth **dp = xcalloc(n ? n : 1, sizeof(*dp));
+    _cleanup_free_ V1alpha1__DeviceIdentifier *id = xcalloc(n ? n : 1, sizeof(*id));
+    for (size_t i = 0; i < n; i++) {
+        v1alpha1__device_identifier__init(&id[i]);
+        id[i].pool_name = (char *)(h[i].pool ? h[i].pool : "");
+        id[i].device_name = (char *)(h[i].device ? h[i].device : "");
+        v1alpha1__device_health__init(&dh[i]);
+        dh[i].device = &id[i];
+        dh[i].health = h[i].health == 1   ? V1ALPHA1__HEALTH_STATUS__HEALTHY
+                       : h[i].health == 2 ? V1ALPHA1__HEALTH_STATUS__UNHEALTHY
+                                          : V1ALPHA1__HEALTH_STATUS__UNKNOWN;
+        dh[i].last_updated_time = h[i].last_updated;
+        dp[i] = &dh[i];
+    }
+    V1alpha1__NodeWatchResourcesResponse resp = V1ALPHA1__NODE_WATCH_RESOURCES_RESPONSE__INIT;
+    resp.devices = dp;
+    resp.n_devices = n;
+    *len = v1alpha1__node_watch_resources_response__get_packed_size(&resp);
+    uint8_t *buf = xmalloc(*len + 1);
+    v1alpha1__node_watch_resources_response__pack(&resp, buf);
+    if (h && s->ops.health_free)
+        s->ops.health_free(s->ud, h, n);
+    free(h);
+    return buf;
+}
+
+static void resend_cb(struct loop *l, struct loop_timer *t, void *userdata);
+
+static void arm_resend(struct dra_service *s)
+{
+    loop_timer_cancel(s->loop, s->resend);
+    s->resend = s->streams ? loop_timer_add(s->loop, s->resend_ms, resend_cb, s) : NULL;
+}
+
+/* Send the current list on every stream (all = even if unchanged), then count the
+ * re-send period from now. */
+static void health_send(struct dra_service *s, bool all)
+{
+    size_t len;
+    uint8_t *buf = encode_health(s, &len);
+    bool same = s->sent_any && len == s->last_len && memcmp(buf, s->last, len) == 0;
+    if (same && !all) {
+        free(buf);
+        return;
+    }
+    for (struct health_stream *h = s->streams; h; h = h->next)
+        (void)grpc_stream_send(h->stream, buf, len); /* a closing stream goes on its own */
+    free(s->last);
+    s->last = buf;
+    s->last_len = len;
+    s->sent_any = true;
+    arm_resend(s);
+}
+
+static void resend_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct dra_service *s = userdata;
+    s->resend = NULL;
+    health_send(s, true);
+}
+
+void dra_service_health_changed(struct dra_service *s)
+{
+    if (s->streams)
+        health_send(s, false);
+}
+
+static int on_watch_open(void *ud, struct grpc_stream *st, const uint8_t *req, size_t len,
+                         char **message)
+{
+    struct dra_service *s = ud;
+    V1alpha1__NodeWatchResourcesRequest *in =
+        v1alpha1__node_watch_resources_request__unpack(NULL, len, req);
+    if (!in) {
+        *message = xstrdup("cannot decode NodeWatchResourcesRequest");
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    v1alpha1__node_watch_resources_request__free_unpacked(in, NULL);
+    struct health_stream *h = xcalloc(1, sizeof(*h));
+    h->stream = st;
+    h->next = s->streams;
+    s->streams = h;
+    s->n_streams++;
+    log_debug("DRA: health stream opened (%u open)", s->n_streams);
+    /* The complete list at once, to this stream and, harmlessly, to the others. */
+    health_send(s, true);
+    return GRPC_STATUS_OK;
+}
+
+static void on_watch_closed(void *ud, struct grpc_stream *st)
+{
+    struct dra_service *s = ud;
+    for (struct health_stream **p = &s->streams; *p; p = &(*p)->next)
+        if ((*p)->stream == st) {
+            struct health_stream *h = *p;
+            *p = h->next;
+            free(h);
+            s->n_streams--;
+            break;
+        }
+    if (!s->streams) {
+        /* No watcher: no timer (zero idle wakeups). */
+        loop_timer_cancel(s->loop, s->resend);
+        s->resend = NULL;
+    }
+    log_debug("DRA: health stream closed (%u open)", s->n_streams);
+}
+
+#define DRA_V1 "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+#define DRA_V1BETA1 "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+
+static const struct grpc_method dra_methods[] = {
+    { .path = DRA_V1 "NodePrepareResources", .unary_async = on_prepare,
+      .pending_cancelled = on_call_cancelled },
+    { .path = DRA_V1 "NodeUnprepareResources", .unary_async = on_unprepare,
+      .pending_cancelled = on_call_cancelled },
+    { .path = DRA_V1BETA1 "NodePrepareResources", .unary_async = on_prepare,
+      .pending_cancelled = on_call_cancelled },
+    { .path = DRA_V1BETA1 "NodeUnprepareResources", .unary_async = on_unprepare,
+      .pending_cancelled = on_call_cancelled },
+    { .path = "/v1alpha1.DRAResourceHealth/NodeWatchResources", .stream_open = on_watch_open,
+      .stream_closed = on_watch_closed },
+};
+
+/* ------------------------------------------------------------------ sockets */
+
+static int serve(struct dra_service *s, struct error *err)
+{
+    int r = mkdir_p(s->dir, 0750);
+    if (r < 0)
+        return error_set(err, r, "creating %s: %s", s->dir, strerror(-r));
+    r = grpc_server_new(s->loop, s->path, dra_methods, ELEMENTSOF(dra_methods), s, NULL,
+                        &s->server);
+    if (r < 0)
+        return error_set(err, r, "serving DRA on %s: %s", s->path, strerror(-r));
+    if (stat(s->path, &s->sock_st) < 0)
+        return error_set(err, -errno, "stat %s: %m", s->path);
+    return 0;
+}
+
+static bool socket_is_ours(const char *path, const struct stat *ours)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && st.st_dev == ours->st_dev && st.st_ino == ours->st_ino &&
+           S_ISSOCK(st.st_mode);
+}
+
+static void watch_dirs(struct dra_service *s)
+{
+    if (s->inotify_fd < 0)
+        return;
+    const uint32_t ev = IN_DELETE | IN_MOVED_FROM | IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF |
+                        IN_MOVE_SELF | IN_ONLYDIR;
+    _cleanup_free_ char *reg_dir = xstrdup(dra_registrar_path(s->registrar));
+    /* Re-adding a watched path only updates its mask. */
+    (void)inotify_add_watch(s->inotify_fd, s->dir, ev);
+    (void)inotify_add_watch(s->inotify_fd, dirname(reg_dir), ev);
+}
+
+int dra_service_kubelet_restarted(struct dra_service *s, struct error *err)
+{
+    int rebound = 0, r;
+    if (!socket_is_ours(s->path, &s->sock_st)) {
+        grpc_server_free(s->server); /* pending calls cancelled, streams closed */
+        s->server = NULL;
+        r = serve(s, err);
+        if (r < 0)
+            return r;
+        log_info("DRA: %s was gone, serving it again", s->path);
+        rebound++;
+    }
+    if (!socket_is_ours(dra_registrar_path(s->registrar), &s->reg_st)) {
+        r = dra_registrar_rebind(s->registrar, err);
+        if (r == 0 && stat(dra_registrar_path(s->registrar), &s->reg_st) < 0)
+            r = error_set(err, -errno, "stat %s: %m", dra_registrar_path(s->registrar));
+        if (r < 0)
+            return r;
+        log_info("DRA: %s was gone, serving it again (the kubelet registers us anew)",
+                 dra_registrar_path(s->registrar));
+        rebound++;
+    }
+    if (rebound)
+        watch_dirs(s);
+    return rebound;
+}
+
+static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
+{
+    struct dra_service *s = userdata;
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    bool any = false;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        any = true;
+    }
+    if (!any)
+        return;
+    /* Whatever happened in either directory: check both sockets (two stat calls). */
+    struct error err = { 0 };
+    if (dra_service_kubelet_restarted(s, &err) < 0)
+        log_error("DRA: rebinding a removed socket: %s", err.msg);
+}
+
+int dra_service_start(struct loop *l, const struct dra_service_options *opts,
+                      const struct dra_service_ops *ops, void *ud, struct dra_service **out,
+                      struct error *err)
+{
+    struct dra_service *s = xcalloc(1, sizeof(*s));
+    s->loop = l;
+    s->ops = *ops;
+    s->ud = ud;
+    s->inotify_fd = -1;
+    s->resend_ms = opts->health_resend_ms ? opts->health_resend_ms : DRA_HEALTH_RESEND_MS;
+    s->driver = xstrdup(opts->driver_name);
+    s->dir = xasprintf("%s/%s", opts->plugins_dir, opts->driver_name);
+    s->path = xasprintf("%s/dra.sock", s->dir);
+    _cleanup_free_ char *reg = xasprintf("%s/%s-reg.sock", opts->registrar_dir, opts->driver_name);
+    int r = serve(s, err);
+    if (r == 0)
+        r = dra_registrar_start(l, reg, s->driver, s->path, &s->registrar, err);
+    if (r == 0 && stat(reg, &s->reg_st) < 0)
+        r = error_set(err, -errno, "stat %s: %m", reg);
+    if (r < 0) {
+        dra_service_free(s);
+        return r;
+    }
+    s->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (s->inotify_fd < 0 || loop_add_io(l, s->inotify_fd, EPOLLIN, on_inotify, s) < 0) {
+        /* Tolerated: the daemon's kubelet-restart path still rebinds. */
+        log_warning("DRA: no inotify (%m): a removed socket is noticed only at a kubelet "
+                    "restart, ignoring");
+        if (s->inotify_fd >= 0)
+            close(s->inotify_fd);
+        s->inotify_fd = -1;
+    }
+    watch_dirs(s);
+    *out = s;
+    return 0;
+}
+
+void dra_service_free(struct dra_service *s)
+{
+    if (!s)
+        return;
+    if (s->inotify_fd >= 0) {
+        (void)loop_del_io(s->loop, s->inotify_fd);
+        close(s->inotify_fd);
+    }
+    grpc_server_free(s->server); /* cancels pending calls, closes health streams */
+    dra_registrar_free(s->registrar);
+    loop_timer_cancel(s->loop, s->resend);
+    free(s->last);
+    free(s->driver);
+    free(s->dir);
+    free(s->path);
+    free(s);
+}
+
+bool dra_service_registered(const struct dra_service *s)
+{
+    return dra_registrar_registered(s->registrar);
+}
+unsigned dra_service_health_streams(const struct dra_service *s) { return s->n_streams; }
+unsigned dra_service_health_resend_ms(const struct dra_service *s) { return s->resend_ms; }
+const char *dra_service_socket_path(const struct dra_service *s) { return s->path; }
+const char *dra_service_registrar_path(const struct dra_service *s)
+{
+    return dra_registrar_path(s->registrar);
+}
