@@ -1,7 +1,7 @@
 /* The DRA socket: NodePrepareResources / NodeUnprepareResources (v1 and v1beta1, one
  * handler: the messages are identical field by field and byte for byte, so the v1 types
- * decode and encode both), the health stream, and keeping both sockets bound
- * (dra-service.h). */
+ * decode and encode both), the health stream's method (dra-health-watch.c does the
+ * rest), and keeping both sockets bound (dra-service.h). */
 #include <errno.h>
 #include <libgen.h>
 #include <string.h>
@@ -13,9 +13,9 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
+#include "dra/dra-health-watch.h"
 #include "dra/dra-registrar.h"
 #include "dra/dra-service.h"
-#include "dra_health_v1alpha1.pb-c.h"
 #include "dra_v1.pb-c.h"
 #include "grpc/grpc.h"
 
@@ -42,11 +42,7 @@ struct dra_call {
     char **error;              /* per claim: refused before ops saw it (or NULL) */
     struct dra_claim_ref *refs; /* what ops got: the claims without an error */
     size_t n_refs;
-};
-
-struct health_stream {
-    struct health_stream *next;
-    struct grpc_stream *stream;
+    void *context;             /* the owner's */
 };
 
 struct dra_service {
@@ -60,13 +56,7 @@ struct dra_service {
     struct stat reg_st;
     struct dra_call *calls;
 
-    struct health_stream *streams;
-    unsigned n_streams;
-    uint8_t *last;              /* the last health message sent */
-    size_t last_len;
-    bool sent_any;
-    unsigned resend_ms;
-    struct loop_timer *resend;
+    struct dra_health_watch health;
 
     int inotify_fd;             /* -1 without inotify: only kubelet_restarted rebinds */
 };
@@ -195,6 +185,9 @@ static uint8_t *encode_unprepare(const struct dra_call *c, const struct dra_clai
     return buf;
 }
 
+void dra_call_set_context(struct dra_call *c, void *context) { c->context = context; }
+void *dra_call_context(const struct dra_call *c) { return c->context; }
+
 void dra_call_done(struct dra_call *c, const struct dra_claim_result *r, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -314,118 +307,20 @@ static void on_call_cancelled(void *ud, struct grpc_pending *p)
 
 /* ------------------------------------------------------------------ health */
 
-static uint8_t *encode_health(struct dra_service *s, size_t *len)
-{
-    struct dra_device_health *h = NULL;
-    size_t n = s->ops.health ? s->ops.health(s->ud, &h) : 0;
-    _cleanup_free_ V1alpha1__DeviceHealth *dh = xcalloc(n ? n : 1, sizeof(*dh));
-    _cleanup_free_ V1alpha1__DeviceHealth **dp = xcalloc(n ? n : 1, sizeof(*dp));
-    _cleanup_free_ V1alpha1__DeviceIdentifier *id = xcalloc(n ? n : 1, sizeof(*id));
-    for (size_t i = 0; i < n; i++) {
-        v1alpha1__device_identifier__init(&id[i]);
-        id[i].pool_name = (char *)(h[i].pool ? h[i].pool : "");
-        id[i].device_name = (char *)(h[i].device ? h[i].device : "");
-        v1alpha1__device_health__init(&dh[i]);
-        dh[i].device = &id[i];
-        dh[i].health = h[i].health == 1   ? V1ALPHA1__HEALTH_STATUS__HEALTHY
-                       : h[i].health == 2 ? V1ALPHA1__HEALTH_STATUS__UNHEALTHY
-                                          : V1ALPHA1__HEALTH_STATUS__UNKNOWN;
-        dh[i].last_updated_time = h[i].last_updated;
-        dp[i] = &dh[i];
-    }
-    V1alpha1__NodeWatchResourcesResponse resp = V1ALPHA1__NODE_WATCH_RESOURCES_RESPONSE__INIT;
-    resp.devices = dp;
-    resp.n_devices = n;
-    *len = v1alpha1__node_watch_resources_response__get_packed_size(&resp);
-    uint8_t *buf = xmalloc(*len + 1);
-    v1alpha1__node_watch_resources_response__pack(&resp, buf);
-    if (h && s->ops.health_free)
-        s->ops.health_free(s->ud, h, n);
-    free(h);
-    return buf;
-}
-
-static void resend_cb(struct loop *l, struct loop_timer *t, void *userdata);
-
-static void arm_resend(struct dra_service *s)
-{
-    loop_timer_cancel(s->loop, s->resend);
-    s->resend = s->streams ? loop_timer_add(s->loop, s->resend_ms, resend_cb, s) : NULL;
-}
-
-/* Send the current list on every stream (all = even if unchanged), then count the
- * re-send period from now. */
-static void health_send(struct dra_service *s, bool all)
-{
-    size_t len;
-    uint8_t *buf = encode_health(s, &len);
-    bool same = s->sent_any && len == s->last_len && memcmp(buf, s->last, len) == 0;
-    if (same && !all) {
-        free(buf);
-        return;
-    }
-    for (struct health_stream *h = s->streams; h; h = h->next)
-        (void)grpc_stream_send(h->stream, buf, len); /* a closing stream goes on its own */
-    free(s->last);
-    s->last = buf;
-    s->last_len = len;
-    s->sent_any = true;
-    arm_resend(s);
-}
-
-static void resend_cb(struct loop *l, struct loop_timer *t, void *userdata)
-{
-    struct dra_service *s = userdata;
-    s->resend = NULL;
-    health_send(s, true);
-}
-
-void dra_service_health_changed(struct dra_service *s)
-{
-    if (s->streams)
-        health_send(s, false);
-}
-
 static int on_watch_open(void *ud, struct grpc_stream *st, const uint8_t *req, size_t len,
                          char **message)
 {
     struct dra_service *s = ud;
-    V1alpha1__NodeWatchResourcesRequest *in =
-        v1alpha1__node_watch_resources_request__unpack(NULL, len, req);
-    if (!in) {
-        *message = xstrdup("cannot decode NodeWatchResourcesRequest");
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    }
-    v1alpha1__node_watch_resources_request__free_unpacked(in, NULL);
-    struct health_stream *h = xcalloc(1, sizeof(*h));
-    h->stream = st;
-    h->next = s->streams;
-    s->streams = h;
-    s->n_streams++;
-    log_debug("DRA: health stream opened (%u open)", s->n_streams);
-    /* The complete list at once, to this stream and, harmlessly, to the others. */
-    health_send(s, true);
-    return GRPC_STATUS_OK;
+    return dra_health_watch_open(&s->health, st, req, len, message);
 }
 
 static void on_watch_closed(void *ud, struct grpc_stream *st)
 {
     struct dra_service *s = ud;
-    for (struct health_stream **p = &s->streams; *p; p = &(*p)->next)
-        if ((*p)->stream == st) {
-            struct health_stream *h = *p;
-            *p = h->next;
-            free(h);
-            s->n_streams--;
-            break;
-        }
-    if (!s->streams) {
-        /* No watcher: no timer (zero idle wakeups). */
-        loop_timer_cancel(s->loop, s->resend);
-        s->resend = NULL;
-    }
-    log_debug("DRA: health stream closed (%u open)", s->n_streams);
+    dra_health_watch_closed(&s->health, st);
 }
+
+void dra_service_health_changed(struct dra_service *s) { dra_health_watch_changed(&s->health); }
 
 #define DRA_V1 "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
 #define DRA_V1BETA1 "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
@@ -533,7 +428,10 @@ int dra_service_start(struct loop *l, const struct dra_service_options *opts,
     s->ops = *ops;
     s->ud = ud;
     s->inotify_fd = -1;
-    s->resend_ms = opts->health_resend_ms ? opts->health_resend_ms : DRA_HEALTH_RESEND_MS;
+    s->health = (struct dra_health_watch){
+        .loop = l, .health = ops->health, .free_fn = ops->health_free, .ud = ud,
+        .resend_ms = opts->health_resend_ms ? opts->health_resend_ms : DRA_HEALTH_RESEND_MS,
+    };
     s->driver = xstrdup(opts->driver_name);
     s->dir = xasprintf("%s/%s", opts->plugins_dir, opts->driver_name);
     s->path = xasprintf("%s/dra.sock", s->dir);
@@ -571,8 +469,7 @@ void dra_service_free(struct dra_service *s)
     }
     grpc_server_free(s->server); /* cancels pending calls, closes health streams */
     dra_registrar_free(s->registrar);
-    loop_timer_cancel(s->loop, s->resend);
-    free(s->last);
+    dra_health_watch_clear(&s->health);
     free(s->driver);
     free(s->dir);
     free(s->path);
@@ -583,8 +480,8 @@ bool dra_service_registered(const struct dra_service *s)
 {
     return dra_registrar_registered(s->registrar);
 }
-unsigned dra_service_health_streams(const struct dra_service *s) { return s->n_streams; }
-unsigned dra_service_health_resend_ms(const struct dra_service *s) { return s->resend_ms; }
+unsigned dra_service_health_streams(const struct dra_service *s) { return s->health.n_streams; }
+unsigned dra_service_health_resend_ms(const struct dra_service *s) { return s->health.resend_ms; }
 const char *dra_service_socket_path(const struct dra_service *s) { return s->path; }
 const char *dra_service_registrar_path(const struct dra_service *s)
 {

@@ -41,8 +41,9 @@ struct dra_call;
 /* A pod has at most 32 resource claims (API validation), and the kubelet batches one
  * pod's claims per driver per call. A call with more than this is no kubelet's: it is
  * refused whole with RESOURCE_EXHAUSTED rather than answered claim by claim, so the
- * reply cannot grow with the abuse. */
-#define DRA_MAX_CLAIMS_PER_CALL 1024u
+ * reply cannot grow with the abuse. The same number as the claim engine's bound
+ * (DRA_CLAIMS_MAX_PER_CALL), so no call the service accepts is refused behind it. */
+#define DRA_MAX_CLAIMS_PER_CALL 256u
 /* Longer than any valid UID (36), namespace (63) or name (253): a claim with a longer
  * namespace or name gets its own error; a UID out of bounds refuses the call
  * (INVALID_ARGUMENT), as it cannot key an answer. */
@@ -85,6 +86,10 @@ struct dra_service_ops {
 int dra_service_start(struct loop *l, const struct dra_service_options *opts,
                       const struct dra_service_ops *ops, void *ud, struct dra_service **out,
                       struct error *err);
+/* One pointer of the owner's per call (e.g. its claim engine's call, to cancel it from
+ * call_cancelled), NULL until set. */
+void dra_call_set_context(struct dra_call *c, void *context);
+void *dra_call_context(const struct dra_call *c);
 /* Answer c: the results are copied into the reply (the caller keeps and frees its own).
  * A claim of the request without a result gets an error entry (the kubelet would
  * otherwise count it as skipped); a result for a UID not asked for is left out. c is

@@ -111,6 +111,7 @@ static void on_call(struct dra_call *c, const struct dra_claim_ref *claims, size
     char **uids = xcalloc(n, sizeof(*uids));
     for (size_t i = 0; i < n; i++)
         uids[i] = xstrdup(claims[i].uid);
+    dra_call_set_context(c, uids);
     if (hold && n_held < ELEMENTSOF(held)) {
         held[n_held++] = (struct held){ c, prepare, uids, n };
         printf("held %s %zu\n", prepare ? "prepare" : "unprepare", n);
@@ -145,7 +146,12 @@ static void drop_held(size_t i)
 
 static void op_cancelled(void *ud, struct dra_call *c)
 {
+    bool found = false;
     cancelled++;
+    for (size_t i = 0; i < n_held; i++)
+        found |= held[i].c == c && dra_call_context(c) == held[i].uids;
+    if (!found)
+        printf("cancelled a call that was not held, or lost its context\n");
     for (size_t i = 0; i < n_held; i++)
         if (held[i].c == c) {
             drop_held(i);

@@ -212,7 +212,13 @@ class DraServiceTest(unittest.TestCase):
         many = b"".join(claim("uid-%d" % i) for i in range(10000))
         code, msg = self.code(lambda: self.svc.unary(V1 + "NodePrepareResources", many))
         self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED)
-        self.assertEqual(msg, "10000 claims in one call, at most 1024")
+        self.assertEqual(msg, "10000 claims in one call, at most 256")
+        code, msg = self.code(lambda: self.svc.unary(V1 + "NodeUnprepareResources",
+                                                   b"".join(claim("u%d" % i) for i in range(257))))
+        self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        got = self.svc.unary(V1 + "NodePrepareResources",
+                             b"".join(claim("u%d" % i) for i in range(256)))
+        self.assertEqual(got.count(b"gpu-7"), 256)  # the bound itself is served
         code, _ = self.code(lambda: self.svc.unary(V1 + "NodePrepareResources",
                                                    claim(UID_A) + claim(UID_A)))
         self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
@@ -228,7 +234,7 @@ class DraServiceTest(unittest.TestCase):
         entry_ok = field(1, field(1, "u-ok") + field(2, field(1, field(1, "gpu") + field(
             2, "node-a") + field(3, "gpu-7"))))
         self.assertEqual(got, entry_long + entry_ok)
-        self.assertEqual(self.svc.status()["prepares"], 1)  # only the call with u-ok
+        self.assertEqual(self.svc.status()["prepares"], 2)  # 256 claims, then u-ok alone
 
     def test_health_stream(self):
         self.assertEqual(self.svc.status()["resend_ms"], 15000)  # the default, < 30 s
