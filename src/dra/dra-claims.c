@@ -15,6 +15,9 @@ struct dra_claims {
     struct kube *kube;
     char *node_name, *cdi_root;
     const struct config *cfg;
+    int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                        const struct dra_config *cfg, struct error *err);
+    void *apply_userdata;
     const struct inventory *inv;
     const struct dra_device_set *devices;
     struct dra_checkpoint ckpt;
@@ -63,6 +66,8 @@ int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_optio
     c->node_name = xstrdup(o->node_name);
     c->cdi_root = xstrdup(o->cdi_root);
     c->cfg = o->cfg;
+    c->apply_config = o->apply_config;
+    c->apply_userdata = o->apply_userdata;
     *out = c;
     return 0;
 }
@@ -247,6 +252,26 @@ static int plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
     return 0;
 }
 
+/* The sharing configs of a claim's devices, applied before its spec is written. */
+static int apply_configs(struct dra_claims *c, const struct dra_ckpt_claim *rec, struct error *err)
+{
+    if (!c->apply_config)
+        return 0;
+    for (size_t i = 0; i < rec->n_devices; i++) {
+        const struct dra_ckpt_device *d = &rec->devices[i];
+        if (d->config.sharing == DRA_SHARING_NONE)
+            continue;
+        const struct dra_device *dev = dra_devices_find(c->devices, d->device);
+        const struct inv_gpu *gpu = &c->inv->gpus[dev->gpu];
+        const struct inv_mig *mig = dev->type == DRA_DEVICE_MIG ? &gpu->migs[dev->mig] : NULL;
+        int r = c->apply_config(c->apply_userdata, gpu, mig, &d->config, err);
+        if (r < 0)
+            return error_prefix(err, "applying %s to %s", dra_sharing_name(d->config.sharing),
+                                d->device);
+    }
+    return 0;
+}
+
 static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
                          struct dra_claim_result *res, struct error *err)
 {
@@ -298,7 +323,8 @@ static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
         goto out;
     rec = (struct dra_ckpt_claim){ 0 };
     const struct dra_ckpt_claim *started = dra_checkpoint_find(&c->ckpt, uid);
-    if ((r = dra_cdi_write(c->cdi_root, uid, spec, err)) < 0)
+    if ((r = apply_configs(c, started, err)) < 0 ||
+        (r = dra_cdi_write(c->cdi_root, uid, spec, err)) < 0)
         goto undo;
 
     /* The same record, completed. */

@@ -7,7 +7,8 @@
  * (another: the claim got replaced), that it is allocated, and take the results of
  * gpu.nvidia.com in this node's pool (dra-claim.h: configs decoded and applied there);
  * map each device through the device set (unknown: an error naming it); refuse a device
- * that another prepared claim holds; record PrepareStarted, write the claim's CDI spec
+ * that another prepared claim holds; record PrepareStarted, apply the devices' sharing
+ * configs (options.apply_config), write the claim's CDI spec
  * (dra-cdi.h), record PrepareCompleted, answer with the CDI IDs and base request names.
  * A failure after PrepareStarted undoes the spec and the record.
  *
@@ -33,6 +34,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "dra/dra-config.h"
 #include "dra/dra-devices.h"
 #include "dra/dra-types.h"
 #include "node/inventory.h"
@@ -50,6 +52,13 @@ struct dra_claims_options {
     const char *plugin_dir;    /* <kubelet plugins dir>/gpu.nvidia.com: the checkpoint's home */
     const struct config *cfg;  /* dev_root for the CDI edits; borrowed for the engine's life */
     const char *boot_id_path;  /* NULL: /proc/sys/kernel/random/boot_id */
+    /* Applies the sharing config of a prepared device (gpu, and mig for a MIG device)
+     * after PrepareStarted is recorded and before the CDI spec is written: TimeSlicing's
+     * interval through NVML. Called only for devices with a sharing config; a failure
+     * fails the claim. NULL: configs are decoded, checked and recorded, not applied. */
+    int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                        const struct dra_config *cfg, struct error *err);
+    void *apply_userdata;
 };
 
 /* Opens the checkpoint (a discarded one, of another boot or corrupt, is logged here, and

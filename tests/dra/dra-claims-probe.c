@@ -9,6 +9,7 @@
  *   prepare-gen ID N              -> prepare of N claims ns/c<i>/u-<i>; "done ID <JSON>"
  *   cancel ID NS/NAME/UID...      -> a prepare cancelled at once: "cancelled ID"
  *   count                         -> "count N" (claims in the checkpoint)
+ * and, from the engine's apply_config: "applied MINOR SHARING INTERVAL" (minor 7 fails)
  *   (end of stdin)                -> everything freed, exit 0 */
 #include <fcntl.h>
 #include <getopt.h>
@@ -54,6 +55,18 @@ static void done_cb(void *userdata, const struct dra_claim_result *res, size_t n
     free(text);
     json_decref(a);
     free(id);
+}
+
+/* The sharing configs the engine applies: said on stdout; GPU minor 7 fails. */
+static int apply_config(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                        const struct dra_config *cfg, struct error *err)
+{
+    if (gpu->minor == 7)
+        return error_set(err, -EIO, "simulated failure on GPU %s", gpu->uuid);
+    printf("applied %u %s %s\n", gpu->minor, dra_sharing_name(cfg->sharing),
+           dra_ts_interval_name(cfg->interval));
+    fflush(stdout);
+    return 0;
 }
 
 /* "ns/name/uid" words into refs (pointing into the words). */
@@ -139,7 +152,7 @@ static void stdin_cb(struct loop *l, int fd, uint32_t events, void *userdata)
 int main(int argc, char **argv)
 {
     struct kube_options ko = { .qps = 1000, .burst = 1000 };
-    struct dra_claims_options o = { .node_name = "gpu-node-1" };
+    struct dra_claims_options o = { .node_name = "gpu-node-1", .apply_config = apply_config };
     static const struct option opts[] = {
         { "kubeconfig", required_argument, NULL, 'k' }, { "cdi-root", required_argument, NULL, 'c' },
         { "plugin-dir", required_argument, NULL, 'p' }, { "boot-id-file", required_argument, NULL, 'b' },

@@ -155,6 +155,13 @@ class Claims(unittest.TestCase):
         self.assertEqual(res[2]["devices"][0]["requests"], ["container-0-request-0"])
         dev = self.checkpoint()["preparedClaims"][ts["metadata"]["uid"]]["devices"][0]
         self.assertEqual((dev["sharing"], dev["interval"]), ("TimeSlicing", "Long"))
+        # Applied once, to that claim's GPU only; not again on a repeat.
+        self.p.expect(r"^applied 0 TimeSlicing Long$")
+        self.prepare(ref(ts))
+        self.p.send("count")
+        self.p.expect(r"^count 4$")
+        self.assertEqual([line for line in self.p.seen if line.startswith("applied")],
+                         ["applied 0 TimeSlicing Long"])
         self.assertEqual(len(self.spec(two["metadata"]["uid"])["devices"]), 2)
 
     def test_restart_keeps_prepared_claims_and_another_boot_forgets_them(self):
@@ -259,6 +266,15 @@ class Claims(unittest.TestCase):
         # Once the first is unprepared, the second gets it.
         self.call("unprepare", ref(a))
         self.assertNotIn("error", self.prepare(ref(b))[0])
+
+    def test_failed_config_apply_fails_the_claim(self):
+        o = copy.deepcopy(obj("resourceclaim-opaque-config-allocated"))
+        o["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-7"
+        self.load(o)
+        err = self.error(self.prepare(ref(o)))
+        self.assertIn("applying TimeSlicing to gpu-7: simulated failure on GPU GPU-00000007", err)
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})  # rolled back
+        self.assertEqual(os.listdir(self.cdi) if os.path.exists(self.cdi) else [], [])
 
     def test_cdi_root_not_writable(self):
         blocked = os.path.join(self.dir, "not-a-dir")
