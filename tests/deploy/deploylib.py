@@ -85,9 +85,10 @@ class RenderError(Exception):
     pass
 
 
-def render(renderer, values=None, release="gdp", namespace="kube-system"):
+def render(renderer, values=None, release="gdp", namespace="kube-system", cluster=None):
     """Render the chart with values merged over values.yaml; returns
-    {template file name: [documents]} and the NOTES text."""
+    {template file name: [documents]} and the NOTES text. cluster: more of Helm's
+    context, "Capabilities" and "Lookup" (tests/deploy/helm-render/main.go)."""
     with open(os.path.join(CHART, "Chart.yaml")) as f:
         chart = yaml.safe_load(f)
     with open(os.path.join(CHART, "values.yaml")) as f:
@@ -97,6 +98,7 @@ def render(renderer, values=None, release="gdp", namespace="kube-system"):
         "Chart": {"Name": chart["name"], "Version": chart["version"],
                   "AppVersion": chart["appVersion"]},
         "Release": {"Name": release, "Namespace": namespace, "Service": "Helm"},
+        **(cluster or {}),
     }
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=scratch_dir()) as tmp:
         json.dump(ctx, tmp)
