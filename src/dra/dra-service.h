@@ -17,8 +17,10 @@
  * bind again any socket whose file is gone or replaced, within milliseconds; a new
  * registration socket is what makes the kubelet register again (GetInfo).
  *
- * Loop-thread only; ops are called on the loop, never from inside dra_service_* calls
- * of the owner except as documented. */
+ * Loop-thread only. ops run on the loop (prepare/unprepare inside the gRPC layer's
+ * callbacks): from inside an op, dra_call_done and dra_service_health_changed are fine,
+ * dra_service_kubelet_restarted and dra_service_free are not (they free the server the
+ * op runs in). */
 #pragma once
 
 #include <stdbool.h>

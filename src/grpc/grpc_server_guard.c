@@ -228,8 +228,9 @@ struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv)
     struct grpc_conn *best = NULL;
     for (struct grpc_server *x = srv ? srv : servers; x; x = srv ? NULL : x->snext)
         for (struct grpc_conn *c = x->conns; c; c = c->next) {
-            /* A server stream is the kubelet's ListAndWatch: never the one to go. */
-            if (c->dead || c->n_opened > 0)
+            /* A server stream is the kubelet's ListAndWatch, an unanswered asynchronous
+             * call its Prepare: never the one to go. */
+            if (c->dead || c->n_opened > 0 || c->n_awaiting > 0)
                 continue;
             if (!best || c->last_activity_ms < best->last_activity_ms ||
                 (c->last_activity_ms == best->last_activity_ms && c->serial < best->serial))

@@ -75,6 +75,7 @@ struct grpc_conn {
     struct grpc_stream *streams;
     unsigned n_streams;
     unsigned n_opened; /* server streams handed to stream_open (ListAndWatch) */
+    unsigned n_awaiting; /* asynchronous unary calls not answered yet */
     struct loop_timer *handshake_timer, *idle_timer, *flush_timer, *request_timer;
     uint64_t last_activity_ms;
     uint64_t serial;   /* accept order: the older goes first on a tie */

@@ -146,11 +146,18 @@ static int stream_submit_response(struct grpc_stream *s)
 }
 
 /* An asynchronous call ends without its owner's answer: tell the owner, once. */
+static void stream_settle(struct grpc_stream *s)
+{
+    if (s->awaiting)
+        s->conn->n_awaiting--;
+    s->awaiting = false;
+}
+
 static void stream_drop_pending(struct grpc_stream *s)
 {
     if (!s->awaiting)
         return;
-    s->awaiting = false;
+    stream_settle(s);
     s->method->pending_cancelled(s->conn->srv->userdata, (struct grpc_pending *)s);
 }
 
@@ -242,6 +249,7 @@ static int stream_dispatch(struct grpc_stream *s)
         if (s->timeout_ms && s->timeout_ms < t)
             t = s->timeout_ms;
         s->awaiting = true;
+        s->conn->n_awaiting++;
         s->reply_deadline_ms = s->started_ms + t;
         s->in_open = true; /* an answer from inside the handler is submitted as usual */
         s->method->unary_async(srv->userdata, (struct grpc_pending *)s, req, len);
@@ -286,7 +294,7 @@ void grpc_pending_reply(struct grpc_pending *p, int status, const uint8_t *data,
 {
     struct grpc_stream *s = (struct grpc_stream *)p;
     int r;
-    s->awaiting = false;
+    stream_settle(s);
     if (s->killed || s->responded || s->conn->dead)
         return;
     if (status != GRPC_STATUS_OK) {

@@ -206,6 +206,17 @@ static void cancel_call_cb(struct loop *l, struct loop_timer *t, void *userdata)
     maybe_quit();
 }
 
+struct later_start {
+    const char *sock;
+    struct expect *e;
+};
+
+static void start_later_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct later_start *ls = userdata;
+    start(ls->sock, "/test.Echo/Unary", "n", 1, 5000, ls->e);
+}
+
 static void free_server_cb(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct grpc_server **srv = userdata;
@@ -325,7 +336,11 @@ int main(int argc, char **argv)
                                         .status = GRPC_STATUS_DEADLINE_EXCEEDED,
                                         .message = "no answer within 300 ms" };
     struct expect a_cancel = { .name = "async-peer-cancels", .never = true };
-    struct expect a_freed = { .name = "async-server-freed", .status = GRPC_STATUS_UNAVAILABLE };
+    struct expect a_freed = { .name = "async-server-freed", .status = GRPC_STATUS_UNAVAILABLE,
+                              .message = "server shutting down" };
+    struct expect a_kept = { .name = "async-not-evicted", .status = GRPC_STATUS_UNAVAILABLE,
+                             .message = "server shutting down" };
+    struct expect a_newcomer = { .name = "async-cap-newcomer", .status = GRPC_STATUS_UNAVAILABLE };
     start(sock, "/test.Async/Later", "later", 5, 5000, &a_later);
     start(sock, "/test.Async/Later", "", 0, 5000, &a_later0);
     start(sock, "/test.Async/Now", "now", 3, 5000, &a_now);
@@ -354,7 +369,19 @@ int main(int argc, char **argv)
         return 1;
     start(sock3, "/test.Async/Never", "w", 1, 5000, &a_freed);
     loop_timer_add(loop, 150, free_server_cb, &srv3);
-    want_cancelled = 5; /* client deadline, reply timeout, grpc-timeout, peer cancel, freed */
+    /* at the connection cap, a connection with an unanswered call is not the one closed
+     * to make room (it is the kubelet's Prepare): the newcomer goes, the call stays until
+     * the server is freed */
+    _cleanup_free_ char *sock4 = xasprintf("%s/cap.sock", dir);
+    struct grpc_server *srv4 = NULL;
+    struct grpc_server_limits lim4 = { .max_connections = 1 };
+    if (grpc_server_new(loop, sock4, methods, ELEMENTSOF(methods), NULL, &lim4, &srv4) < 0)
+        return 1;
+    start(sock4, "/test.Async/Never", "k", 1, 5000, &a_kept);
+    struct later_start ls = { sock4, &a_newcomer };
+    loop_timer_add(loop, 100, start_later_cb, &ls);
+    loop_timer_add(loop, 300, free_server_cb, &srv4);
+    want_cancelled = 6; /* client deadline, reply timeout, grpc-timeout, peer cancel, freed x2 */
 
     int r = loop_run(loop);
     check(r == 0, "loop", "loop_run failed");
@@ -362,14 +389,14 @@ int main(int argc, char **argv)
                              &e_refused, &e_deadline, &r_two, &r_comp, &r_trunc, &r_none,
                              &r_huge, &r_ctype, &r_suffix, &a_later, &a_later0, &a_now,
                              &a_now_err, &a_client_deadline, &a_grpc_timeout,
-                             &a_server_deadline, &a_freed };
+                             &a_server_deadline, &a_freed, &a_kept, &a_newcomer };
     for (size_t i = 0; i < ELEMENTSOF(all); i++)
         check(all[i]->done, all[i]->name, "never completed");
-    check(async_started == 9, "async", "not every asynchronous call reached its handler");
+    check(async_started == 10, "async", "not every asynchronous call reached its handler");
     check(async_cancelled == want_cancelled, "async", "owner not told exactly once per call");
     for (size_t i = 0; i < ELEMENTSOF(laters); i++)
         check(!laters[i], "async-later", "answer still owed");
-    check(srv3 == NULL, "async-server-freed", "server not freed");
+    check(srv3 == NULL && srv4 == NULL, "async-server-freed", "server not freed");
 
     grpc_server_free(srv2);
     grpc_server_free(srv);
