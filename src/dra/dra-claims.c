@@ -1,5 +1,6 @@
 /* The prepare / unprepare engine (see dra-claims.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include "core/log.h"
@@ -45,6 +46,15 @@ struct dra_claims_call {
 int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_options *o,
                    struct dra_claims **out, struct error *err)
 {
+    /* Room under PATH_MAX for the longest file name either directory gets: a spec named
+     * after a UID of DRA_CLAIM_UID_MAX bytes, a temporary name beside it. */
+    static const size_t dir_max = PATH_MAX - DRA_CLAIM_UID_MAX - 64;
+    if (!o->node_name || !*o->node_name || strlen(o->node_name) > DRA_CLAIM_NAME_MAX)
+        return error_set(err, -EINVAL, "DRA claims: the node name is missing or too long");
+    if (!o->cdi_root || !*o->cdi_root || strlen(o->cdi_root) > dir_max)
+        return error_set(err, -ENAMETOOLONG, "DRA claims: the CDI root is missing or longer than %zu bytes", dir_max);
+    if (!o->plugin_dir || !*o->plugin_dir || strlen(o->plugin_dir) > dir_max)
+        return error_set(err, -ENAMETOOLONG, "DRA claims: the plugin directory is missing or longer than %zu bytes", dir_max);
     char boot[DRA_CKPT_BOOT_ID_MAX];
     int r = dra_checkpoint_boot_id(o->boot_id_path, boot, err);
     if (r < 0)
