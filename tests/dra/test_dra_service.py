@@ -4,7 +4,9 @@ once, cancelled, bounded, the health stream and its re-send, sockets removed and
 again. dra-test-service runs the service with made-up ops whose answers are the content
 of the kubelet-made vectors (tests/data/dra/wire), so replies are compared byte for byte;
 this script plays the kubelet with grpcio, sending the vectors themselves."""
+import collections
 import os
+import random
 import select
 import subprocess
 import sys
@@ -158,10 +160,10 @@ class DraServiceTest(unittest.TestCase):
         self.assertEqual(info, ref_ours)
         self.assertEqual(self.svc.status()["registered"], 0)
         for _ in range(2):  # the kubelet retries; one error line, not one per retry
-            self.assertEqual(self.svc.unary(REG + "NotifyRegistrationStatus",
-                                            vector("pluginregistration_RegistrationStatus_error.bin"),
-                                            self.svc.reg_channel),
-                             vector("pluginregistration_RegistrationStatusResponse.bin"))
+            got = self.svc.unary(REG + "NotifyRegistrationStatus",
+                                 vector("pluginregistration_RegistrationStatus_error.bin"),
+                                 self.svc.reg_channel)
+            self.assertEqual(got, vector("pluginregistration_RegistrationStatusResponse.bin"))
         self.assertEqual(self.svc.status()["registered"], 0)
         self.assertEqual(self.svc.stderr().count("the kubelet refused driver gpu.nvidia.com"), 1)
         self.assertIn("none of services supported by the plugin", self.svc.stderr())
@@ -236,6 +238,40 @@ class DraServiceTest(unittest.TestCase):
         self.assertEqual(got, entry_long + entry_ok)
         self.assertEqual(self.svc.status()["prepares"], 2)  # 256 claims, then u-ok alone
 
+    def test_mutated_requests(self):
+        """Any bytes on either method: an answer (OK, or INVALID_ARGUMENT for what does not
+        decode or repeats a UID), never a dead service. Fixed seed: the same 400 inputs."""
+        rng = random.Random(20)
+        base = [vector("dra-v1_NodePrepareResourcesRequest.bin"), claim(UID_A), b""]
+        allowed = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED}
+        outcomes = collections.Counter()
+        for i in range(400):
+            req = bytearray(rng.choice(base))
+            for _ in range(rng.randint(1, 4)):
+                kind = rng.randrange(3)
+                if kind == 0 and req:
+                    req[rng.randrange(len(req))] = rng.randrange(256)
+                elif kind == 1:
+                    at = rng.randrange(len(req) + 1)
+                    req[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+                elif req:
+                    at = rng.randrange(len(req))
+                    del req[at:at + rng.randint(1, 8)]
+            method = ("NodePrepareResources", "NodeUnprepareResources")[i // 2 % 2]
+            path = (V1, V1BETA1)[i % 2] + method
+            try:
+                self.svc.unary(path, bytes(req))
+                outcomes[grpc.StatusCode.OK] += 1
+            except grpc.RpcError as e:
+                self.assertIn(e.code(), allowed, "%s %r: %s" % (path, bytes(req), e.details()))
+                outcomes[e.code()] += 1
+        # both kinds of outcome were reached, or the mutations test nothing
+        self.assertGreater(outcomes[grpc.StatusCode.OK], 20, outcomes)
+        self.assertGreater(outcomes[grpc.StatusCode.INVALID_ARGUMENT], 20, outcomes)
+        self.assertEqual(self.svc.unary(V1 + "NodePrepareResources",
+                                        vector("dra-v1_NodePrepareResourcesRequest.bin")),
+                         vector("dra-v1_NodePrepareResourcesResponse.bin"))
+
     def test_health_stream(self):
         self.assertEqual(self.svc.status()["resend_ms"], 15000)  # the default, < 30 s
         self.svc.close()
@@ -281,7 +317,8 @@ class DraServiceTest(unittest.TestCase):
         self.assertEqual(self.svc.cmd("restart"), "rebound 0")  # both are ours again
 
     def test_fds_and_threads_come_back(self):
-        self.svc.unary(V1 + "NodePrepareResources", vector("dra-v1_NodePrepareResourcesRequest.bin"))
+        self.svc.unary(V1 + "NodePrepareResources",
+                       vector("dra-v1_NodePrepareResourcesRequest.bin"))
         self.svc.cmd("hold 1")
         fut = self.svc.channel.unary_unary(V1 + "NodePrepareResources").future(
             claim(UID_A), timeout=10)
