@@ -1,0 +1,68 @@
+/* What the publisher's two halves share (see dra-publish.h): dra-publish.c talks to the
+ * API server, dra-publish-plan.c decides what to ask it (pure: the desired slices, the
+ * comparison with what the server holds, the next step). */
+#pragma once
+#include <jansson.h>
+
+#include "core/backoff.h"
+#include "core/ratelimit.h"
+#include "core/tokenbucket.h"
+#include "dra/dra-publish.h"
+
+#define SLICES_PATH "/apis/resource.k8s.io/v1/resourceslices"
+#define RETRY_MIN_MS 1000u
+#define RETRY_MAX_MS (5u * 60u * 1000u)
+/* Restores of what someone else changed or deleted: a burst at once (the kubelet's
+ * wipe at its start is one), then one per period. */
+#define RESTORE_BURST 5u
+#define RESTORE_PERIOD_MS 10000u
+#define RESTORE_LOG_MS (5u * 60u * 1000u)
+#define RESTORE_LOG_BURST 5u
+/* Slices of this node and driver kept from the watch: 64 x 128 devices is far beyond a
+ * node; more is someone else's flood, not kept. */
+#define MAX_SLICES 64u
+
+#define TAINT_XID "gpu.nvidia.com/xid"
+#define TAINT_LOST "gpu.nvidia.com/gpu-lost"
+
+enum dra_publish_action { ACT_NONE, ACT_CREATE, ACT_UPDATE, ACT_DELETE };
+
+struct dra_publish {
+    struct loop *loop;
+    struct kube *kube;
+    char *node, *driver;
+    char *node_uid;                 /* NULL until the Node was read */
+    struct kube_watch *watch;
+    bool synced;                    /* the watch's first list is in */
+    json_t *store;                  /* name -> slice, as the server holds it */
+    json_t *devices;                /* what the caller gave; NULL before the first set */
+    json_t *unhealthy;              /* device name -> its taint */
+    json_t *want;                   /* devices as they go out under the taint mode */
+    long long round_gen;            /* pool generation being written; 0 between rounds */
+    long long last_gen;
+    struct kube_req *req;
+    char *req_name;                 /* the slice the request is about */
+    bool req_tainted;               /* the write carried taints: its answer tells the mode */
+    bool again;                     /* converge once the request is answered */
+    bool invalid_logged;
+    struct loop_timer *retry;
+    struct backoff backoff;
+    char *error;
+    struct tokenbucket heal;
+    struct ratelimit heal_log, flap_log;
+    unsigned skipped_logged;
+    struct dra_publish_stats stats;
+};
+
+/* The taint of an unhealthy device (NVIDIA's keys, effect NoSchedule). New reference. */
+json_t *dra_publish_taint(const struct dra_device_health *h);
+/* The device entries that go out (p->want) from the caller's devices, the unhealthy
+ * ones and the taint mode. */
+void dra_publish_compute_want(struct dra_publish *p);
+const char *dra_publish_name_of(json_t *o);
+/* The server holds exactly the wanted slices, all of one generation. */
+bool dra_publish_steady(struct dra_publish *p);
+/* The next request of the round (a new pool generation, started when something
+ * differs): create or update a wanted slice (*slice_out, with the resourceVersion
+ * compared against), then delete the extras (*name_out); ACT_NONE ends the round. */
+enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out);

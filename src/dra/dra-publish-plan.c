@@ -1,0 +1,205 @@
+/* The publisher's decisions (see dra-publish-internal.h): pure, no requests. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/macro.h"
+#include "dra/dra-publish-internal.h"
+#include "dra/dra-slice.h"
+
+/* ---- desired state ---- */
+
+json_t *dra_publish_taint(const struct dra_device_health *h)
+{
+    if (h->lost)
+        return json_pack("{s:s, s:s}", "key", TAINT_LOST, "effect", "NoSchedule");
+    char v[16];
+    snprintf(v, sizeof(v), "%u", h->xid);
+    return json_pack("{s:s, s:s, s:s}", "key", TAINT_XID, "value", v, "effect", "NoSchedule");
+}
+
+void dra_publish_compute_want(struct dra_publish *p)
+{
+    json_t *want = json_array(), *d;
+    size_t i;
+    json_array_foreach (p->devices, i, d) {
+        json_t *t = json_object_get(p->unhealthy, json_string_value(json_object_get(d, "name")));
+        if (!t) {
+            json_array_append(want, d);
+        } else if (p->stats.taints != DRA_TAINTS_DROPPED) {
+            json_t *c = json_deep_copy(d);
+            json_object_set_new(c, "taints", json_pack("[O]", t));
+            json_array_append_new(want, c);
+        } /* else withdrawn: a device the scheduler cannot be told is unhealthy is not offered */
+    }
+    json_decref(p->want);
+    p->want = want;
+}
+
+/* "<node>-<driver>-<i>", within the 253 characters of an object name. */
+static char *slice_name(const struct dra_publish *p, size_t i)
+{
+    char suffix[80];
+    snprintf(suffix, sizeof(suffix), "-%s-%zu", p->driver, i);
+    size_t room = 253 - strlen(suffix), n = strlen(p->node);
+    if (n > room)
+        n = room;
+    while (n > 1 && (p->node[n - 1] == '-' || p->node[n - 1] == '.'))
+        n--;
+    return xasprintf("%.*s%s", (int)n, p->node, suffix);
+}
+
+/* The slices to hold, named, at generation gen. */
+static json_t *desired(const struct dra_publish *p, long long gen)
+{
+    struct dra_slice_pool pool = { .driver = p->driver, .node_name = p->node,
+                                   .node_uid = p->node_uid, .generation = gen };
+    json_t *slices = dra_slices_build(&pool, p->want), *s;
+    size_t i;
+    json_array_foreach (slices, i, s) {
+        json_t *md = json_object_get(s, "metadata");
+        json_object_del(md, "generateName");
+        json_object_set_new(md, "name", json_string_nocheck(slice_name(p, i)));
+    }
+    return slices;
+}
+
+/* A device as compared: what we send (name, attributes, capacity, taints without the
+ * timeAdded the server fills in and without an empty value it leaves out). */
+static json_t *device_view(json_t *d)
+{
+    json_t *v = json_object();
+    static const char *const keys[] = { "name", "attributes", "capacity" };
+    for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+        if (json_object_get(d, keys[i]))
+            json_object_set(v, keys[i], json_object_get(d, keys[i]));
+    json_t *taints = json_object_get(d, "taints"), *t;
+    size_t i;
+    if (json_array_size(taints)) {
+        json_t *out = json_array();
+        json_array_foreach (taints, i, t) {
+            json_t *c = json_deep_copy(t);
+            json_object_del(c, "timeAdded");
+            const char *val = json_string_value(json_object_get(c, "value"));
+            if (val && !*val)
+                json_object_del(c, "value");
+            json_array_append_new(out, c);
+        }
+        json_object_set_new(v, "taints", out);
+    }
+    return v;
+}
+
+static bool same_content(json_t *have, json_t *want)
+{
+    json_t *hs = json_object_get(have, "spec"), *ws = json_object_get(want, "spec");
+    static const char *const keys[] = { "driver", "nodeName" };
+    for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+        if (!json_equal(json_object_get(hs, keys[i]), json_object_get(ws, keys[i])))
+            return false;
+    json_t *hp = json_object_get(hs, "pool"), *wp = json_object_get(ws, "pool");
+    if (!json_equal(json_object_get(hp, "name"), json_object_get(wp, "name")) ||
+        !json_equal(json_object_get(hp, "resourceSliceCount"), json_object_get(wp, "resourceSliceCount")))
+        return false;
+    json_t *wo = json_object_get(json_object_get(want, "metadata"), "ownerReferences");
+    if (wo && !json_equal(wo, json_object_get(json_object_get(have, "metadata"), "ownerReferences")))
+        return false;
+    json_t *hd = json_object_get(hs, "devices"), *wd = json_object_get(ws, "devices");
+    if (json_array_size(hd) != json_array_size(wd))
+        return false;
+    for (size_t i = 0; i < json_array_size(wd); i++) {
+        json_t *a = device_view(json_array_get(hd, i)), *b = device_view(json_array_get(wd, i));
+        bool eq = json_equal(a, b);
+        json_decref(a);
+        json_decref(b);
+        if (!eq)
+            return false;
+    }
+    return true;
+}
+
+static long long generation_of(json_t *slice)
+{
+    return json_integer_value(json_object_get(json_object_get(json_object_get(slice, "spec"), "pool"),
+                                              "generation"));
+}
+
+const char *dra_publish_name_of(json_t *o)
+{
+    return json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+}
+
+/* The server holds exactly the wanted slices, all of one generation. */
+bool dra_publish_steady(struct dra_publish *p)
+{
+    if (p->round_gen)
+        return false;
+    json_t *slices = desired(p, 1), *s, *have;
+    size_t i;
+    bool ok = json_object_size(p->store) == json_array_size(slices);
+    long long g = -1;
+    json_array_foreach (slices, i, s) {
+        have = json_object_get(p->store, dra_publish_name_of(s));
+        if (!ok || !have || !same_content(have, s) || (g >= 0 && generation_of(have) != g)) {
+            ok = false;
+            break;
+        }
+        g = generation_of(have);
+    }
+    json_decref(slices);
+    return ok;
+}
+
+/* The next request of the round (a new pool generation, started when something
+ * differs): create or update a wanted slice (*slice_out), then delete the extras
+ * (*name_out); ACT_NONE ends the round. */
+enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out)
+{
+    const char *key;
+    json_t *have, *s;
+    size_t i;
+    if (!p->round_gen) {
+        if (dra_publish_steady(p))
+            return ACT_NONE;
+        long long max_gen = p->last_gen;
+        json_object_foreach (p->store, key, have)
+            if (generation_of(have) > max_gen)
+                max_gen = generation_of(have);
+        p->round_gen = max_gen + 1;
+    }
+    long long gen = p->round_gen;
+    json_t *slices = desired(p, gen);
+    enum dra_publish_action act = ACT_NONE;
+    json_array_foreach (slices, i, s) {
+        have = json_object_get(p->store, dra_publish_name_of(s));
+        if (have && same_content(have, s) && generation_of(have) == gen)
+            continue;
+        act = have ? ACT_UPDATE : ACT_CREATE;
+        if (have) /* at the version compared against: a concurrent writer gets 409 */
+            json_object_set(json_object_get(s, "metadata"), "resourceVersion",
+                            json_object_get(json_object_get(have, "metadata"), "resourceVersion"));
+        *slice_out = json_incref(s);
+        *name_out = xstrdup(dra_publish_name_of(s));
+        break;
+    }
+    if (act == ACT_NONE) {
+        /* every wanted slice is written: the extras (a bigger pool before, another
+         * program's slices for this driver and node) go */
+        json_object_foreach (p->store, key, have) {
+            bool wanted = false;
+            json_array_foreach (slices, i, s)
+                wanted |= streq(key, dra_publish_name_of(s));
+            if (!wanted) {
+                act = ACT_DELETE;
+                *name_out = xstrdup(key);
+                break;
+            }
+        }
+    }
+    if (act == ACT_NONE) {
+        p->last_gen = gen;
+        p->round_gen = 0;
+    }
+    json_decref(slices);
+    return act;
+}
+

@@ -1,0 +1,430 @@
+/* The ResourceSlice publisher (see dra-publish.h), in the house pattern of
+ * cluster/cluster-publish.c: one request at a time, a watch instead of polling, capped
+ * backoff for failures (logged once per new reason) and a token bucket for restores. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/loop.h"
+#include "dra/dra-publish-internal.h"
+#include "dra/dra-slice.h"
+#include "kube/kube.h"
+
+static void converge(struct dra_publish *p);
+
+/* ---- requests ---- */
+
+static void on_retry(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct dra_publish *p = userdata;
+    p->retry = NULL;
+    converge(p);
+}
+
+static void request_done(struct dra_publish *p)
+{
+    p->req = NULL;
+    free(p->req_name);
+    p->req_name = NULL;
+}
+
+/* A request failed with `why`: retry the whole convergence with backoff. */
+static void failed(struct dra_publish *p, const char *why)
+{
+    p->stats.failures++;
+    p->round_gen = 0; /* the retry starts from what the server holds then */
+    if (p->backoff.failures == 0)
+        p->backoff = BACKOFF_INIT(RETRY_MIN_MS, RETRY_MAX_MS, 0, true);
+    uint64_t delay_ms = backoff_next(&p->backoff);
+    if (!streq_ptr(p->error, why)) {
+        log_warning("Publishing ResourceSlices failed: %s; retrying with backoff (now %llums, at most %us)",
+                    why, (unsigned long long)delay_ms, RETRY_MAX_MS / 1000u);
+        free(p->error);
+        p->error = xstrdup(why);
+    } else {
+        log_debug("Publishing ResourceSlices failed again: %s; retrying in %llums", why,
+                  (unsigned long long)delay_ms);
+    }
+    p->again = false;
+    if (!p->retry)
+        p->retry = loop_timer_add(p->loop, delay_ms, on_retry, p);
+}
+
+static void succeeded(struct dra_publish *p)
+{
+    backoff_reset(&p->backoff);
+    if (p->error)
+        log_info("Publishing ResourceSlices works again");
+    free(p->error);
+    p->error = NULL;
+}
+
+static const char *status_text(int status, json_t *body, char *buf, size_t len)
+{
+    const char *msg = kube_status_message(body);
+    if (status < 0)
+        snprintf(buf, len, "%s", strerror(-status));
+    else if (msg)
+        snprintf(buf, len, "HTTP %d: %s", status, msg);
+    else
+        snprintf(buf, len, "HTTP %d", status);
+    return buf;
+}
+
+static void store_put(struct dra_publish *p, json_t *slice)
+{
+    const char *name = dra_publish_name_of(slice);
+    if (!name)
+        return;
+    if (!json_object_get(p->store, name) && json_object_size(p->store) >= MAX_SLICES) {
+        if (!p->skipped_logged++)
+            log_warning("More than %u ResourceSlices for node %s and driver %s; not keeping "
+                        "track of %s and later ones, ignoring", MAX_SLICES, p->node, p->driver, name);
+        return;
+    }
+    json_object_set_new(p->store, name, json_deep_copy(slice));
+}
+
+/* The answer to a write that carried taints says whether the API server keeps them. */
+static void learn_taints(struct dra_publish *p, json_t *body)
+{
+    json_t *d;
+    size_t i;
+    bool kept = false;
+    json_array_foreach (json_object_get(json_object_get(body, "spec"), "devices"), i, d)
+        kept |= json_array_size(json_object_get(d, "taints")) > 0;
+    enum dra_taint_mode mode = kept ? DRA_TAINTS_KEPT : DRA_TAINTS_DROPPED;
+    if (mode == p->stats.taints)
+        return;
+    p->stats.taints = mode;
+    if (kept)
+        log_info("The API server keeps device taints (DRADeviceTaints is on): unhealthy "
+                 "devices are tainted NoSchedule in the ResourceSlice");
+    else
+        log_info("The API server drops device taints (DRADeviceTaints is off): unhealthy "
+                 "devices are withdrawn from the ResourceSlice until they recover");
+    dra_publish_compute_want(p);
+}
+
+static void on_written(struct kube *k, int status, json_t *body, void *userdata)
+{
+    struct dra_publish *p = userdata;
+    char buf[512];
+    _cleanup_free_ char *name = p->req_name ? xstrdup(p->req_name) : NULL;
+    bool tainted = p->req_tainted;
+    request_done(p);
+    if (status == 200 || status == 201) {
+        succeeded(p);
+        if (body && streq_ptr(dra_publish_name_of(body), name))
+            store_put(p, body);
+        if (tainted && body)
+            learn_taints(p, body);
+    } else if (status == 404 || status == 409) {
+        /* deleted or changed (or created) meanwhile: the watch brings the news; until
+         * it does, compare against nothing rather than a stale copy */
+        if (name)
+            json_object_del(p->store, name);
+        if (status == 409)
+            p->round_gen = 0;
+        log_debug("ResourceSlice %s: %s, writing it again", name ? name : "?",
+                  status_text(status, body, buf, sizeof(buf)));
+        if (status == 409) {
+            failed(p, status_text(status, body, buf, sizeof(buf)));
+            return;
+        }
+    } else {
+        failed(p, status_text(status, body, buf, sizeof(buf)));
+        return;
+    }
+    converge(p);
+}
+
+static void on_deleted(struct kube *k, int status, json_t *body, void *userdata)
+{
+    struct dra_publish *p = userdata;
+    char buf[512];
+    _cleanup_free_ char *name = p->req_name ? xstrdup(p->req_name) : NULL;
+    request_done(p);
+    if (status != 200 && status != 202 && status != 404) {
+        failed(p, status_text(status, body, buf, sizeof(buf)));
+        return;
+    }
+    succeeded(p);
+    if (name)
+        json_object_del(p->store, name);
+    converge(p);
+}
+
+static bool any_taint(json_t *slice)
+{
+    json_t *d;
+    size_t i;
+    json_array_foreach (json_object_get(json_object_get(slice, "spec"), "devices"), i, d)
+        if (json_array_size(json_object_get(d, "taints")))
+            return true;
+    return false;
+}
+
+/* One step towards what is wanted; the answer makes the next. */
+static void converge(struct dra_publish *p)
+{
+    if (p->req) {
+        p->again = true;
+        return;
+    }
+    p->again = false;
+    if (p->retry || !p->want || !p->synced || !p->node_uid)
+        return; /* a retry is pending, or not everything is known yet */
+    json_t *slice = NULL;
+    char *name = NULL;
+    enum dra_publish_action act = dra_publish_plan(p, &slice, &name);
+    if (act == ACT_NONE) {
+        if (!p->stats.converged)
+            log_info("ResourceSlices of node %s are up to date (%zu devices, pool generation %lld)",
+                     p->node, json_array_size(p->want), p->last_gen);
+        p->stats.converged = true;
+        return;
+    }
+    p->stats.converged = false;
+    struct error err = { 0 };
+    _cleanup_free_ char *path = NULL;
+    char *msg = NULL;
+    if (slice && dra_slice_validate(slice, name, &msg) < 0) {
+        /* our own bug: the API server would refuse it the same way; do not hammer it */
+        if (!p->invalid_logged)
+            log_error("Not publishing ResourceSlice %s: %s", name, msg);
+        p->invalid_logged = true;
+        p->round_gen = 0;
+        free(msg);
+        free(name);
+        json_decref(slice);
+        return;
+    }
+    p->invalid_logged = false;
+    p->req_name = name;
+    p->req_tainted = slice && any_taint(slice);
+    if (act == ACT_CREATE) {
+        p->stats.creates++;
+        p->req = kube_request(p->kube, KUBE_POST, SLICES_PATH, slice, on_written, p, &err);
+    } else if (act == ACT_UPDATE) {
+        p->stats.updates++;
+        path = xasprintf(SLICES_PATH "/%s", name);
+        p->req = kube_request(p->kube, KUBE_PUT, path, slice, on_written, p, &err);
+    } else {
+        p->stats.deletes++;
+        path = xasprintf(SLICES_PATH "/%s", name);
+        p->req = kube_request(p->kube, KUBE_DELETE, path, NULL, on_deleted, p, &err);
+    }
+    json_decref(slice);
+    if (!p->req) {
+        request_done(p);
+        failed(p, err.msg);
+    }
+}
+
+/* ---- healing ---- */
+
+static void on_restore_timer(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct dra_publish *p = userdata;
+    p->retry = NULL;
+    converge(p);
+}
+
+/* The server changed under us: converge again, at most as often as the bucket allows.
+ * api_back: the watch relisted after failing, so a failure's pending retry is not waited
+ * for. */
+static void recheck(struct dra_publish *p, bool api_back)
+{
+    if (p->req) {
+        p->again = true;
+        return;
+    }
+    if (!p->want || !p->synced || !p->node_uid || dra_publish_steady(p))
+        return;
+    if (p->retry) {
+        if (!api_back)
+            return;
+        loop_timer_cancel(p->loop, p->retry);
+        p->retry = NULL;
+    }
+    p->stats.restores++;
+    uint64_t now = loop_now_ms();
+    if (!tokenbucket_take(&p->heal, now)) {
+        unsigned left_out = 0;
+        if (ratelimit_below(&p->flap_log, &left_out))
+            log_warning("ResourceSlices of node %s keep being deleted or changed by someone else; "
+                        "restoring them at most once every %us (%u more not logged)",
+                        p->node, RESTORE_PERIOD_MS / 1000u, left_out);
+        uint64_t wait_ms = tokenbucket_wait(&p->heal, now);
+        p->retry = loop_timer_add(p->loop, wait_ms ? wait_ms : 1, on_restore_timer, p);
+        return;
+    }
+    converge(p);
+}
+
+static void say_restore(struct dra_publish *p, const char *name, const char *how)
+{
+    unsigned left_out = 0;
+    if (ratelimit_below(&p->heal_log, &left_out))
+        log_info("ResourceSlice %s %s by someone else; restoring it (%u more not logged)", name,
+                 how, left_out);
+}
+
+static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj, void *userdata)
+{
+    struct dra_publish *p = userdata;
+    if (ev == KUBE_WATCH_SYNCED) {
+        bool first = !p->synced;
+        p->synced = true;
+        if (first)
+            converge(p);
+        else
+            recheck(p, true);
+        return;
+    }
+    const char *name = dra_publish_name_of(obj);
+    if (!name)
+        return;
+    json_t *spec = json_object_get(obj, "spec");
+    /* a DELETED after a relist carries only metadata: known by name */
+    if (ev != KUBE_WATCH_DELETED &&
+        (!streq_ptr(json_string_value(json_object_get(spec, "nodeName")), p->node) ||
+         !streq_ptr(json_string_value(json_object_get(spec, "driver")), p->driver)))
+        return; /* not this node's, whatever the server's selector let through */
+    if (ev == KUBE_WATCH_DELETED) {
+        if (!json_object_get(p->store, name))
+            return;
+        json_object_del(p->store, name);
+        if (p->synced && p->want)
+            say_restore(p, name, "deleted");
+        recheck(p, false);
+        return;
+    }
+    json_t *had = json_object_get(p->store, name);
+    const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (had && streq_ptr(rv, json_string_value(json_object_get(json_object_get(had, "metadata"),
+                                                                  "resourceVersion"))))
+        return; /* the echo of our own write, already stored from its answer */
+    store_put(p, obj);
+    if (!p->synced)
+        return;
+    bool before = p->stats.converged;
+    recheck(p, false);
+    if (before && !p->stats.converged && p->want)
+        say_restore(p, name, "changed");
+}
+
+/* ---- the Node (owner) ---- */
+
+static void get_node(struct dra_publish *p);
+
+static void on_node_retry(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct dra_publish *p = userdata;
+    p->retry = NULL;
+    get_node(p);
+}
+
+static void on_node(struct kube *k, int status, json_t *body, void *userdata)
+{
+    struct dra_publish *p = userdata;
+    char buf[512];
+    p->req = NULL;
+    const char *uid = json_string_value(json_object_get(json_object_get(body, "metadata"), "uid"));
+    if (status != 200 || !uid || !*uid) {
+        _cleanup_free_ char *why = xasprintf("reading Node %s (the slices' owner): %s", p->node,
+                                             status_text(status, body, buf, sizeof(buf)));
+        failed(p, why);
+        loop_timer_cancel(p->loop, p->retry);
+        p->retry = loop_timer_add(p->loop, p->backoff.delay_ms ? p->backoff.delay_ms : RETRY_MIN_MS,
+                                  on_node_retry, p);
+        return;
+    }
+    succeeded(p);
+    p->node_uid = xstrdup(uid);
+    converge(p);
+}
+
+static void get_node(struct dra_publish *p)
+{
+    struct error err = { 0 };
+    _cleanup_free_ char *node = kube_escape(p->node);
+    _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", node);
+    p->req = kube_request(p->kube, KUBE_GET, path, NULL, on_node, p, &err);
+    if (!p->req) {
+        failed(p, err.msg);
+        loop_timer_cancel(p->loop, p->retry);
+        p->retry = loop_timer_add(p->loop, p->backoff.delay_ms, on_node_retry, p);
+    }
+}
+
+/* ---- public ---- */
+
+struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *node,
+                                    const char *driver)
+{
+    struct dra_publish *p = xcalloc(1, sizeof(*p));
+    p->loop = l;
+    p->kube = k;
+    p->node = xstrdup(node);
+    p->driver = xstrdup(driver);
+    p->store = json_object();
+    p->unhealthy = json_object();
+    p->heal = TOKENBUCKET_INIT(RESTORE_PERIOD_MS, RESTORE_BURST);
+    p->heal_log = RATELIMIT_INIT(RESTORE_LOG_MS, RESTORE_LOG_BURST);
+    p->flap_log = RATELIMIT_INIT(RESTORE_LOG_MS, 1);
+    struct error err = { 0 };
+    _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s,spec.driver=%s", node, driver);
+    p->watch = kube_watch_start(k, SLICES_PATH, sel, on_event, p, &err);
+    if (!p->watch) {
+        log_error("Watching ResourceSlices of node %s: %s", node, err.msg);
+        dra_publish_free(p);
+        return NULL;
+    }
+    get_node(p);
+    return p;
+}
+
+void dra_publish_free(struct dra_publish *p)
+{
+    if (!p)
+        return;
+    kube_request_cancel(p->req);
+    kube_watch_stop(p->watch);
+    loop_timer_cancel(p->loop, p->retry);
+    json_decref(p->store);
+    json_decref(p->devices);
+    json_decref(p->unhealthy);
+    json_decref(p->want);
+    free(p->req_name);
+    free(p->error);
+    free(p->node_uid);
+    free(p->node);
+    free(p->driver);
+    free(p);
+}
+
+void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_device_health *unhealthy,
+                     size_t n)
+{
+    json_t *bad = json_object();
+    for (size_t i = 0; i < n; i++)
+        if (unhealthy[i].device)
+            json_object_set_new(bad, unhealthy[i].device, dra_publish_taint(&unhealthy[i]));
+    if (p->devices && json_equal(p->devices, devices) && json_equal(p->unhealthy, bad)) {
+        json_decref(bad);
+        return;
+    }
+    json_decref(p->devices);
+    p->devices = json_deep_copy(devices);
+    json_decref(p->unhealthy);
+    p->unhealthy = bad;
+    dra_publish_compute_want(p);
+    converge(p);
+}
+
+void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out)
+{
+    *out = p->stats;
+}

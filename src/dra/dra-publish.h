@@ -1,0 +1,63 @@
+/* The publisher of this node's ResourceSlices (resource.k8s.io/v1): one pool named after
+ * the node, owned by the Node, holding the devices it is given (split beyond 128 per
+ * slice, see dra-slice.h), with unhealthy devices tainted when the API server keeps
+ * device taints and withdrawn when it drops them (1.34 drops them silently unless the
+ * DRADeviceTaints gate is on; detected from what a write returns).
+ *
+ * It converges what the API server holds (list + watch of the slices of this node and
+ * driver) to what it was given: slices are named "<node>-<driver>-<index>", created,
+ * updated (the pool generation bumped for a new content) or deleted, one request at a
+ * time, and only when something differs: a steady state costs the watch and nothing
+ * else. A slice deleted by someone (the kubelet wipes a plugin's slices when it starts)
+ * or changed is restored, rate-limited; a failed write is retried with capped backoff,
+ * its reason logged once. A slice is checked with dra_slice_validate() before it is
+ * sent; one that fails is logged and not sent.
+ *
+ * Everything runs on the loop thread; the API client is borrowed and must outlive it. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct kube;
+struct loop;
+struct dra_publish;
+
+/* One device that is not healthy (the rest are). */
+struct dra_device_health {
+    const char *device;              /* the device's name in the slice */
+    bool lost;                       /* the GPU fell off the bus: gpu.nvidia.com/gpu-lost */
+    unsigned xid;                    /* else the Xid that made it unhealthy: gpu.nvidia.com/xid */
+};
+
+enum dra_taint_mode {
+    DRA_TAINTS_UNKNOWN,              /* no taint written yet */
+    DRA_TAINTS_KEPT,                 /* DRADeviceTaints on: unhealthy devices are tainted */
+    DRA_TAINTS_DROPPED,              /* off: unhealthy devices are left out of the slice */
+};
+
+struct dra_publish_stats {
+    unsigned creates, updates, deletes; /* writes sent (answered or not) */
+    unsigned failures;               /* requests that failed (retried with backoff) */
+    unsigned restores;               /* convergences started by someone else's change */
+    enum dra_taint_mode taints;
+    bool converged;                  /* the server holds what was asked, nothing pending */
+};
+
+/* Starts the watch and reads the Node's UID (the owner); nothing is written before the
+ * first dra_publish_set(). node and driver are copied. NULL only if the watch could not
+ * start (logged). */
+struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *node,
+                                    const char *driver);
+/* Stops everything; the slices stay (the kubelet removes a plugin's slices when it
+ * unregisters). NULL is ignored. */
+void dra_publish_free(struct dra_publish *p);
+
+/* What the pool should hold: `devices` (an array of device entries as
+ * dra_slice_devices() makes them, copied) and which of them are unhealthy (`unhealthy`,
+ * n entries, copied; names that are not in devices are ignored). Cheap when nothing
+ * changed: no request is made then. */
+void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_device_health *unhealthy,
+                     size_t n);
+
+void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out);

@@ -1,0 +1,223 @@
+"""The ResourceSlice publisher (src/dra/dra-publish.c, through dra-publish-probe and the
+real API client) against the fake API server, which checks every write against the
+1.34.9 validation rules: first publish with the Node as owner, zero writes at steady
+state, slices deleted (the kubelet's wipe) or changed by someone are restored, failed
+writes are retried with backoff, more than 128 devices are split and shrink back, a stale
+slice of this node is deleted, and unhealthy devices are tainted when the API server keeps
+taints and withdrawn when it drops them (then restored on recovery).
+
+usage: test_dra_publish.py <dra-publish-probe> <fake-apiserver>"""
+import json
+import os
+import re
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
+import kubetest as kt  # noqa: E402
+
+PROBE = FAKE = None
+NODE = "gpu-node-1"
+WRITE = re.compile(r"^req (POST|PUT|DELETE) /apis/resource\.k8s\.io/v1/resourceslices")
+
+
+class Publish(unittest.TestCase):
+    def setUp(self):
+        self.dir = kt.scratch.mkdtemp("dra-publish-")
+        self.addCleanup(kt.scratch.remove, self.dir)  # after tearDown stopped the children
+        self.srv = kt.LineProc([FAKE, self.dir])
+        self.port = int(self.srv.expect(r"^listening (\d+)$").group(1))
+        self.kubeconfig = kt.write_kubeconfig(os.path.join(self.dir, "kubeconfig"),
+                                              "https://127.0.0.1:%d" % self.port,
+                                              ca=os.path.join(self.dir, "ca.crt"), token="tok1")
+        self.probe = None
+        self.cmd("add " + NODE)
+
+    def tearDown(self):
+        code = self.probe.stop() if self.probe else 0
+        self.srv.stop()
+        self.assertEqual(code, 0, self.probe.errlines[-10:] if self.probe else None)
+
+    def cmd(self, line):
+        self.srv.send(line)
+        self.srv.expect(r"^ok %s$" % line.split()[0])
+
+    def start(self):
+        self.probe = kt.LineProc([PROBE, "--kubeconfig", self.kubeconfig, "--node", NODE])
+        self.probe.expect(r"^ready$")
+
+    def set(self, line):
+        self.probe.send("set " + line)
+        self.probe.expect(r"^set \d+$")
+
+    def stats(self):
+        self.probe.send("stats")
+        m = self.probe.expect(r"^stats (.*)$")
+        return dict(kv.split("=") for kv in m.group(1).split())
+
+    def converged(self, timeout=20.0, **want):
+        """Stats once the publisher says it converged with `want` (e.g. taints="dropped")."""
+        end = time.monotonic() + timeout
+        while True:
+            st = self.stats()
+            if st["converged"] == "1" and all(st[k] == str(v) for k, v in want.items()):
+                return st
+            if time.monotonic() > end:
+                raise AssertionError("not converged: %s; stderr: %s" % (st, self.probe.errlines[-10:]))
+            time.sleep(0.05)
+
+    def dump(self):
+        """The slices the server holds (name -> object), every request line read before."""
+        self.srv.send("rs-dump")
+        slices = {}
+        while True:
+            m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
+            if m.group(1):
+                self.assertEqual(int(m.group(2)), len(slices))
+                self.srv.expect(r"^ok rs-dump$")
+                return slices
+            slices[m.group(2)] = json.loads(m.group(3))
+
+    def writes(self):
+        self.dump()  # every request line so far is read
+        return sum(1 for line in self.srv.seen if WRITE.search(line))
+
+    @staticmethod
+    def devices(slices):
+        return [d for s in sorted(slices) for d in slices[s]["spec"]["devices"]]
+
+    def test_first_publish_then_steady(self):
+        self.start()
+        self.set("8")
+        self.converged()
+        slices = self.dump()
+        self.assertEqual(list(slices), [NODE + "-gpu.nvidia.com-0"])
+        s = slices[NODE + "-gpu.nvidia.com-0"]
+        self.assertEqual(s["metadata"]["ownerReferences"],
+                         [{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "uid-" + NODE,
+                           "controller": True}])
+        self.assertEqual(s["spec"]["pool"], {"name": NODE, "generation": 1, "resourceSliceCount": 1})
+        self.assertEqual(s["spec"]["driver"], "gpu.nvidia.com")
+        self.assertEqual(s["spec"]["nodeName"], NODE)
+        self.assertEqual([d["name"] for d in s["spec"]["devices"]], ["gpu-%d" % i for i in range(8)])
+        self.assertEqual(self.writes(), 1)
+        # steady state: the same set again, and time passing, write nothing
+        self.set("8")
+        time.sleep(3)
+        self.assertEqual(self.writes(), 1)
+        self.assertEqual(self.stats()["converged"], "1")
+        # the watch asked only for this node's slices of this driver
+        self.assertTrue(any("fieldSelector=spec.nodeName%3D" + NODE + "%2Cspec.driver%3Dgpu.nvidia.com"
+                            in line for line in self.srv.seen), self.srv.seen[:10])
+
+    def test_deleted_slices_come_back(self):
+        self.start()
+        self.set("2")
+        self.converged()
+        self.cmd("rs-delete all")  # the kubelet wipes a plugin's slices when it starts
+        end = time.monotonic() + 20
+        while not self.dump() and time.monotonic() < end:
+            time.sleep(0.05)
+        st = self.converged()
+        self.assertEqual(len(self.devices(self.dump())), 2)
+        self.assertGreaterEqual(int(st["restores"]), 1)
+        self.assertEqual(self.writes(), 2)
+        self.probe.stderr_has(r"ResourceSlice %s-gpu\.nvidia\.com-0 deleted by someone else" % NODE)
+
+    def test_changed_slice_is_restored(self):
+        self.start()
+        self.set("2")
+        self.converged()
+        self.cmd("rs-modify %s-gpu.nvidia.com-0" % NODE)
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            attrs = self.devices(self.dump())[0]["attributes"]
+            if "productName" not in attrs:
+                break
+            time.sleep(0.05)
+        self.assertNotIn("productName", self.devices(self.dump())[0]["attributes"])
+        self.converged()
+
+    def test_failed_writes_are_retried_with_backoff(self):
+        self.cmd("rs-fail 3 503")
+        self.start()
+        t0 = time.monotonic()
+        self.set("2")
+        st = self.converged(timeout=30)
+        took = time.monotonic() - t0
+        self.assertEqual(st["failures"], "3")
+        self.assertEqual(len(self.devices(self.dump())), 2)
+        # backoff: 0.5-1 s, 1-2 s, 2-4 s (jittered) before the 4th try
+        self.assertGreater(took, 3.0)
+        self.assertEqual(self.writes(), 4)
+        # one warning for the run of failures, not one per retry
+        warn = [l for l in self.probe.errlines if l.startswith("W") and "Publishing ResourceSlices" in l]
+        self.assertEqual(len(warn), 1, warn)
+        self.probe.stderr_has("Publishing ResourceSlices works again")
+
+    def test_split_beyond_128_and_back(self):
+        self.start()
+        self.set("300")
+        self.converged()
+        slices = self.dump()
+        self.assertEqual(sorted(slices), ["%s-gpu.nvidia.com-%d" % (NODE, i) for i in range(3)])
+        self.assertEqual([len(slices[n]["spec"]["devices"]) for n in sorted(slices)], [128, 128, 44])
+        self.assertEqual({json.dumps(s["spec"]["pool"], sort_keys=True) for s in slices.values()},
+                         {json.dumps({"name": NODE, "generation": 1, "resourceSliceCount": 3},
+                                     sort_keys=True)})
+        self.set("100")
+        self.converged()
+        slices = self.dump()
+        self.assertEqual(list(slices), [NODE + "-gpu.nvidia.com-0"])
+        self.assertEqual(slices[NODE + "-gpu.nvidia.com-0"]["spec"]["pool"],
+                         {"name": NODE, "generation": 2, "resourceSliceCount": 1})
+        self.assertEqual(len(self.devices(slices)), 100)
+
+    def test_stale_slice_of_this_node_is_deleted(self):
+        self.cmd("rs-add old-slice %s gpu.nvidia.com" % NODE)
+        self.cmd("rs-add other-node-slice other-node gpu.nvidia.com")
+        self.cmd("rs-add other-driver-slice %s example.com" % NODE)
+        self.start()
+        self.set("1")
+        self.converged()
+        self.assertEqual(sorted(self.dump()),
+                         sorted([NODE + "-gpu.nvidia.com-0", "other-node-slice", "other-driver-slice"]))
+
+    def test_taints_dropped_withdraw_the_device(self):
+        self.start()
+        self.set("4 gpu-2=xid:79")
+        self.converged(taints="dropped")
+        self.assertEqual([d["name"] for d in self.devices(self.dump())], ["gpu-0", "gpu-1", "gpu-3"])
+        n = self.writes()
+        time.sleep(2)
+        self.assertEqual(self.writes(), n)
+        self.set("4")  # recovered
+        self.converged(taints="dropped")
+        self.assertEqual([d["name"] for d in self.devices(self.dump())], ["gpu-%d" % i for i in range(4)])
+
+    def test_taints_kept_taint_the_device(self):
+        self.cmd("rs-taints on")
+        self.start()
+        self.set("4 gpu-2=xid:79 gpu-3=lost")
+        self.converged(taints="kept")
+        devices = self.devices(self.dump())
+        self.assertEqual(len(devices), 4)
+        t2, t3 = devices[2]["taints"], devices[3]["taints"]
+        self.assertEqual([(t["key"], t.get("value"), t["effect"]) for t in t2],
+                         [("gpu.nvidia.com/xid", "79", "NoSchedule")])
+        self.assertEqual([(t["key"], t.get("value"), t["effect"]) for t in t3],
+                         [("gpu.nvidia.com/gpu-lost", None, "NoSchedule")])
+        self.assertIn("timeAdded", t2[0])
+        self.assertNotIn("taints", devices[0])
+        n = self.writes()
+        time.sleep(2)  # the server's timeAdded is no difference to write again for
+        self.assertEqual(self.writes(), n)
+        self.set("4")
+        self.converged(taints="kept")
+        self.assertFalse(any("taints" in d for d in self.devices(self.dump())))
+
+
+if __name__ == "__main__":
+    PROBE, FAKE = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=2)

@@ -1,0 +1,627 @@
+// ResourceSlices (resource.k8s.io/v1, cluster-scoped) for the DRA publisher's tests:
+// create (name or generateName), get, update at a resourceVersion (409 when stale),
+// delete, list and watch with the field selectors a 1.34 API server supports for them
+// (spec.nodeName, spec.driver; anything else is refused as it refuses it). Every write is
+// checked against the 1.34.9 API server's validation rules (written here a second time,
+// from its messages, independently of the plugin's C copy) and refused with 422 and the
+// same message. Device taints are dropped silently, as with DRADeviceTaints off, unless
+// switched on (then timeAdded is filled in). What a peer, an operator or the kubelet
+// does comes on stdin:
+//
+//	rs-taints on|off     the DRADeviceTaints gate
+//	rs-delete NAME|all   delete one slice, or every slice (the kubelet's wipe at its start)
+//	rs-fail N CODE       answer the next N writes (POST, PUT, DELETE) with HTTP CODE
+//	rs-modify NAME       someone else changes the first device's productName
+//	rs-add NAME NODE DRIVER  a slice someone else wrote (one device "other-0")
+//	rs-dump              says "rs NAME JSON" per slice, then "rs-count N"
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const rsPath = "/apis/resource.k8s.io/v1/resourceslices"
+
+type rsWatcher struct {
+	ch chan nfEvent
+}
+
+// Guarded by the server's mu.
+var rs = struct {
+	objs     map[string]map[string]interface{}
+	history  []nfEvent
+	watchers map[*rsWatcher]bool
+	taints   bool
+	fail     int
+	failCode int
+	names    int
+}{objs: map[string]map[string]interface{}{}, watchers: map[*rsWatcher]bool{}}
+
+func init() {
+	routes = append(routes, rsRoute)
+	commands = append(commands, rsCommand)
+}
+
+// ---- validation (objects/validation.md) ----
+
+const (
+	labelMsg     = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+	subdomainMsg = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+	cIdentMsg    = "a valid C identifier must start with alphabetic character or '_', followed by a string of alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName', regex used for validation is '[A-Za-z_][A-Za-z0-9_]*')"
+	selectors    = "`nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection`"
+)
+
+var (
+	labelRe     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	subdomainRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	cIdentRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// semver.org 2.0.0, as github.com/blang/semver/v4 parses it
+	semverRe = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)` +
+		`(-(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(\.(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?` +
+		`(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`)
+)
+
+func subdomainErrs(field, v string) []string {
+	var e []string
+	if len(v) > 253 {
+		e = append(e, fmt.Sprintf("%s: Invalid value: %q: must be no more than 253 characters", field, v))
+	}
+	if !subdomainRe.MatchString(v) {
+		e = append(e, fmt.Sprintf("%s: Invalid value: %q: %s", field, v, subdomainMsg))
+	}
+	return e
+}
+
+func driverNameErrs(field, v string) []string {
+	if len(v) > 63 {
+		return []string{field + ": Too long: may not be more than 63 bytes"}
+	}
+	return subdomainErrs(field, strings.ToLower(v))
+}
+
+func cIdentErrs(field, v string) []string {
+	if len(v) > 32 {
+		return []string{field + ": Too long: may not be more than 32 bytes"}
+	}
+	if !cIdentRe.MatchString(v) {
+		return []string{fmt.Sprintf("%s: Invalid value: %q: %s", field, v, cIdentMsg)}
+	}
+	return nil
+}
+
+func qualifiedErrs(field, name string) []string {
+	parts := strings.Split(name, "/")
+	switch len(parts) {
+	case 1:
+		return cIdentErrs(field, name)
+	case 2:
+		var e []string
+		if parts[0] == "" {
+			e = append(e, field+": Required value: the domain must not be empty")
+		} else {
+			e = append(e, driverNameErrs(field, parts[0])...)
+		}
+		if parts[1] == "" {
+			e = append(e, field+": Required value: the name must not be empty")
+		} else {
+			e = append(e, cIdentErrs(field, parts[1])...)
+		}
+		return e
+	}
+	return []string{fmt.Sprintf("%s: Invalid value: %q: must be the domain and name separated by one slash", field, name)}
+}
+
+func goValue(v interface{}, quote bool) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		if quote {
+			b, _ := json.Marshal(x)
+			return string(b)
+		}
+		return x
+	case float64:
+		return strconv.FormatInt(int64(x), 10)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return "null"
+}
+
+func attributeErrs(field string, val map[string]interface{}) []string {
+	set := 0
+	for _, k := range []string{"int", "bool", "string", "version"} {
+		if v, ok := val[k]; ok && v != nil {
+			set++
+		}
+	}
+	if set == 0 {
+		return []string{field + ": Required value: exactly one value must be specified"}
+	}
+	if set > 1 {
+		return []string{fmt.Sprintf(`%s: Invalid value: {"IntValue":%s,"BoolValue":%s,"StringValue":%s,"VersionValue":%s}: exactly one value must be specified`,
+			field, goValue(val["int"], false), goValue(val["bool"], false), goValue(val["string"], true), goValue(val["version"], true))}
+	}
+	var e []string
+	if s, ok := val["string"].(string); ok && len(s) > 64 {
+		e = append(e, field+".string: Too long: may not be more than 64 bytes")
+	}
+	if s, ok := val["version"].(string); ok {
+		if len(s) > 64 {
+			e = append(e, field+".version: Too long: may not be more than 64 bytes")
+		} else if !semverRe.MatchString(s) {
+			e = append(e, fmt.Sprintf("%s.version: Invalid value: %q: must be a string compatible with semver.org spec 2.0.0", field, s))
+		}
+	}
+	return e
+}
+
+func sortedKeys(m map[string]interface{}) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func deviceErrs(devices []interface{}, i int) []string {
+	d, _ := devices[i].(map[string]interface{})
+	dev := fmt.Sprintf("spec.devices[%d]", i)
+	var e []string
+	name, _ := d["name"].(string)
+	if name == "" {
+		e = append(e, dev+".name: Required value")
+	} else {
+		if len(name) > 63 {
+			e = append(e, fmt.Sprintf("%s.name: Invalid value: %q: must be no more than 63 characters", dev, name))
+		}
+		if !labelRe.MatchString(name) {
+			e = append(e, fmt.Sprintf("%s.name: Invalid value: %q: %s", dev, name, labelMsg))
+		}
+		for j := 0; j < i; j++ {
+			if o, _ := devices[j].(map[string]interface{}); o["name"] == name {
+				e = append(e, fmt.Sprintf("%s.name: Duplicate value: %q", dev, name))
+				break
+			}
+		}
+	}
+	attrs, _ := d["attributes"].(map[string]interface{})
+	caps, _ := d["capacity"].(map[string]interface{})
+	for _, k := range sortedKeys(attrs) {
+		field := fmt.Sprintf("%s.attributes[%s]", dev, k)
+		e = append(e, qualifiedErrs(field, k)...)
+		v, _ := attrs[k].(map[string]interface{})
+		e = append(e, attributeErrs(field, v)...)
+	}
+	for _, k := range sortedKeys(caps) {
+		e = append(e, qualifiedErrs(fmt.Sprintf("%s.capacity[%s]", dev, k), k)...)
+	}
+	if n := len(attrs) + len(caps); n > 32 {
+		e = append(e, fmt.Sprintf("%s: Invalid value: %d: the total number of attributes and capacities must not exceed 32", dev, n))
+	}
+	taints, _ := d["taints"].([]interface{})
+	if len(taints) > 4 {
+		return append(e, fmt.Sprintf("%s.taints: Too many: %d: must have at most 4 items", dev, len(taints)))
+	}
+	for t, ti := range taints {
+		taint, _ := ti.(map[string]interface{})
+		if k, _ := taint["key"].(string); k == "" {
+			e = append(e, fmt.Sprintf("%s.taints[%d].key: Required value", dev, t))
+		}
+		switch eff, _ := taint["effect"].(string); eff {
+		case "NoSchedule", "NoExecute":
+		case "":
+			e = append(e, fmt.Sprintf("%s.taints[%d].effect: Required value", dev, t))
+		default:
+			e = append(e, fmt.Sprintf(`%s.taints[%d].effect: Unsupported value: %q: supported values: "NoExecute", "NoSchedule"`, dev, t, eff))
+		}
+	}
+	return e
+}
+
+// The API server's Status message for an invalid slice, or "".
+func rsValidate(o map[string]interface{}, name string) string {
+	var e []string
+	spec, _ := o["spec"].(map[string]interface{})
+	if drv, _ := spec["driver"].(string); drv == "" {
+		e = append(e, "spec.driver: Required value")
+	} else {
+		e = append(e, driverNameErrs("spec.driver", drv)...)
+	}
+	pool, _ := spec["pool"].(map[string]interface{})
+	if pn, _ := pool["name"].(string); pn == "" {
+		e = append(e, "spec.pool.name: Required value")
+	} else if len(pn) > 253 {
+		e = append(e, "spec.pool.name: Too long: may not be more than 253 bytes")
+	} else {
+		for _, part := range strings.Split(pn, "/") {
+			e = append(e, subdomainErrs("spec.pool.name", part)...)
+		}
+	}
+	if g, _ := pool["generation"].(float64); g < 0 {
+		e = append(e, fmt.Sprintf("spec.pool.generation: Invalid value: %d: must be greater than or equal to zero", int64(g)))
+	}
+	if c, _ := pool["resourceSliceCount"].(float64); c <= 0 {
+		e = append(e, fmt.Sprintf("spec.pool.resourceSliceCount: Invalid value: %d: must be greater than zero", int64(c)))
+	}
+	node, _ := spec["nodeName"].(string)
+	var set []string
+	if node != "" {
+		set = append(set, "`nodeName`")
+	}
+	if spec["nodeSelector"] != nil {
+		set = append(set, "`nodeSelector`")
+	}
+	if b, _ := spec["allNodes"].(bool); b {
+		set = append(set, "`allNodes`")
+	}
+	if b, _ := spec["perDeviceNodeSelection"].(bool); b {
+		set = append(set, "`perDeviceNodeSelection`")
+	}
+	if len(set) == 0 {
+		e = append(e, "spec: Required value: exactly one of "+selectors+" is required")
+	} else if len(set) > 1 {
+		e = append(e, fmt.Sprintf(`spec: Invalid value: "{%s}": exactly one of %s is required, but multiple fields are set`, strings.Join(set, ", "), selectors))
+	}
+	if node != "" {
+		e = append(e, subdomainErrs("spec.nodeName", node)...)
+	}
+	devices, _ := spec["devices"].([]interface{})
+	if len(devices) > 128 {
+		e = append(e, fmt.Sprintf("spec.devices: Too many: %d: must have at most 128 items", len(devices)))
+	} else {
+		for i := range devices {
+			e = append(e, deviceErrs(devices, i)...)
+		}
+	}
+	if len(e) == 0 {
+		return ""
+	}
+	msg := e[0]
+	if len(e) > 1 {
+		msg = "[" + strings.Join(e, ", ") + "]"
+	}
+	return fmt.Sprintf("ResourceSlice.resource.k8s.io %q is invalid: %s", name, msg)
+}
+
+// ---- store ----
+
+// What the API server stores of the taints: nothing with the gate off, timeAdded filled
+// in with it on.
+func (s *server) rsTaints(o map[string]interface{}) {
+	spec, _ := o["spec"].(map[string]interface{})
+	devices, _ := spec["devices"].([]interface{})
+	for _, di := range devices {
+		d, _ := di.(map[string]interface{})
+		if !rs.taints {
+			delete(d, "taints")
+			continue
+		}
+		taints, _ := d["taints"].([]interface{})
+		for _, ti := range taints {
+			if t, _ := ti.(map[string]interface{}); t != nil && t["timeAdded"] == nil {
+				t["timeAdded"] = time.Now().UTC().Format(time.RFC3339)
+			}
+		}
+	}
+}
+
+func (s *server) rsRecord(typ string, o map[string]interface{}) {
+	e := nfEvent{rv: s.rv, typ: typ, obj: nfCopy(o)}
+	rs.history = append(rs.history, e)
+	for w := range rs.watchers {
+		select {
+		case w.ch <- e:
+		default:
+		}
+	}
+}
+
+func (s *server) rsPut(name string, o map[string]interface{}, typ string) {
+	s.rv++
+	md := nfMeta(o)
+	md["name"] = name
+	md["resourceVersion"] = strconv.Itoa(s.rv)
+	if _, ok := md["uid"]; !ok {
+		md["uid"] = fmt.Sprintf("rs-uid-%d", s.rv)
+	}
+	o["kind"] = "ResourceSlice"
+	o["apiVersion"] = "resource.k8s.io/v1"
+	rs.objs[name] = o
+	s.rsRecord(typ, o)
+}
+
+func (s *server) rsDelete(name string) bool {
+	o, ok := rs.objs[name]
+	if !ok {
+		return false
+	}
+	delete(rs.objs, name)
+	s.rv++
+	nfMeta(o)["resourceVersion"] = strconv.Itoa(s.rv)
+	s.rsRecord("DELETED", o)
+	return true
+}
+
+// The field selector as the API server takes it for ResourceSlices: "" ok, else terms
+// spec.nodeName=X and spec.driver=Y joined by commas.
+func rsSelector(sel string) (map[string]string, string) {
+	terms := map[string]string{}
+	if sel == "" {
+		return terms, ""
+	}
+	for _, t := range strings.Split(sel, ",") {
+		kv := strings.SplitN(t, "=", 2)
+		if len(kv) != 2 || (kv[0] != "spec.nodeName" && kv[0] != "spec.driver") {
+			return nil, fmt.Sprintf("field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: %s", kv[0])
+		}
+		terms[kv[0]] = kv[1]
+	}
+	return terms, ""
+}
+
+func rsMatches(terms map[string]string, o map[string]interface{}) bool {
+	spec, _ := o["spec"].(map[string]interface{})
+	if v, ok := terms["spec.nodeName"]; ok && spec["nodeName"] != v {
+		return false
+	}
+	if v, ok := terms["spec.driver"]; ok && spec["driver"] != v {
+		return false
+	}
+	return true
+}
+
+func rsInvalid(w http.ResponseWriter, msg, name string) {
+	nfJSON(w, 422, map[string]interface{}{"kind": "Status", "apiVersion": "v1", "status": "Failure",
+		"message": msg, "reason": "Invalid", "code": 422,
+		"details": map[string]interface{}{"name": name, "group": "resource.k8s.io", "kind": "ResourceSlice"}})
+}
+
+// A write answered with the failure asked for by rs-fail, if any.
+func rsFailing(w http.ResponseWriter) bool {
+	if rs.fail <= 0 {
+		return false
+	}
+	rs.fail--
+	status(w, rs.failCode, "InternalError", "injected failure")
+	return true
+}
+
+func rsRoute(s *server, w http.ResponseWriter, r *http.Request) bool {
+	p := r.URL.Path
+	if p != rsPath && !strings.HasPrefix(p, rsPath+"/") {
+		return false
+	}
+	if p == rsPath {
+		switch r.Method {
+		case "GET":
+			terms, bad := rsSelector(r.URL.Query().Get("fieldSelector"))
+			if bad != "" {
+				status(w, 400, "BadRequest", bad)
+			} else if r.URL.Query().Get("watch") != "" {
+				s.rsWatch(w, r, terms)
+			} else {
+				s.rsList(w, terms)
+			}
+		case "POST":
+			s.rsCreate(w, r)
+		default:
+			status(w, 405, "MethodNotAllowed", "method not allowed")
+		}
+		return true
+	}
+	name := strings.TrimPrefix(p, rsPath+"/")
+	notFound := fmt.Sprintf(`resourceslices.resource.k8s.io "%s" not found`, name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, found := rs.objs[name]
+	switch r.Method {
+	case "GET":
+		if !found {
+			status(w, 404, "NotFound", notFound)
+			return true
+		}
+		nfJSON(w, 200, o)
+	case "PUT":
+		var in map[string]interface{}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&in); err != nil {
+			status(w, 400, "BadRequest", err.Error())
+			return true
+		}
+		if rsFailing(w) {
+			return true
+		}
+		if !found {
+			status(w, 404, "NotFound", notFound)
+			return true
+		}
+		if want, _ := nfMeta(in)["resourceVersion"].(string); want != nfMeta(o)["resourceVersion"] {
+			status(w, 409, "Conflict", fmt.Sprintf(`Operation cannot be fulfilled on resourceslices.resource.k8s.io "%s": the object has been modified; please apply your changes to the latest version and try again`, name))
+			return true
+		}
+		if msg := rsValidate(in, name); msg != "" {
+			rsInvalid(w, msg, name)
+			return true
+		}
+		nfMeta(in)["uid"] = nfMeta(o)["uid"]
+		s.rsTaints(in)
+		s.rsPut(name, in, "MODIFIED")
+		nfJSON(w, 200, in)
+	case "DELETE":
+		if rsFailing(w) {
+			return true
+		}
+		if !s.rsDelete(name) {
+			status(w, 404, "NotFound", notFound)
+			return true
+		}
+		nfJSON(w, 200, map[string]interface{}{"kind": "Status", "apiVersion": "v1", "status": "Success"})
+	default:
+		status(w, 405, "MethodNotAllowed", "method not allowed")
+	}
+	return true
+}
+
+func (s *server) rsCreate(w http.ResponseWriter, r *http.Request) {
+	var in map[string]interface{}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<20)).Decode(&in); err != nil {
+		status(w, 400, "BadRequest", err.Error())
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rsFailing(w) {
+		return
+	}
+	md := nfMeta(in)
+	name, _ := md["name"].(string)
+	if gen, _ := md["generateName"].(string); name == "" && gen != "" {
+		rs.names++
+		name = fmt.Sprintf("%sx%04d", gen, rs.names)
+	}
+	if _, found := rs.objs[name]; found {
+		status(w, 409, "AlreadyExists", fmt.Sprintf(`resourceslices.resource.k8s.io "%s" already exists`, name))
+		return
+	}
+	if msg := rsValidate(in, name); msg != "" {
+		rsInvalid(w, msg, name)
+		return
+	}
+	s.rsTaints(in)
+	s.rsPut(name, in, "ADDED")
+	nfJSON(w, 201, in)
+}
+
+func (s *server) rsList(w http.ResponseWriter, terms map[string]string) {
+	s.mu.Lock()
+	items := []interface{}{}
+	for _, o := range rs.objs {
+		if rsMatches(terms, o) {
+			items = append(items, o)
+		}
+	}
+	l := map[string]interface{}{"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+		"items": items, "metadata": map[string]interface{}{"resourceVersion": strconv.Itoa(s.rv)}}
+	b, _ := json.Marshal(l)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+func (s *server) rsWatch(w http.ResponseWriter, r *http.Request, terms map[string]string) {
+	q := r.URL.Query()
+	from, _ := strconv.Atoi(q.Get("resourceVersion"))
+	timeout, _ := strconv.Atoi(q.Get("timeoutSeconds"))
+	wt := &rsWatcher{ch: make(chan nfEvent, 1000)}
+	s.mu.Lock()
+	for _, e := range rs.history {
+		if e.rv > from {
+			wt.ch <- e
+		}
+	}
+	rs.watchers[wt] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(rs.watchers, wt)
+		s.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	w.(http.Flusher).Flush()
+	var end <-chan time.Time
+	if timeout > 0 {
+		end = time.After(time.Duration(timeout) * time.Second)
+	}
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case e := <-wt.ch:
+			if !rsMatches(terms, e.obj) {
+				continue
+			}
+			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.obj})
+			w.(http.Flusher).Flush()
+		case <-end:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func rsCommand(s *server, f []string) bool {
+	if len(f) < 1 || !strings.HasPrefix(f[0], "rs-") {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch f[0] {
+	case "rs-taints":
+		rs.taints = len(f) > 1 && f[1] == "on"
+	case "rs-delete":
+		if len(f) > 1 && f[1] == "all" {
+			for name := range rs.objs {
+				s.rsDelete(name)
+			}
+		} else if len(f) > 1 {
+			s.rsDelete(f[1])
+		}
+	case "rs-fail":
+		if len(f) > 2 {
+			rs.fail, _ = strconv.Atoi(f[1])
+			rs.failCode, _ = strconv.Atoi(f[2])
+		}
+	case "rs-modify":
+		if len(f) < 2 {
+			break
+		}
+		if o, ok := rs.objs[f[1]]; ok {
+			o = nfCopy(o)
+			spec, _ := o["spec"].(map[string]interface{})
+			devices, _ := spec["devices"].([]interface{})
+			if len(devices) > 0 {
+				d, _ := devices[0].(map[string]interface{})
+				attrs, _ := d["attributes"].(map[string]interface{})
+				if attrs == nil {
+					attrs = map[string]interface{}{}
+					d["attributes"] = attrs
+				}
+				attrs["productName"] = map[string]interface{}{"string": "changed by someone"}
+			}
+			s.rsPut(f[1], o, "MODIFIED")
+		}
+	case "rs-add":
+		if len(f) > 3 {
+			o := map[string]interface{}{"metadata": map[string]interface{}{}, "spec": map[string]interface{}{
+				"driver": f[3], "nodeName": f[2],
+				"pool":    map[string]interface{}{"name": f[2], "generation": 1, "resourceSliceCount": 1},
+				"devices": []interface{}{map[string]interface{}{"name": "other-0"}}}}
+			s.rsPut(f[1], nfCopy(o), "ADDED")
+		}
+	case "rs-dump":
+		names := []string{}
+		for name := range rs.objs {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			b, _ := json.Marshal(rs.objs[name])
+			s.say("rs %s %s", name, b)
+		}
+		s.say("rs-count %d", len(names))
+	default:
+		return false
+	}
+	return true
+}
