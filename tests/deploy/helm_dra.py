@@ -22,6 +22,15 @@ DRA_RULES = {("", "nodes"): ["get"],
 ON = {"dra": {"enabled": True}}
 
 
+def static_checks(values):
+    """values.yaml: DRA off, NVIDIA's directories and CDI root, the classes on."""
+    d.check(values.get("dra") == {
+        "enabled": False, "devicePluginGpus": [], "kubeletPluginsDir": "/var/lib/kubelet/plugins",
+        "kubeletRegistrarDir": "/var/lib/kubelet/plugins_registry", "cdiRoot": "/var/run/cdi",
+        "deviceClasses": {"enabled": True}, "extendedResourceName": None}, f"dra defaults {values.get('dra')}")
+    d.check(values.get("gpuResourcesEnabledOverride") is False, "gpuResourcesEnabledOverride defaults to false")
+
+
 def captured(name):
     with open(os.path.join(DATA, "dra", "objects", name)) as f:
         return json.load(f)

@@ -114,6 +114,7 @@ def static_checks():
     d.check(values["metrics"] == {"enabled": False, "port": 9808, "scrapeAnnotations": True},
             "metrics defaults: off, port 9808")
     d.check(values["image"]["repository"] == d.IMAGE, "image.repository")
+    helm_dra.static_checks(values)
     chart = d.load_all(os.path.join(d.CHART, "Chart.yaml"))[0]
     d.check(chart["apiVersion"] == "v2" and chart["name"] == "gpu-device-plugin", "Chart.yaml")
 
