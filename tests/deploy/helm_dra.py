@@ -191,6 +191,7 @@ def refusal_checks(render):
             ({"kubeletPluginsDir": "plugins"}, '"plugins": kubeletPluginsDir, kubeletRegistrarDir and '
                                                'cdiRoot must be absolute paths'),
             ({"cdiRoot": "/"}, "must be absolute paths"),
+            ({"cdiRoot": None}, '"": kubeletPluginsDir, kubeletRegistrarDir and cdiRoot must be absolute'),
             ({"kubeletPluginsDir": DP_DIR + "/"}, f"{DP_DIR} named twice"),
             ({"cdiRoot": "/var/lib/kubelet/plugins_registry"}, "/var/lib/kubelet/plugins_registry named twice"),
             ({"extendedResourceName": "gpu"}, 'dra.extendedResourceName: "gpu" is not an extended resource'),
