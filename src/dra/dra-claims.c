@@ -82,9 +82,11 @@ int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_optio
     return 0;
 }
 
-void dra_claims_set_devices(struct dra_claims *c, const struct inventory *inv,
-                            const struct dra_device_set *set)
+void dra_claims_set_devices(struct dra_claims *c, const struct config *cfg,
+                            const struct inventory *inv, const struct dra_device_set *set)
 {
+    if (cfg)
+        c->cfg = cfg;
     c->inv = inv;
     c->devices = set;
 }

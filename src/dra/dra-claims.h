@@ -50,7 +50,8 @@ struct dra_claims_options {
     const char *node_name;     /* our pool */
     const char *cdi_root;      /* where the per-claim specs go */
     const char *plugin_dir;    /* <kubelet plugins dir>/gpu.nvidia.com: the checkpoint's home */
-    const struct config *cfg;  /* dev_root for the CDI edits; borrowed for the engine's life */
+    const struct config *cfg;  /* dev_root for the CDI edits; borrowed until
+                                  dra_claims_set_devices gives another */
     const char *boot_id_path;  /* NULL: /proc/sys/kernel/random/boot_id */
     /* Applies the sharing config of a prepared device (gpu, and mig for a MIG device)
      * after PrepareStarted is recorded and before the CDI spec is written: TimeSlicing's
@@ -69,11 +70,12 @@ int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_optio
 /* Cancels every call in flight without calling their done. NULL is ignored. */
 void dra_claims_free(struct dra_claims *c);
 
-/* The devices prepare maps claims onto: both borrowed until the next call of this or
- * dra_claims_free (the daemon's current inventory and device set). Until the first call,
- * every claim that needs a device fails with "devices not discovered yet". */
-void dra_claims_set_devices(struct dra_claims *c, const struct inventory *inv,
-                            const struct dra_device_set *set);
+/* The devices prepare maps claims onto, and the config their CDI edits follow: all
+ * borrowed until the next call of this or dra_claims_free (the daemon's current node
+ * state: a reload replaces all three). cfg NULL keeps the one in use. Until the first
+ * call, every claim that needs a device fails with "devices not discovered yet". */
+void dra_claims_set_devices(struct dra_claims *c, const struct config *cfg,
+                            const struct inventory *inv, const struct dra_device_set *set);
 
 /* results[i] answers claims[i]; they are the engine's, valid during the call of done. */
 typedef void (*dra_claims_done_fn)(void *userdata, const struct dra_claim_result *results,

@@ -192,7 +192,7 @@ int main(int argc, char **argv)
         printf("error %s\n", err.msg);
         return 1;
     }
-    dra_claims_set_devices(claims, &inv, &set);
+    dra_claims_set_devices(claims, &cfg, &inv, &set);
     (void)fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
     if (loop_add_io(loop, 0, EPOLLIN, stdin_cb, NULL) < 0)
         return 1;
