@@ -55,7 +55,7 @@ struct dra_publish {
 };
 
 /* The taint of an unhealthy device (NVIDIA's keys, effect NoSchedule). New reference. */
-json_t *dra_publish_taint(const struct dra_device_health *h);
+json_t *dra_publish_taint(const struct dra_unhealthy_device *h);
 /* The device entries that go out (p->want) from the caller's devices, the unhealthy
  * ones and the taint mode. */
 void dra_publish_compute_want(struct dra_publish *p);

@@ -8,7 +8,7 @@
 
 /* ---- desired state ---- */
 
-json_t *dra_publish_taint(const struct dra_device_health *h)
+json_t *dra_publish_taint(const struct dra_unhealthy_device *h)
 {
     if (h->lost)
         return json_pack("{s:s, s:s}", "key", TAINT_LOST, "effect", "NoSchedule");

@@ -405,7 +405,7 @@ void dra_publish_free(struct dra_publish *p)
     free(p);
 }
 
-void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_device_health *unhealthy,
+void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_unhealthy_device *unhealthy,
                      size_t n)
 {
     json_t *bad = json_object();

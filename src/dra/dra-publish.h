@@ -24,7 +24,7 @@ struct loop;
 struct dra_publish;
 
 /* One device that is not healthy (the rest are). */
-struct dra_device_health {
+struct dra_unhealthy_device {
     const char *device;              /* the device's name in the slice */
     bool lost;                       /* the GPU fell off the bus: gpu.nvidia.com/gpu-lost */
     unsigned xid;                    /* else the Xid that made it unhealthy: gpu.nvidia.com/xid */
@@ -57,7 +57,7 @@ void dra_publish_free(struct dra_publish *p);
  * dra_slice_devices() makes them, copied) and which of them are unhealthy (`unhealthy`,
  * n entries, copied; names that are not in devices are ignored). Cheap when nothing
  * changed: no request is made then. */
-void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_device_health *unhealthy,
+void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_unhealthy_device *unhealthy,
                      size_t n);
 
 void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out);

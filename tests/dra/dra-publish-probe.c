@@ -53,14 +53,14 @@ static void command(char *line)
         json_t *devices = json_array();
         for (unsigned i = 0; i < count; i++)
             json_array_append_new(devices, device(i));
-        struct dra_device_health bad[16];
+        struct dra_unhealthy_device bad[16];
         size_t nbad = 0;
         for (char *t; nbad < ELEMENTSOF(bad) && (t = strtok_r(NULL, " ", &save));) {
             char *eq = strchr(t, '=');
             if (!eq)
                 continue;
             *eq = 0;
-            bad[nbad] = (struct dra_device_health){ .device = t, .lost = streq(eq + 1, "lost") };
+            bad[nbad] = (struct dra_unhealthy_device){ .device = t, .lost = streq(eq + 1, "lost") };
             if (!strncmp(eq + 1, "xid:", 4))
                 bad[nbad].xid = (unsigned)strtoul(eq + 5, NULL, 10);
             nbad++;

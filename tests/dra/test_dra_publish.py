@@ -6,7 +6,10 @@ writes are retried with backoff, more than 128 devices are split and shrink back
 slice of this node is deleted, and unhealthy devices are tainted when the API server keeps
 taints and withdrawn when it drops them (then restored on recovery).
 
-usage: test_dra_publish.py <dra-publish-probe> <fake-apiserver>"""
+The fake API server's own validation (a second copy of the rules, in Go) is checked too:
+each case of objects/validation.md sent through kube-probe gets the 1.34.9 message.
+
+usage: test_dra_publish.py <dra-publish-probe> <fake-apiserver> <kube-probe>"""
 import json
 import os
 import re
@@ -17,12 +20,12 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
 import kubetest as kt  # noqa: E402
 
-PROBE = FAKE = None
+PROBE = FAKE = KUBE_PROBE = None
 NODE = "gpu-node-1"
 WRITE = re.compile(r"^req (POST|PUT|DELETE) /apis/resource\.k8s\.io/v1/resourceslices")
 
 
-class Publish(unittest.TestCase):
+class Base(unittest.TestCase):
     def setUp(self):
         self.dir = kt.scratch.mkdtemp("dra-publish-")
         self.addCleanup(kt.scratch.remove, self.dir)  # after tearDown stopped the children
@@ -87,6 +90,8 @@ class Publish(unittest.TestCase):
     def devices(slices):
         return [d for s in sorted(slices) for d in slices[s]["spec"]["devices"]]
 
+
+class Publish(Base):
     def test_first_publish_then_steady(self):
         self.start()
         self.set("8")
@@ -218,6 +223,93 @@ class Publish(unittest.TestCase):
         self.assertFalse(any("taints" in d for d in self.devices(self.dump())))
 
 
+LABEL = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+         "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+         "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def base(name, n=1):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": NODE,
+                     "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-%d" % i,
+                                  "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-%d" % i}},
+                                  "capacity": {"memory": {"value": "80Gi"}}} for i in range(n)]}}
+
+
+class FakeValidation(Base):
+    """What the fake API server refuses, with the real one's messages (validation.md)."""
+
+    def post(self, obj):
+        if not hasattr(self, "kprobe"):
+            self.kprobe = kt.Probe(KUBE_PROBE, "--kubeconfig", self.kubeconfig)
+            self.addCleanup(self.kprobe.stop)
+        return self.kprobe.request("POST", "/apis/resource.k8s.io/v1/resourceslices",
+                                   json.dumps(obj, separators=(",", ":")))
+
+    def refused(self, obj, detail):
+        status, body = self.post(obj)
+        self.assertEqual(status, 422, body)
+        self.assertEqual(json.loads(body)["message"], 'ResourceSlice.resource.k8s.io "%s" is invalid: %s'
+                         % (obj["metadata"]["name"], detail))
+
+    def accepted(self, obj):
+        status, body = self.post(obj)
+        self.assertEqual(status, 201, body)
+
+    def test_validation_messages(self):
+        self.accepted(base("val-128", 128))
+        self.refused(base("val-129", 129), "spec.devices: Too many: 129: must have at most 128 items")
+        s = base("val-attrs-33")
+        del s["spec"]["devices"][0]["capacity"]
+        s["spec"]["devices"][0]["attributes"].update({"a%d" % i: {"int": i} for i in range(31)})
+        self.refused(s, "spec.devices[0]: Invalid value: 33: the total number of attributes and "
+                        "capacities must not exceed 32")
+        s = base("val-upper")
+        s["spec"]["devices"][0]["name"] = "GPU-0"
+        self.refused(s, 'spec.devices[0].name: Invalid value: "GPU-0": ' + LABEL)
+        s = base("val-2types")
+        s["spec"]["devices"][0]["attributes"]["uuid"] = {"string": "GPU-0", "int": 1}
+        self.refused(s, 'spec.devices[0].attributes[uuid]: Invalid value: {"IntValue":1,"BoolValue":null,'
+                        '"StringValue":"GPU-0","VersionValue":null}: exactly one value must be specified')
+        s = base("val-taints5")
+        s["spec"]["devices"][0]["taints"] = [{"key": "k%d" % i, "effect": "NoSchedule"} for i in range(5)]
+        self.refused(s, "spec.devices[0].taints: Too many: 5: must have at most 4 items")
+        s = base("val-taintnone")
+        s["spec"]["devices"][0]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}]
+        self.refused(s, 'spec.devices[0].taints[0].effect: Unsupported value: "None": supported values: '
+                        '"NoExecute", "NoSchedule"')
+        s = base("val-ver")
+        s["spec"]["devices"][0]["attributes"]["driverVersion"] = {"version": "570.133"}
+        self.refused(s, 'spec.devices[0].attributes[driverVersion].version: Invalid value: "570.133": '
+                        'must be a string compatible with semver.org spec 2.0.0')
+        s = base("val-name33")
+        s["spec"]["devices"][0]["attributes"]["cudaComputeCapabilityMajorMinorXY"] = {"string": "x"}
+        self.refused(s, "spec.devices[0].attributes[cudaComputeCapabilityMajorMinorXY]: Too long: may "
+                        "not be more than 32 bytes")
+        s = base("val-str65")
+        s["spec"]["devices"][0]["attributes"]["productName"] = {"string": "x" * 65}
+        self.refused(s, "spec.devices[0].attributes[productName].string: Too long: may not be more than "
+                        "64 bytes")
+        s = base("val-dup", 2)
+        s["spec"]["devices"][1]["name"] = "gpu-0"
+        self.refused(s, 'spec.devices[1].name: Duplicate value: "gpu-0"')
+        s = base("val-count0")
+        s["spec"]["pool"]["resourceSliceCount"] = 0
+        self.refused(s, "spec.pool.resourceSliceCount: Invalid value: 0: must be greater than zero")
+        s = base("val-both")
+        s["spec"]["allNodes"] = True
+        self.refused(s, 'spec: Invalid value: "{`nodeName`, `allNodes`}": exactly one of `nodeName`, '
+                        '`nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required, but multiple '
+                        'fields are set')
+        # and the field selector the API server refuses for slices
+        status, body = self.kprobe.request("GET", "/apis/resource.k8s.io/v1/resourceslices?"
+                                           "fieldSelector=spec.pool.name%3Dx")
+        self.assertEqual(status, 400)
+        self.assertIn("field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: "
+                      "spec.pool.name", body)
+
+
 if __name__ == "__main__":
-    PROBE, FAKE = sys.argv[1], sys.argv[2]
+    PROBE, FAKE, KUBE_PROBE = sys.argv[1], sys.argv[2], sys.argv[3]
     unittest.main(argv=sys.argv[:1], verbosity=2)
