@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import scratch  # noqa: E402
 
 BINARY = None
+WRAPPER = []  # --valgrind: memcheck, any error or leak fails the exit status
 WIRE = os.path.join(os.environ.get("GDP_TEST_DATA", ""), "dra", "wire")
 DRIVER = "gpu.nvidia.com"
 V1 = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
@@ -63,7 +64,7 @@ class Service:
         self.plugins = os.path.join(self.dir, "plugins")
         self.err = open(os.path.join(self.dir, "stderr"), "w+")
         self.proc = scratch.adopt(subprocess.Popen(
-            [BINARY, self.registrar, self.plugins, str(resend_ms)], stdin=subprocess.PIPE,
+            WRAPPER + [BINARY, self.registrar, self.plugins, str(resend_ms)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.err, bufsize=0))
         self.buf = b""
         ready = self.line(10).split()
@@ -337,5 +338,9 @@ class DraServiceTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--valgrind":
+        sys.argv.pop(1)
+        WRAPPER = ["valgrind", "-q", "--leak-check=full",
+                   "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=9"]
     BINARY = sys.argv.pop(1)
     unittest.main(verbosity=2)
