@@ -11,8 +11,19 @@ which runs them (it is __main__).
                 config-manager sidecar follows a label change live and signals the plugin
                 (capacity back to the GPUs), and the gpu-feature-discovery container
                 publishes the NodeFeature object, its replicas label following the config
+  gpu-operator  the GPU Operator's device-plugin DaemonSet (tests/data/gpu-operator): the
+                entrypoint script waits for driver-ready; a config picked and switched by
+                node label
+  gpu-operator-gfd  its GFD DaemonSet: process 1 is our binary as gpu-feature-discovery, the
+                NodeFeature object published and left alone while nothing changes, the pod
+                Ready without restarts; collected with the DaemonSet
+  gpu-operator-mps  its MPS control daemon DaemonSet on a node labelled MPS-capable with an
+                MPS config: mount-shm's tmpfs on the host; the daemon says in one line that
+                nvidia-smi is missing, retries, and never writes .ready or .started (the pod's
+                Ready is only printed: without a probe in the asset the kubelet says True)
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -136,21 +147,52 @@ VALIDATIONS = "/run/nvidia/validations"
 # the host, not in a container): the entrypoint script sources it.
 DRIVER_READY = ("IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\n"
                 "NVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n")
+DRIVER_READY_FILE = os.path.join(VALIDATIONS, "driver-ready")
 
 
-def op_pods():
+def op_pods(app=OP_DS):
+    """The pods of the operator's DaemonSet app (each labels its pods app=<its name>)."""
     return [p for p in h.kjson("get", "pods", "-n", OP_NS)["items"]
-            if p["metadata"].get("labels", {}).get("app") == OP_DS
+            if p["metadata"].get("labels", {}).get("app") == app
             and not p["metadata"].get("deletionTimestamp")]
 
 
-def wait_op_pod(not_uids=()):
+def wait_op_pod(not_uids=(), app=OP_DS):
     def one():
-        ps = op_pods()
+        ps = op_pods(app)
         if len(ps) == 1 and h.running_ready(ps[0]) and ps[0]["metadata"]["uid"] not in not_uids:
             return ps[0]
         return None
-    return h.wait(f"one Running pod of {OP_NS}/{OP_DS}", one)
+    return h.wait(f"one Running pod of {OP_NS}/{app}", one)
+
+
+@contextlib.contextmanager
+def validated_node(labels):
+    """The node as the operator's validator leaves it for its operands: toolkit-ready
+    written (driver-ready is the device plugin scenario's to write); undone after, and the
+    node's labels named in labels removed. The operator mounts /, /run/nvidia and the
+    driver directory with HostToContainer propagation (the MPS root Bidirectional), which
+    needs a shared host mount: what systemd makes / on every real node, and what this
+    machine's / is not. Made so meanwhile and put back after."""
+    propagation = subprocess.run(["findmnt", "-n", "-o", "PROPAGATION", "/"], capture_output=True,
+                                 text=True).stdout.strip()
+    if propagation == "private":
+        subprocess.run(["mount", "--make-shared", "/"], check=True)
+    made = not os.path.exists(VALIDATIONS)  # (/run/nvidia itself: cluster.sh's made-dirs)
+    os.makedirs(VALIDATIONS, exist_ok=True)
+    toolkit = os.path.join(VALIDATIONS, "toolkit-ready")
+    try:
+        open(toolkit, "w").close()
+        yield
+    finally:
+        for f in (DRIVER_READY_FILE, toolkit):
+            if os.path.exists(f):
+                os.unlink(f)
+        if made:
+            os.rmdir(VALIDATIONS)
+        if propagation == "private":
+            subprocess.run(["mount", "--make-private", "/"], check=True)
+        h.kubectl("label", "node", h.NODE, *(f"{k}-" for k in labels), check=False)
 
 
 def s_gpu_operator(ctx):
@@ -158,20 +200,7 @@ def s_gpu_operator(ctx):
     for ds in (PLUGIN_DS, GFD_DS, PLUGIN_DS + "-mps-control-daemon"):
         h.kubectl("delete", "daemonset", "-n", NS, ds, "--wait=true", "--ignore-not-found")
     h.wait("NVIDIA chart's pods gone", lambda: not pods(PLUGIN_DS) and not pods(GFD_DS))
-    # The operator mounts /, /run/nvidia/validations and the driver directory with
-    # HostToContainer propagation, which needs a shared (or slave) host mount: what
-    # systemd makes / on every real node, and what this machine's / is not. Made so for
-    # the scenario and put back after.
-    propagation = subprocess.run(["findmnt", "-n", "-o", "PROPAGATION", "/"], capture_output=True,
-                                 text=True).stdout.strip()
-    if propagation == "private":
-        subprocess.run(["mount", "--make-shared", "/"], check=True)
-    made = not os.path.exists(VALIDATIONS)  # (/run/nvidia itself: cluster.sh's made-dirs)
-    os.makedirs(VALIDATIONS, exist_ok=True)
-    ready = os.path.join(VALIDATIONS, "driver-ready")
-    toolkit = os.path.join(VALIDATIONS, "toolkit-ready")
-    try:
-        open(toolkit, "w").close()
+    with validated_node((LABEL, "nvidia.com/gpu.deploy.device-plugin")):
         h.kubectl("create", "namespace", OP_NS, check=False)
         h.kubectl("label", "node", h.NODE, "nvidia.com/gpu.deploy.device-plugin=true", "--overwrite")
         h.kubectl("apply", "-f", "-", stdin=manifests("device-plugin", "gpu-operator"))
@@ -180,7 +209,7 @@ def s_gpu_operator(ctx):
             "waiting for the driver validations" in h.kubectl(
                 "logs", "-n", OP_NS, p["metadata"]["name"], "-c", "nvidia-device-plugin",
                 check=False) for p in op_pods()))
-        with open(ready, "w") as f:
+        with open(DRIVER_READY_FILE, "w") as f:
             f.write(DRIVER_READY)
         pod = wait_op_pod()
         ctr = pod["spec"]["containers"][0]
@@ -205,16 +234,167 @@ def s_gpu_operator(ctx):
         print(f"  {LABEL}=default: the config-manager sidecar signalled the plugin, capacity {n}")
         h.kubectl("delete", "daemonset", "-n", OP_NS, OP_DS, "--wait=true")
         h.wait("the operator's plugin pod gone", lambda: not op_pods())
+
+
+GFD_OP_DS = "gpu-feature-discovery"
+GFD_SLEEP_S = 60  # the operator's GFD_SLEEP_INTERVAL
+NF_CRD = ("tests", "e2e", "nodefeature-crd.yaml")
+
+
+def exists(*what):
+    return subprocess.run([h.A.kubectl, "--kubeconfig", h.A.kubeconfig, "get", *what],
+                          capture_output=True).returncode == 0
+
+
+def s_gpu_operator_gfd(ctx):
+    n = ctx["ngpus"]
+    crd = os.path.join(h.A.source, *NF_CRD)
+    made_crd = not exists("crd", "nodefeatures.nfd.k8s-sigs.io")
+    made_ns = not exists("namespace", OP_NS)
+    objs = manifests("gpu-feature-discovery", "gpu-operator")
+    nf_name = f"nvidia-features-for-{h.NODE}"
+
+    def nodefeature():
+        r = h.kubectl("get", "nodefeature", "-n", OP_NS, nf_name, "-o", "json", check=False)
+        return json.loads(r) if r else None
+    try:
+        h.kubectl("apply", "-f", crd)
+        h.wait("the NodeFeature CRD served", lambda: exists("nodefeatures", "-A"))
+        h.kubectl("create", "namespace", OP_NS, check=False)
+        with validated_node(("nvidia.com/gpu.deploy.gpu-feature-discovery",)):
+            h.kubectl("label", "node", h.NODE, "nvidia.com/gpu.deploy.gpu-feature-discovery=true",
+                      "--overwrite")
+            h.kubectl("apply", "-f", "-", stdin=objs)
+            pod = wait_op_pod(app=GFD_OP_DS)
+            name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+            # The container's process 1 is our one binary, run by the operator's command
+            # under the name that makes it GFD.
+            out = h.kubectl("exec", "-n", OP_NS, name, "-c", "gpu-feature-discovery", "--", "sh",
+                            "-c", "readlink /proc/1/exe; cat /proc/1/cmdline")
+            exe, _, cmdline = out.partition("\n")
+            argv = cmdline.rstrip("\0").split("\0")
+            if exe != "/usr/bin/gpu-device-plugin" or argv != ["gpu-feature-discovery"]:
+                raise h.Fail(f"GFD pod's process 1: exe {exe!r}, argv {argv}")
+            print(f"  GPU Operator's GFD DaemonSet: pod {name}, process 1 {exe} as {argv}")
+            # GFD's default (the asset sets no USE_NODE_FEATURE_API): the NodeFeature object
+            # in the pod's namespace, as the operator's Role allows.
+            o = h.wait(f"NodeFeature {OP_NS}/{nf_name} with nvidia.com/gpu.count={n}",
+                       lambda: (lambda o: o if o and o.get("spec", {}).get("labels", {}).get(
+                           "nvidia.com/gpu.count") == str(n) else None)(nodefeature()))
+            labels = o["spec"]["labels"]
+            owners = {r["kind"]: r for r in o["metadata"].get("ownerReferences", [])}
+            if owners.get("DaemonSet", {}).get("name") != GFD_OP_DS or \
+                    not owners["DaemonSet"].get("controller") or \
+                    owners.get("Pod", {}).get("name") != name:
+                raise h.Fail(f"NodeFeature owners {o['metadata'].get('ownerReferences')}")
+            if labels.get("nvidia.com/mig.strategy") != "single":  # the operator's MIG_STRATEGY
+                raise h.Fail(f"NodeFeature labels: {labels}")
+            print(f"  NodeFeature {OP_NS}/{nf_name}: {len(labels)} labels, gpu.count={n}, "
+                  f"mig.strategy=single, owned by DaemonSet {GFD_OP_DS} and pod {name}")
+            # A while: past one relabel interval, the same pod Ready with no restart, and the
+            # object not rewritten (nothing changed).
+            rv = o["metadata"]["resourceVersion"]
+            time.sleep(GFD_SLEEP_S + 10)
+            pod = h.kjson("get", "pod", "-n", OP_NS, name)
+            restarts = sum(c["restartCount"] for c in pod["status"].get("containerStatuses", []))
+            if pod["metadata"]["uid"] != uid or not h.running_ready(pod) or restarts:
+                raise h.Fail(f"GFD pod after {GFD_SLEEP_S + 10} s: ready "
+                             f"{h.running_ready(pod)}, restarts {restarts}")
+            o = nodefeature()
+            if not o or o["metadata"]["resourceVersion"] != rv:
+                raise h.Fail(f"NodeFeature rewritten though nothing changed: {o and o['metadata']}")
+            print(f"  {GFD_SLEEP_S + 10} s later: the same pod Ready, 0 restarts, the NodeFeature "
+                  f"unchanged (resourceVersion {rv})")
+            h.kubectl("delete", "daemonset", "-n", OP_NS, GFD_OP_DS, "--wait=true")
+            h.wait("the GFD pod gone", lambda: not op_pods(GFD_OP_DS))
+            h.wait(f"NodeFeature {nf_name} collected with its owners", lambda: not nodefeature())
+            print("  DaemonSet deleted: its pod gone, the NodeFeature garbage-collected")
     finally:
-        for f in (ready, toolkit):
-            if os.path.exists(f):
-                os.unlink(f)
-        if made:
-            os.rmdir(VALIDATIONS)
-        if propagation == "private":
-            subprocess.run(["mount", "--make-private", "/"], check=True)
-        h.kubectl("label", "node", h.NODE, f"{LABEL}-", "nvidia.com/gpu.deploy.device-plugin-",
+        h.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=true", stdin=objs,
                   check=False)
+        h.kubectl("delete", "nodefeature", "-n", OP_NS, nf_name, "--ignore-not-found",
+                  check=False)
+        if made_ns:
+            h.kubectl("delete", "namespace", OP_NS, "--wait=true", check=False)
+        if made_crd:
+            h.kubectl("delete", "-f", crd, "--ignore-not-found", check=False)
 
 
-SCENARIOS = [("nvidia-chart", s_nvidia_chart), ("gpu-operator", s_gpu_operator)]
+MPS_DS = "nvidia-device-plugin-mps-control-daemon"
+MPS_ROOT = "/run/nvidia/mps"  # the operator's devicePlugin.mps.root
+MPS_LABELS = ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/mps.capable")
+MPS_ERROR = "Failed to start MPS daemon"
+
+
+def s_gpu_operator_mps(ctx):
+    made_ns = not exists("namespace", OP_NS)
+    # The operator's MPS DaemonSet runs as the device plugin's service account: that
+    # state's account and node role, which the operator always deploys beside it.
+    plugin_rbac = yaml.safe_dump_all(
+        [d for d in yaml.safe_load_all(manifests("device-plugin", "gpu-operator"))
+         if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")],
+        sort_keys=False)
+    made_rbac = not exists("serviceaccount", "-n", OP_NS, "nvidia-device-plugin")
+    objs = manifests("mps-control-daemon", "gpu-operator")
+    shm = os.path.join(MPS_ROOT, "shm")
+    try:
+        h.kubectl("create", "namespace", OP_NS, check=False)
+        with validated_node(MPS_LABELS + (LABEL,)):
+            h.kubectl("apply", "-f", "-", stdin=plugin_rbac)
+            # What GFD labels an MPS-configured node (no NFD here to copy it to the Node),
+            # and the config that shares with MPS.
+            h.kubectl("label", "node", h.NODE, *(f"{k}=true" for k in MPS_LABELS),
+                      f"{LABEL}=mps", "--overwrite")
+            h.kubectl("apply", "-f", "-", stdin=objs)
+
+            def errors():
+                ps = op_pods(MPS_DS)
+                if len(ps) != 1:
+                    return None
+                log = h.kubectl("logs", "-n", OP_NS, ps[0]["metadata"]["name"], "-c",
+                                "mps-control-daemon-ctr", check=False)
+                return [ln for ln in log.splitlines() if MPS_ERROR in ln]
+            first = h.wait("the MPS control daemon's error line", errors)[0]
+            # This node has no NVIDIA tools (nor has either image: the NVIDIA container
+            # runtime puts them in from the driver): the line names the first one needed.
+            if "nvidia-smi" not in first or "not on PATH" not in first:
+                raise h.Fail(f"the MPS daemon's error does not name what is missing: {first}")
+            print(f"  mps-control-daemon-ctr: {first.strip()}")
+            mounted = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", shm],
+                                     capture_output=True, text=True).stdout.strip()
+            if mounted != "tmpfs":
+                raise h.Fail(f"{shm} on the host: {mounted or 'not a mount'} (mount-shm's tmpfs)")
+            print(f"  the mps-control-daemon-mounts init container mounted the tmpfs {shm}")
+            h.wait("the failed start retried (30 s)", lambda: len(errors() or []) >= 2, timeout=90)
+            for f in (os.path.join(MPS_ROOT, ".ready"),
+                      os.path.join(MPS_ROOT, "nvidia.com", "gpu", ".started")):
+                if os.path.exists(f):
+                    raise h.Fail(f"{f} exists: a daemon without its tools claimed to serve")
+            # Not asserted, only recorded: the asset has no probe, so the kubelet calls the
+            # pod Ready while the daemon retries (as NVIDIA's does); see docs/deployment.md.
+            pod = op_pods(MPS_DS)[0]
+            ready = [c["status"] for c in pod["status"].get("conditions", [])
+                     if c["type"] == "Ready"]
+            restarts = sum(c["restartCount"] for c in pod["status"].get("containerStatuses", []))
+            print(f"  retried after 30 s with the same line; no {MPS_ROOT}/.ready, no "
+                  f".started; pod Ready={ready}, restarts {restarts} (the asset has no probe)")
+            h.kubectl("delete", "daemonset", "-n", OP_NS, MPS_DS, "--wait=true")
+            h.wait("the MPS pod gone", lambda: not op_pods(MPS_DS))
+    finally:
+        h.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=true", stdin=objs,
+                  check=False)
+        try:
+            h.wait("the MPS pod gone", lambda: not op_pods(MPS_DS))
+        except h.Fail as e:  # said; the rest of the cleanup still runs
+            print(f"  cleanup: {e}")
+        # mount-shm's tmpfs outlives the pod (for the plugin's pods, as NVIDIA's does).
+        if os.path.ismount(shm):
+            subprocess.run(["umount", shm], check=True)
+        if made_rbac:
+            h.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=plugin_rbac, check=False)
+        if made_ns:
+            h.kubectl("delete", "namespace", OP_NS, "--wait=true", check=False)
+
+
+SCENARIOS = [("nvidia-chart", s_nvidia_chart), ("gpu-operator", s_gpu_operator),
+             ("gpu-operator-gfd", s_gpu_operator_gfd), ("gpu-operator-mps", s_gpu_operator_mps)]
