@@ -77,7 +77,7 @@ bool fs_same_file(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync)
 {
     _cleanup_free_ char *copy = xstrdup(path);
     char *slash = strrchr(copy, '/');
@@ -101,12 +101,14 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
         p += n;
         len -= (size_t)n;
     }
-    if (r == 0 && (fchmod(fd, mode) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0))
+    if (r == 0 && (fchmod(fd, mode) < 0 || (sync && fsync(fd) < 0) || rename(tmp, path) < 0))
         r = -errno;
     if (r < 0) {
         unlink(tmp);
         return r;
     }
+    if (!sync)
+        return 0;
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0)
         (void)fsync(dfd);

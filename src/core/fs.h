@@ -27,6 +27,8 @@ int read_file_bounded(const char *path, size_t max, char **out, size_t *len, str
 bool fs_same_file(const struct stat *a, const struct stat *b);
 
 /* Replace path with len bytes of data atomically: a hidden temporary file beside it
- * (mode), fsync, rename over path, fsync of the directory (so that the rename survives a
- * crash). On failure path is unchanged and the temporary file removed. 0 or -errno. */
-int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
+ * (mode), renamed over path. Every reader sees the old file or the new one, whole, also
+ * after the writer crashes. sync: also fsync the file before the rename and the directory
+ * after it, for what must survive an OS crash or power loss as well. On failure path is
+ * unchanged and the temporary file removed. 0 or -errno. */
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync);

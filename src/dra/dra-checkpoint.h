@@ -13,8 +13,8 @@
  * the node's boot id (/proc/sys/kernel/random/boot_id): a checkpoint of another boot
  * describes CDI files and device state that a reboot made stale, and is discarded.
  *
- * Written atomically (temporary file, fsync, rename, fsync of the directory) after every
- * change; bounded (DRA_CKPT_MAX_CLAIMS claims, DRA_CKPT_MAX_BYTES): a change that would
+ * Written atomically (temporary file renamed over it; no fsync: dra-checkpoint.c says
+ * why) after every change; bounded (DRA_CKPT_MAX_CLAIMS claims, DRA_CKPT_MAX_BYTES): a change that would
  * pass a bound is refused with an error and the checkpoint stays as it was. A file that
  * does not parse is renamed to checkpoint.json.corrupt (kept for a person to look at;
  * the previous one of that name is replaced) and the plugin starts empty.

@@ -57,7 +57,7 @@ static void checkpoint(const unsigned char *data, size_t size)
     const char *dir = scratch_dir("fuzz-dra-ckpt-");
     char path[600];
     if ((size_t)snprintf(path, sizeof(path), "%s/" DRA_CKPT_FILE, dir) >= sizeof(path) ||
-        write_file_atomic(path, data, size, 0600) < 0)
+        write_file_atomic(path, data, size, 0600, false) < 0)
         abort();
     struct dra_checkpoint c;
     struct error err = { 0 }, discarded = { 0 };

@@ -471,7 +471,7 @@ static void test_checkpoint(void)
 
     /* Corrupt: moved aside, start empty; the moved file is kept as it was. */
     static const char garbage[] = "{\"version\": 1, \"preparedClaims\": [";
-    CHECK(write_file_atomic(path, garbage, sizeof(garbage) - 1, 0600) == 0);
+    CHECK(write_file_atomic(path, garbage, sizeof(garbage) - 1, 0600, false) == 0);
     CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
     CHECK_STR_CONTAINS(discarded.msg, "checkpoint.json is not JSON: moved to ");
     char *aside = xasprintf("%s.corrupt", path);
@@ -483,7 +483,7 @@ static void test_checkpoint(void)
     static const char wrong[] = "{\"version\": 1, \"nodeBootID\": \"boot-2\", \"preparedClaims\": "
                                 "{\"../x\": {\"checkpointState\": \"PrepareCompleted\", \"name\": \"n\", "
                                 "\"namespace\": \"ns\", \"devices\": []}}}";
-    CHECK(write_file_atomic(path, wrong, sizeof(wrong) - 1, 0600) == 0);
+    CHECK(write_file_atomic(path, wrong, sizeof(wrong) - 1, 0600, false) == 0);
     CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
     CHECK_STR_CONTAINS(discarded.msg, "is a malformed claim");
     dra_checkpoint_clear(&c);
