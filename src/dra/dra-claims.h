@@ -67,7 +67,8 @@ struct dra_claims_options {
  * 0 or -errno (err set) when the plugin dir or boot id cannot be used. */
 int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_options *o,
                    struct dra_claims **out, struct error *err);
-/* Cancels every call in flight without calling their done. NULL is ignored. */
+/* Cancels every call in flight (and its API requests) without calling their done. Before
+ * kube_free of the client it was given. NULL is ignored. */
 void dra_claims_free(struct dra_claims *c);
 
 /* The devices prepare maps claims onto, and the config their CDI edits follow: all
