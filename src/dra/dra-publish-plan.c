@@ -58,7 +58,8 @@ static json_t *desired(const struct dra_publish *p, long long gen)
     json_array_foreach (slices, i, s) {
         json_t *md = json_object_get(s, "metadata");
         json_object_del(md, "generateName");
-        json_object_set_new(md, "name", json_string_nocheck(slice_name(p, i)));
+        _cleanup_free_ char *name = slice_name(p, i);
+        json_object_set_new(md, "name", json_string(name));
     }
     return slices;
 }

@@ -9,7 +9,8 @@ taints and withdrawn when it drops them (then restored on recovery).
 The fake API server's own validation (a second copy of the rules, in Go) is checked too:
 each case of objects/validation.md sent through kube-probe gets the 1.34.9 message.
 
-usage: test_dra_publish.py <dra-publish-probe> <fake-apiserver> <kube-probe>"""
+usage: test_dra_publish.py [--valgrind] <dra-publish-probe> <fake-apiserver> <kube-probe>
+(--valgrind: the probe under memcheck; an error or a leak fails its exit status)"""
 import json
 import os
 import re
@@ -21,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import kubetest as kt  # noqa: E402
 
 PROBE = FAKE = KUBE_PROBE = None
+VALGRIND = []
 NODE = "gpu-node-1"
 WRITE = re.compile(r"^req (POST|PUT|DELETE) /apis/resource\.k8s\.io/v1/resourceslices")
 
@@ -47,7 +49,7 @@ class Base(unittest.TestCase):
         self.srv.expect(r"^ok %s$" % line.split()[0])
 
     def start(self):
-        self.probe = kt.LineProc([PROBE, "--kubeconfig", self.kubeconfig, "--node", NODE])
+        self.probe = kt.LineProc(VALGRIND + [PROBE, "--kubeconfig", self.kubeconfig, "--node", NODE])
         self.probe.expect(r"^ready$")
 
     def set(self, line):
@@ -311,5 +313,9 @@ class FakeValidation(Base):
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--valgrind":
+        VALGRIND = ["valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect",
+                    "--error-exitcode=9"]
+        del sys.argv[1]
     PROBE, FAKE, KUBE_PROBE = sys.argv[1], sys.argv[2], sys.argv[3]
     unittest.main(argv=sys.argv[:1], verbosity=2)
