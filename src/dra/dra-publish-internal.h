@@ -45,6 +45,7 @@ struct dra_publish {
     bool req_tainted;               /* the write carried taints: its answer tells the mode */
     bool again;                     /* converge once the request is answered */
     bool invalid_logged;
+    bool refresh_node;              /* read the Node's UID again before the next write */
     struct loop_timer *retry;
     struct backoff backoff;
     char *error;

@@ -11,6 +11,7 @@
 #include "kube/kube.h"
 
 static void converge(struct dra_publish *p);
+static void get_node(struct dra_publish *p);
 
 /* ---- requests ---- */
 
@@ -119,19 +120,16 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
             store_put(p, body);
         if (tainted && body)
             learn_taints(p, body);
-    } else if (status == 404 || status == 409) {
-        /* deleted or changed (or created) meanwhile: the watch brings the news; until
-         * it does, compare against nothing rather than a stale copy */
+    } else if (status == 404) {
+        /* an update of a slice deleted meanwhile: create it */
         if (name)
             json_object_del(p->store, name);
-        if (status == 409)
-            p->round_gen = 0;
-        log_debug("ResourceSlice %s: %s, writing it again", name ? name : "?",
-                  status_text(status, body, buf, sizeof(buf)));
-        if (status == 409) {
-            failed(p, status_text(status, body, buf, sizeof(buf)));
-            return;
-        }
+        log_debug("ResourceSlice %s is gone, creating it again", name ? name : "?");
+    } else if (status == 409) {
+        /* someone wrote it (or created it) in between: the watch brings what they wrote,
+         * the retry compares with that */
+        failed(p, status_text(status, body, buf, sizeof(buf)));
+        return;
     } else {
         failed(p, status_text(status, body, buf, sizeof(buf)));
         return;
@@ -175,6 +173,10 @@ static void converge(struct dra_publish *p)
     p->again = false;
     if (p->retry || !p->want || !p->synced || !p->node_uid)
         return; /* a retry is pending, or not everything is known yet */
+    if (p->refresh_node && !dra_publish_steady(p)) {
+        get_node(p);
+        return;
+    }
     json_t *slice = NULL;
     char *name = NULL;
     enum dra_publish_action act = dra_publish_plan(p, &slice, &name);
@@ -296,6 +298,9 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
         if (!json_object_get(p->store, name))
             return;
         json_object_del(p->store, name);
+        /* the garbage collector deletes them when the Node went and came back with a
+         * new UID: read it again before restoring, or they would go again */
+        p->refresh_node = true;
         if (p->synced && p->want)
             say_restore(p, name, "deleted");
         recheck(p, false);
@@ -316,8 +321,6 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
 }
 
 /* ---- the Node (owner) ---- */
-
-static void get_node(struct dra_publish *p);
 
 static void on_node_retry(struct loop *l, struct loop_timer *t, void *userdata)
 {
@@ -342,7 +345,12 @@ static void on_node(struct kube *k, int status, json_t *body, void *userdata)
         return;
     }
     succeeded(p);
+    if (p->node_uid && !streq(p->node_uid, uid))
+        log_info("Node %s has a new UID %s (was %s): its ResourceSlices get it as owner", p->node,
+                 uid, p->node_uid);
+    free(p->node_uid);
     p->node_uid = xstrdup(uid);
+    p->refresh_node = false;
     converge(p);
 }
 

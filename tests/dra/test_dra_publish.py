@@ -131,6 +131,8 @@ class Publish(Base):
         self.assertGreaterEqual(int(st["restores"]), 1)
         self.assertEqual(self.writes(), 2)
         self.probe.stderr_has(r"ResourceSlice %s-gpu\.nvidia\.com-0 deleted by someone else" % NODE)
+        # the Node read again before the restore (a new Node has a new UID to own them)
+        self.assertEqual(sum(1 for line in self.srv.seen if line.startswith("req GET /api/v1/nodes/" + NODE)), 2)
 
     def test_changed_slice_is_restored(self):
         self.start()
