@@ -5,7 +5,10 @@
  * memory mount (its init container). The run: build the node state as the plugin does,
  * start an MPS daemon for each resource the config shares with MPS (mps/mps.c), write
  * <root>/.ready, and wait; a daemon that fails to start is said in one line and all are
- * started again 30 s later; SIGHUP stops them and starts them from the configuration
+ * started again 30 s later, except when NVIDIA's tools are not there at all (no driver
+ * on this node, or a runtime that did not inject them): retrying cannot help, and a pod
+ * that stays up serving nothing would look healthy (its DaemonSets have no probe), so it
+ * exits with an error after that line and the pod shows the failure; SIGHUP stops them and starts them from the configuration
  * read again; SIGTERM, SIGINT and SIGQUIT stop them and end it. The root is /mps, as
  * NVIDIA's (where its DaemonSet mounts the host's MPS root); GDP_MPS_CONTAINER_ROOT moves
  * it (ours: tests, hosts without a container). */
@@ -71,8 +74,9 @@ static bool write_ready(const struct mpsd *d)
     return fd >= 0;
 }
 
-/* Load the configuration, build the node state, start every MPS daemon. */
-static void start_all(struct mpsd *d)
+/* Load the configuration, build the node state, start every MPS daemon. Returns false
+ * when it cannot work on this node at all (a tool of the driver missing). */
+static bool start_all(struct mpsd *d)
 {
     struct error err = { 0 };
     struct config_command cmd = { 0 };
@@ -101,6 +105,8 @@ static void start_all(struct mpsd *d)
         n++;
         if (mps_daemon_start(d->root, res, &err) < 0) {
             log_error("Failed to start MPS daemon: %s", err.msg);
+            if (err.code == -ENOENT)
+                return false; /* the tools are missing: nothing of this one to stop */
             d->started++; /* stopped with the others before the retry */
             goto retry;
         }
@@ -108,11 +114,12 @@ static void start_all(struct mpsd *d)
     if (!n)
         log_info("No devices are configured for MPS sharing; Waiting indefinitely.");
     if (write_ready(d))
-        return;
+        return true;
 retry:
     log_info("Failed to start one or more MPS daemons. Retrying in %us...",
              MPS_RETRY_MS / 1000u);
     d->retry = loop_timer_add(d->loop, MPS_RETRY_MS, on_retry, d);
+    return true;
 }
 
 static void restart(struct mpsd *d)
@@ -121,7 +128,8 @@ static void restart(struct mpsd *d)
     d->retry = NULL;
     stop_all(d);
     log_info("Starting Daemons.");
-    start_all(d);
+    if (!start_all(d))
+        loop_quit(d->loop, GDP_EXIT_FAILURE);
 }
 
 static void on_retry(struct loop *l, struct loop_timer *t, void *userdata)
@@ -217,8 +225,7 @@ int cmd_mps_control_daemon(int argc, char **argv)
     }
     loop_add_io(d.loop, sfd, EPOLLIN, on_signal, &d);
     log_info("Starting Daemons.");
-    start_all(&d);
-    rc = loop_run(d.loop);
+    rc = start_all(&d) ? loop_run(d.loop) : GDP_EXIT_FAILURE;
     loop_timer_cancel(d.loop, d.retry);
     stop_all(&d);
     loop_del_io(d.loop, sfd);

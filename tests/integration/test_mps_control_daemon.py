@@ -116,17 +116,19 @@ class MpsControlDaemon(harness.PluginTestCase):
         self.assertFalse(os.path.exists(os.path.join(res, ".started")))
         self.assertFalse(os.path.exists(os.path.join(self.root, ".ready")))
 
-    def test_missing_tool_is_named_and_retried(self):
+    def test_missing_tool_is_named_and_fatal(self):
+        # No driver tools: no retry can help, and a pod that stayed up would look healthy
+        # while serving nothing (NVIDIA's MPS DaemonSets have no probe): one line, exit 1.
         empty = os.path.join(self.tmp, "empty")
         os.mkdir(empty)
         p = self.start(path=empty)
-        p.wait_log("Retrying in 30s")
+        self.assertEqual(p.wait_exit(), 1)
         errors = [l for l in p.stderr.lines if l.startswith("E")]
         self.assertEqual(len(errors), 1, p.stderr.text())
         self.assertIn("nvidia-smi", errors[0])
         self.assertIn("not on PATH", errors[0])
+        self.assertFalse(any("Retrying" in l for l in p.stderr.lines), p.stderr.text())
         self.assertFalse(os.path.exists(os.path.join(self.root, ".ready")))
-        self.assertTrue(p.alive())
 
 
 if __name__ == "__main__":
