@@ -27,7 +27,7 @@ struct kube *cluster_kube(struct cluster *c)
     if (cluster_kube_new(c->loop, &c->kube_cfg, &c->kube, &err) < 0) {
         /* One line for the process: every API feature is off from here on. */
         log_error("Kubernetes API client unavailable: %s; node labels via the API, per-node "
-                  "configuration and Events are off",
+                  "configuration, Events and DRA are off",
                   err.msg);
         c->kube_failed = true;
         c->kube = NULL;

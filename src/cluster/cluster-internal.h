@@ -87,7 +87,6 @@ struct cluster {
 };
 
 /* Create the API client on first use; NULL (logged once) when it cannot be. */
-struct kube *cluster_kube(struct cluster *c);
 
 void cluster_publish_free(struct cluster *c);
 /* An event of the own Node's watch (cluster.c's, when per-node config runs one): in

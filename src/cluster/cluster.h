@@ -79,6 +79,11 @@ int cluster_config_select_now(const struct config_cluster *k, struct cluster_sel
 int cluster_kube_new(struct loop *l, const struct config_cluster *k, struct kube **out,
                      struct error *err);
 
+/* The API client of every feature that talks to the API server (DRA's slices and claims
+ * too: one connection per process), made on first use from the settings cluster_new
+ * read. NULL when it cannot be made (no credentials): said once, in one error line. */
+struct kube *cluster_kube(struct cluster *c);
+
 /* Labels are delivered somewhere (--gfd). */
 bool cluster_labels_enabled(const struct cluster *c);
 /* The node's current label set (copied): delivered if it differs from what was last

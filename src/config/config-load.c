@@ -32,6 +32,10 @@ static int dra_only_program(struct config *c, const char *argv0, const bool *set
                          "serve --dra to split a node)");
     c->dra.enabled = true;
     c->dra.only = true;
+    /* No device-plugin registration and no watch of its directory, which NVIDIA's DRA
+     * deployment does not mount. */
+    free(c->kubelet_socket);
+    c->kubelet_socket = xstrdup("");
     return 0;
 }
 
@@ -52,8 +56,6 @@ static int load(struct config *out, int argc, char **argv, char **envp,
     if (r != 0)
         return r;
     out->gfd_output_file_given = set[OPT_GFD_OUTPUT_FILE];
-    if (argc > 0 && (r = dra_only_program(out, argv[0], set, err)) < 0)
-        return r;
     if (file_override) {
         free(out->config_file);
         out->config_file = xstrdup(file_override);
@@ -68,6 +70,8 @@ static int load(struct config *out, int argc, char **argv, char **envp,
         out->config_file = NULL;
     }
 
+    if (argc > 0 && (r = dra_only_program(out, argv[0], set, err)) < 0)
+        return r;
     post_defaults(out);
     if ((r = config_health_check(out, &marks, err)) < 0)
         return r;

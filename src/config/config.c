@@ -61,10 +61,7 @@ void config_free(struct config *c)
     free(c->cluster.config_node_label);
     free(c->cluster.config_default);
     config_strv_free(c->cluster.config_fallback_strategies);
-    free(c->dra.registrar_dir);
-    free(c->dra.plugins_dir);
-    free(c->dra.cdi_root);
-    config_strv_free(c->dra.device_plugin_gpus);
+    config_dra_clear(&c->dra);
     /* leave a struct that is safe to free again */
     *c = (struct config){ 0 };
 }
@@ -123,4 +120,34 @@ const struct config_sharing *config_sharing_section(const struct config *c)
 int config_log_level(const struct config *c)
 {
     return c->log_verbosity >= 1 ? LOG_DEBUG : LOG_INFO;
+}
+
+void config_dra_clear(struct config_dra *d)
+{
+    free(d->registrar_dir);
+    free(d->plugins_dir);
+    free(d->cdi_root);
+    config_strv_free(d->device_plugin_gpus);
+    *d = (struct config_dra){ 0 };
+}
+
+static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
+
+void config_dra_assign(struct config_dra *dst, const struct config_dra *src)
+{
+    struct config_dra copy = {
+        .enabled = src->enabled,
+        .only = src->only,
+        .registrar_dir = dup_or_null(src->registrar_dir),
+        .plugins_dir = dup_or_null(src->plugins_dir),
+        .cdi_root = dup_or_null(src->cdi_root),
+    };
+    size_t n = 0;
+    while (src->device_plugin_gpus && src->device_plugin_gpus[n])
+        n++;
+    copy.device_plugin_gpus = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        copy.device_plugin_gpus[i] = xstrdup(src->device_plugin_gpus[i]);
+    config_dra_clear(dst);
+    *dst = copy;
 }

@@ -146,6 +146,10 @@ int config_parse_bool(const char *s);
  * config holds, and the argument and environment copies of the entrypoints. */
 void config_strv_free(char **v);
 void config_free(struct config *c);
+/* Replace dst's DRA settings with a copy of src's (DRA's settings are read at start: a
+ * reload keeps the running ones). */
+void config_dra_assign(struct config_dra *dst, const struct config_dra *src);
+void config_dra_clear(struct config_dra *d);
 
 /* The sharing in force, as the reference reads `sharing:`: MPS when that section is
  * present and replicates something, else time-slicing when it does, else none. */

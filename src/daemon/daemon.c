@@ -11,6 +11,7 @@
 #include "config/config-load.h"
 #include "core/loop.h"
 #include "daemon/daemon-cluster.h"
+#include "daemon/daemon-dra.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon-metrics.h"
 #include "state/node-state.h"
@@ -57,6 +58,10 @@ struct daemon {
     struct cluster *cluster;         /* not owned; NULL: no cluster features */
     struct daemon_health_view hview; /* for Events on health transitions */
     char *nvml_root;                 /* --driver-root-ctr-path NVML was loaded from */
+    /* DRA, from the start config (start-only: every later state keeps these settings, so a
+     * reload can never hand a DRA GPU to the device plugin too); NULL with DRA off. */
+    struct daemon_dra *dra;
+    struct config_dra dra_cfg;
 };
 
 static void state_free(struct serving *s)
@@ -96,6 +101,8 @@ static void on_health_changed(void *userdata)
     struct daemon *m = userdata;
     if (m->cluster && m->health)
         daemon_health_view_update(&m->hview, m->cluster, m->health, &s->node);
+    if (m->dra)
+        daemon_dra_health_changed(m->dra);
 }
 
 /* The MPS control daemon (NVIDIA's mps-control-daemon) writes <root>/<resource>/.started
@@ -272,7 +279,10 @@ static void state_start_plugins(struct daemon *m, struct serving *s)
         if (!s->plugins[i].kept)
             plugin_try_start(&s->plugins[i]);
     if (s->n_plugins == 0) {
-        log_info("No devices found. Waiting indefinitely.");
+        if (s->node.cfg->dra.enabled && s->node.inv.n_gpus > 0)
+            log_info("Every GPU is served through DRA; no device-plugin resource to register");
+        else
+            log_info("No devices found. Waiting indefinitely.");
         return;
     }
     /* Register only once every socket serves: the kubelet dials back at once. */
@@ -347,6 +357,7 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
     int r = ensure_watch(m, cfg, err);
     if (r < 0)
         return r;
+    config_dra_assign(&cfg->dra, &m->dra_cfg);
     struct serving *s = xcalloc(1, sizeof(*s));
     s->node.cfg = cfg;
     struct node_state_options opt = {
@@ -379,6 +390,9 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
     /* Health first: the plugins handed over stream their lists from it at once. */
     state_start_health(m, s);
     same &= state_adopt_plugins(m, s, old);
+    /* Before the old state goes: DRA borrows the served inventory. */
+    if (m->dra)
+        daemon_dra_update(m->dra, &s->node, m->health);
     /* The old plugins that were not handed over must let go of their socket paths
      * before the new ones bind. A resource whose socket cannot be bound retries on its
      * own (plugin_try_start). */
@@ -408,6 +422,13 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
             log_info("Serving metrics and probes on %s (port %u)", cfg->metrics_address,
                      daemon_metrics_port(m->metrics));
     }
+    config_dra_assign(&m->dra_cfg, &cfg->dra);
+    if (cfg->dra.enabled) {
+        int r = daemon_dra_start(m->loop, cfg, m->cluster ? cluster_kube(m->cluster) : NULL,
+                                 &m->dra, err);
+        if (r < 0)
+            return r;
+    }
     int r = swap_state(m, cfg, err);
     return r < 0 ? r : 0;
 }
@@ -424,6 +445,8 @@ void daemon_set_cluster(struct daemon *m, struct cluster *c)
 
 void daemon_kubelet_restarted(struct daemon *m)
 {
+    if (m->dra)
+        daemon_dra_kubelet_restarted(m->dra);
     struct serving *s = m->state;
     if (!s)
         return;
@@ -479,6 +502,8 @@ void daemon_free(struct daemon *m)
 {
     if (!m)
         return;
+    daemon_dra_free(TAKE_PTR(m->dra)); /* it borrows the served state */
+    config_dra_clear(&m->dra_cfg);
     state_free(m->state);
     daemon_metrics_free(TAKE_PTR(m->metrics));
     health_monitor_stop(m->health);

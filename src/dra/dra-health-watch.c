@@ -16,7 +16,7 @@ struct dra_health_stream {
 
 static uint8_t *encode(struct dra_health_watch *w, size_t *len)
 {
-    struct dra_device_health *h = NULL;
+    struct dra_health_entry *h = NULL;
     size_t n = w->health ? w->health(w->ud, &h) : 0;
     _cleanup_free_ V1alpha1__DeviceHealth *dh = xcalloc(n ? n : 1, sizeof(*dh));
     _cleanup_free_ V1alpha1__DeviceHealth **dp = xcalloc(n ? n : 1, sizeof(*dp));

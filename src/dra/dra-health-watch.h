@@ -12,13 +12,13 @@
 struct loop;
 struct loop_timer;
 struct grpc_stream;
-struct dra_device_health;
+struct dra_health_entry;
 
 struct dra_health_watch {
     struct loop *loop;
     /* the list now: *out malloc'd; free_fn (may be NULL) frees what entries point to */
-    size_t (*health)(void *ud, struct dra_device_health **out);
-    void (*free_fn)(void *ud, struct dra_device_health *h, size_t n);
+    size_t (*health)(void *ud, struct dra_health_entry **out);
+    void (*free_fn)(void *ud, struct dra_health_entry *h, size_t n);
     void *ud;
     unsigned resend_ms;
 

@@ -59,7 +59,7 @@ struct dra_service_options {
     unsigned health_resend_ms;  /* 0 = DRA_HEALTH_RESEND_MS (tests shorten it) */
 };
 
-struct dra_device_health {
+struct dra_health_entry {
     const char *pool, *device;  /* owned by the snapshot's maker; freed with it */
     int health;                 /* 0 unknown, 1 healthy, 2 unhealthy (the wire's enum) */
     int64_t last_updated;       /* Unix seconds of the last check */
@@ -78,8 +78,8 @@ struct dra_service_ops {
     /* The current health of every device: *out malloc'd (free() by the service, which
      * calls health_free first, if set, for what the entries point to). Returns the
      * count. NULL: no health is reported (the stream is still served, empty). */
-    size_t (*health)(void *ud, struct dra_device_health **out);
-    void (*health_free)(void *ud, struct dra_device_health *h, size_t n);
+    size_t (*health)(void *ud, struct dra_health_entry **out);
+    void (*health_free)(void *ud, struct dra_health_entry *h, size_t n);
 };
 
 /* Create both sockets (directories made as needed: the driver's 0750, the registrar's

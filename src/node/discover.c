@@ -154,8 +154,9 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
                     "topology, ignoring", g->uuid, opt->sysfs_root, g->bus_id);
 
     if ((r = discover_pcie_root(opt->sysfs_root, g->bus_id, g->pcie_root, sizeof(g->pcie_root))) < 0)
-        log_debug("GPU %s: no PCIe root in sysfs: %s (no pcieRoot attribute)", g->uuid,
-                  strerror(-r));
+        /* By index and bus ID: a UUID that resources.c will refuse is named only there. */
+        log_debug("GPU %u (%s): no PCIe root in sysfs: %s (no pcieRoot attribute)", g->index,
+                  g->bus_id, strerror(-r));
 
     if ((r = host_pci_class(opt->sysfs_root, g->bus_id, &g->pci_class)) < 0) {
         log_debug("GPU %s: PCI class unreadable under %s: %s (gpu.mode label unknown)", g->uuid,

@@ -161,12 +161,12 @@ static void op_cancelled(void *ud, struct dra_call *c)
     fflush(stdout);
 }
 
-static size_t op_health(void *ud, struct dra_device_health **out)
+static size_t op_health(void *ud, struct dra_health_entry **out)
 {
     health_calls++;
     *out = xcalloc(ELEMENTSOF(health), sizeof(**out));
     for (size_t i = 0; i < ELEMENTSOF(health); i++)
-        (*out)[i] = (struct dra_device_health){ .pool = "node-a", .device = health[i].device,
+        (*out)[i] = (struct dra_health_entry){ .pool = "node-a", .device = health[i].device,
                                                 .health = health[i].health,
                                                 .last_updated = health[i].last };
     return ELEMENTSOF(health);

@@ -1,0 +1,223 @@
+/* DRA in the daemon (daemon-dra.h): the glue between the served state and src/dra/. */
+#include <time.h>
+
+#include "core/log.h"
+#include "daemon/daemon-dra.h"
+#include "dra/dra-claims.h"
+#include "dra/dra-devices.h"
+#include "dra/dra-publish.h"
+#include "dra/dra-service.h"
+#include "dra/dra-slice.h"
+#include "health/monitor.h"
+#include "policy/dra-split.h"
+#include "policy/health.h"
+
+struct daemon_dra {
+    struct loop *loop;
+    char *node_name;
+    const struct node_state *node;        /* the state served now */
+    const struct health_monitor *health;
+    struct dra_device_set set;            /* of node */
+    int64_t health_time;                  /* when health was last evaluated (Unix s) */
+    struct dra_service *svc;
+    struct dra_claims *claims;
+    struct dra_publish *pub;
+};
+
+/* ---- the kubelet's calls: handed to the claim engine, answered when it is done ---- */
+
+static void on_claims_done(void *userdata, const struct dra_claim_result *r, size_t n)
+{
+    dra_call_done(userdata, r, n);
+}
+
+static void op_prepare(void *ud, struct dra_call *c, const struct dra_claim_ref *claims, size_t n)
+{
+    struct daemon_dra *d = ud;
+    dra_call_set_context(c, dra_claims_prepare(d->claims, claims, n, on_claims_done, c));
+}
+
+static void op_unprepare(void *ud, struct dra_call *c, const struct dra_claim_ref *claims,
+                         size_t n)
+{
+    struct daemon_dra *d = ud;
+    dra_call_set_context(c, dra_claims_unprepare(d->claims, claims, n, on_claims_done, c));
+}
+
+static void op_cancelled(void *ud, struct dra_call *c)
+{
+    dra_claims_cancel(dra_call_context(c));
+}
+
+/* ---- health: the monitor's view of each DRA device ---- */
+
+static bool device_healthy(const struct daemon_dra *d, const struct dra_device *dev)
+{
+    if (!d->health)
+        return true;
+    int mig = dev->type == DRA_DEVICE_MIG ? (int)dev->mig : -1;
+    return health_monitor_healthy(d->health, (int)dev->gpu, mig, NULL);
+}
+
+/* The snapshot's strings are the device set's and the node name: borrowed, valid while
+ * the service encodes it (at once). */
+static size_t op_health(void *ud, struct dra_health_entry **out)
+{
+    struct daemon_dra *d = ud;
+    struct dra_health_entry *h = xcalloc(d->set.n ? d->set.n : 1, sizeof(*h));
+    for (size_t i = 0; i < d->set.n; i++)
+        h[i] = (struct dra_health_entry){
+            .pool = d->node_name,
+            .device = d->set.devices[i].name,
+            .health = device_healthy(d, &d->set.devices[i]) ? 1 : 2,
+            .last_updated = d->health_time,
+        };
+    *out = h;
+    return d->set.n;
+}
+
+static const struct dra_service_ops service_ops = {
+    .prepare = op_prepare,
+    .unprepare = op_unprepare,
+    .call_cancelled = op_cancelled,
+    .health = op_health,
+};
+
+/* ---- the slices: every device, the unhealthy ones named with why ---- */
+
+static void publish(struct daemon_dra *d)
+{
+    if (!d->pub || !d->node)
+        return;
+    json_t *devices = dra_slice_devices(&d->node->inv, &d->set);
+    struct dra_unhealthy_device *bad = xcalloc(d->set.n ? d->set.n : 1, sizeof(*bad));
+    size_t n_bad = 0;
+    for (size_t i = 0; i < d->set.n; i++) {
+        const struct dra_device *dev = &d->set.devices[i];
+        if (device_healthy(d, dev))
+            continue;
+        int mig = dev->type == DRA_DEVICE_MIG ? (int)dev->mig : -1;
+        uint64_t xid = health_monitor_last_xid(d->health, (int)dev->gpu, mig);
+        /* An Xid of the "lost" class, a GPU gone from the bus or no Xid at all (an NVML
+         * error while waiting for events) all mean the GPU cannot be trusted to be there. */
+        bool lost = !xid || d->node->inv.gpus[dev->gpu].lost ||
+                    health_classify(d->node->health_cfg, xid) == HEALTH_LOST;
+        bad[n_bad++] = (struct dra_unhealthy_device){
+            .device = dev->name, .lost = lost, .xid = lost ? 0 : (unsigned)xid };
+    }
+    dra_publish_set(d->pub, devices, bad, n_bad);
+    json_decref(devices);
+    free(bad);
+}
+
+/* ---- lifecycle ---- */
+
+int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
+                     struct daemon_dra **out, struct error *err)
+{
+    const char *node = cfg->cluster.node_name;
+    if (!node || !*node || !config_node_name_valid(node))
+        return error_set(err, -EINVAL, "DRA (--dra, gpu-kubelet-plugin) needs this node's name "
+                         "(--node-name, NODE_NAME from the downward API): it names the "
+                         "ResourceSlice pool and the Node that owns it");
+    if (!k)
+        return error_set(err, -ENOTCONN, "DRA (--dra, gpu-kubelet-plugin) needs the Kubernetes "
+                         "API (in-cluster credentials or --kubeconfig): the client could not "
+                         "be made (see the error above)");
+    struct daemon_dra *d = xcalloc(1, sizeof(*d));
+    d->loop = l;
+    d->node_name = xstrdup(node);
+    d->health_time = (int64_t)time(NULL);
+    _cleanup_free_ char *plugin_dir = xasprintf("%s/%s", cfg->dra.plugins_dir, DRA_DRIVER_NAME);
+    struct dra_claims_options co = {
+        .node_name = node,
+        .cdi_root = cfg->dra.cdi_root,
+        .plugin_dir = plugin_dir,
+        .cfg = cfg,
+    };
+    int r = dra_claims_new(l, k, &co, &d->claims, err);
+    if (r < 0)
+        goto fail;
+    struct dra_service_options so = {
+        .driver_name = DRA_DRIVER_NAME,
+        .registrar_dir = cfg->dra.registrar_dir,
+        .plugins_dir = cfg->dra.plugins_dir,
+    };
+    r = dra_service_start(l, &so, &service_ops, d, &d->svc, err);
+    if (r < 0)
+        goto fail;
+    d->pub = dra_publish_new(l, k, node, DRA_DRIVER_NAME);
+    if (!d->pub) {
+        r = error_set(err, -EIO, "DRA: the ResourceSlice watch could not start");
+        goto fail;
+    }
+    log_info("DRA: serving driver %s on %s (registration %s), CDI specs in %s",
+             DRA_DRIVER_NAME, dra_service_socket_path(d->svc),
+             dra_service_registrar_path(d->svc), cfg->dra.cdi_root);
+    *out = d;
+    return 0;
+fail:
+    daemon_dra_free(d);
+    return r;
+}
+
+void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
+                       const struct health_monitor *h)
+{
+    const struct inventory *inv = &s->inv;
+    _cleanup_free_ bool *serve = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(bool));
+    for (size_t g = 0; g < inv->n_gpus; g++)
+        serve[g] = dra_split_serves(s->cfg, &inv->gpus[g]);
+    struct dra_device_set set = { 0 };
+    struct error err = { 0 };
+    if (dra_devices_build(inv, serve, &set, &err) < 0) {
+        /* Naming collisions are the only failure; serve none rather than wrong ones. */
+        log_error("DRA: %s; offering no devices until the next reload", err.msg);
+        set = (struct dra_device_set){ 0 };
+    }
+    dra_device_set_clear(&d->set);
+    d->set = set;
+    d->node = s;
+    d->health = h;
+    d->health_time = (int64_t)time(NULL);
+    dra_claims_set_devices(d->claims, s->cfg, inv, &d->set);
+    log_info("DRA: %zu device%s offered", d->set.n, d->set.n == 1 ? "" : "s");
+    publish(d);
+    dra_service_health_changed(d->svc);
+}
+
+void daemon_dra_health_changed(struct daemon_dra *d)
+{
+    d->health_time = (int64_t)time(NULL);
+    publish(d);
+    dra_service_health_changed(d->svc);
+}
+
+void daemon_dra_kubelet_restarted(struct daemon_dra *d)
+{
+    struct error err = { 0 };
+    if (dra_service_kubelet_restarted(d->svc, &err) < 0)
+        log_error("DRA: %s", err.msg);
+}
+
+bool daemon_dra_registered(const struct daemon_dra *d)
+{
+    return d && d->svc && dra_service_registered(d->svc);
+}
+
+size_t daemon_dra_devices(const struct daemon_dra *d)
+{
+    return d ? d->set.n : 0;
+}
+
+void daemon_dra_free(struct daemon_dra *d)
+{
+    if (!d)
+        return;
+    dra_service_free(d->svc); /* cancels pending calls through the claim engine first */
+    dra_claims_free(d->claims);
+    dra_publish_free(d->pub);
+    dra_device_set_clear(&d->set);
+    free(d->node_name);
+    free(d);
+}

@@ -1,0 +1,33 @@
+/* DRA in the daemon: the kubelet-facing DRA service, the claim engine and the
+ * ResourceSlice publisher of src/dra/, fed from the daemon's served state (inventory,
+ * device set, health). Started once, with the first state of a --dra config; every
+ * later state (a reload) retargets it, as the health monitor is retargeted, so prepared
+ * claims, the sockets and the kubelet's health streams survive reloads. Loop-thread
+ * only. */
+#pragma once
+#include "core/error.h"
+#include "state/node-state.h"
+
+struct loop;
+struct kube;
+struct health_monitor;
+struct daemon_dra;
+
+/* Needs the node name (the pool) and an API client (k; NULL: none could be made, which
+ * is an error here: DRA without the API server can prepare nothing). cfg is read for
+ * the directories and the node name (copied). Returns 0 or -errno with err set. */
+int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
+                     struct daemon_dra **out, struct error *err);
+/* Serve s from now on (borrowed until the next update or free; the old state may be
+ * freed right after this returns). h may be NULL (health checks unavailable). */
+void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
+                       const struct health_monitor *h);
+/* Some device's health changed: the health streams and the slices follow. */
+void daemon_dra_health_changed(struct daemon_dra *d);
+/* The kubelet restarted: bind again the sockets it removed. */
+void daemon_dra_kubelet_restarted(struct daemon_dra *d);
+/* For `list`, metrics and /readyz: registered with the kubelet, devices served. */
+bool daemon_dra_registered(const struct daemon_dra *d);
+size_t daemon_dra_devices(const struct daemon_dra *d);
+/* Stops serving (pending calls cancelled); the slices and the checkpoint stay. NULL ok. */
+void daemon_dra_free(struct daemon_dra *d);
