@@ -19,8 +19,8 @@ which runs them (it is __main__).
                 Ready without restarts; collected with the DaemonSet
   gpu-operator-mps  its MPS control daemon DaemonSet on a node labelled MPS-capable with an
                 MPS config: mount-shm's tmpfs on the host; the daemon says in one line that
-                nvidia-smi is missing, retries, and never writes .ready or .started (the pod's
-                Ready is only printed: without a probe in the asset the kubelet says True)
+                nvidia-smi is missing and exits 1 (the pod restarts and is never Ready), and
+                never writes .ready or .started
 """
 
 import contextlib
