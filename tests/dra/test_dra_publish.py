@@ -134,6 +134,26 @@ class Publish(Base):
         # the Node read again before the restore (a new Node has a new UID to own them)
         self.assertEqual(sum(1 for line in self.srv.seen if line.startswith("req GET /api/v1/nodes/" + NODE)), 2)
 
+    def test_restores_are_paced(self):
+        """Someone deleting the slice again and again gets 5 restores at once, then one per
+        10 s, with one warning."""
+        self.start()
+        self.set("1")
+        self.converged()
+        t = []
+        for _ in range(6):
+            self.cmd("rs-delete all")
+            t0 = time.monotonic()
+            end = t0 + 30
+            while not self.dump() and time.monotonic() < end:
+                time.sleep(0.05)
+            self.assertTrue(self.dump())
+            t.append(time.monotonic() - t0)
+        self.assertLess(max(t[:5]), 3.0, t)
+        self.assertGreater(t[5], 5.0, t)
+        self.probe.stderr_has("keep being deleted or changed by someone else; restoring them at most "
+                              "once every 10s")
+
     def test_changed_slice_is_restored(self):
         self.start()
         self.set("2")
