@@ -112,14 +112,23 @@ static void publish(struct daemon_dra *d)
 
 /* ---- lifecycle ---- */
 
-int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
-                     struct daemon_dra **out, struct error *err)
+int daemon_dra_check(const struct config *cfg, struct error *err)
 {
     const char *node = cfg->cluster.node_name;
     if (!node || !*node || !config_node_name_valid(node))
         return error_set(err, -EINVAL, "DRA (--dra, gpu-kubelet-plugin) needs this node's name "
                          "(--node-name, NODE_NAME from the downward API): it names the "
                          "ResourceSlice pool and the Node that owns it");
+    return 0;
+}
+
+int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
+                     struct daemon_dra **out, struct error *err)
+{
+    const char *node = cfg->cluster.node_name;
+    int r = daemon_dra_check(cfg, err);
+    if (r < 0)
+        return r;
     if (!k)
         return error_set(err, -ENOTCONN, "DRA (--dra, gpu-kubelet-plugin) needs the Kubernetes "
                          "API (in-cluster credentials or --kubeconfig): the client could not "
@@ -135,7 +144,7 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
         .plugin_dir = plugin_dir,
         .cfg = cfg,
     };
-    int r = dra_claims_new(l, k, &co, &d->claims, err);
+    r = dra_claims_new(l, k, &co, &d->claims, err);
     if (r < 0)
         goto fail;
     struct dra_service_options so = {

@@ -13,6 +13,9 @@ struct kube;
 struct health_monitor;
 struct daemon_dra;
 
+/* The settings DRA cannot start without (the node name), checked before anything is
+ * made. Returns 0 or -EINVAL with err set. */
+int daemon_dra_check(const struct config *cfg, struct error *err);
 /* Needs the node name (the pool) and an API client (k; NULL: none could be made, which
  * is an error here: DRA without the API server can prepare nothing). cfg is read for
  * the directories and the node name (copied). Returns 0 or -errno with err set. */

@@ -424,7 +424,10 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
     }
     config_dra_assign(&m->dra_cfg, &cfg->dra);
     if (cfg->dra.enabled) {
-        int r = daemon_dra_start(m->loop, cfg, m->cluster ? cluster_kube(m->cluster) : NULL,
+        int r = daemon_dra_check(cfg, err);
+        if (r < 0)
+            return r;
+        r = daemon_dra_start(m->loop, cfg, m->cluster ? cluster_kube(m->cluster) : NULL,
                                  &m->dra, err);
         if (r < 0)
             return r;
