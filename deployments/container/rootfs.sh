@@ -20,9 +20,11 @@ ln -sfn usr/lib "$out/lib"
 ln -sfn usr/lib64 "$out/lib64"
 ln -sfn usr/bin "$out/bin"
 install -m 0755 -s "$bin" "$out/usr/bin/gpu-device-plugin"
-# Every program NVIDIA's image offers, by the name its chart and the GPU Operator run:
-# one binary, which picks the program from the name it is run as (src/main.c).
-for name in nvidia-device-plugin gpu-feature-discovery config-manager mps-control-daemon; do
+# Every program NVIDIA's image offers, by the name its chart and the GPU Operator run, and
+# the name of NVIDIA's DRA kubelet plugin: one binary, which picks the program from the
+# name it is run as (src/main.c, config-load.c for gpu-kubelet-plugin).
+for name in nvidia-device-plugin gpu-feature-discovery config-manager mps-control-daemon \
+        gpu-kubelet-plugin; do
     ln -sf gpu-device-plugin "$out/usr/bin/$name"
 done
 

@@ -86,7 +86,8 @@ def check_rootfs():
             return
         d.check(os.path.isfile(os.path.join(out, "usr/bin/gpu-device-plugin")), "rootfs: binary")
         for name in ("nvidia-device-plugin", "gpu-feature-discovery", "config-manager",
-                     "mps-control-daemon"):  # every program of NVIDIA's image
+                     "mps-control-daemon",  # every program of NVIDIA's image
+                     "gpu-kubelet-plugin"):  # and of its DRA driver's
             d.check(os.path.islink(os.path.join(out, "usr/bin", name)) and
                     os.readlink(os.path.join(out, "usr/bin", name)) == "gpu-device-plugin",
                     f"rootfs: {name} symlink")
