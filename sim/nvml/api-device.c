@@ -1,4 +1,5 @@
 /* System, enumeration, identity, PCI, memory and the small per-GPU queries. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -362,4 +363,51 @@ _public_ nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFa
     if (info->version != nvmlGpuFabricInfo_v2 && info->version != nvmlGpuFabricInfo_v3)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- settings: the compute mode, kept per GPU and logged for tests */
+
+/* One line "<function> <GPU uuid> <value>" appended to MOCK_NVML_SETTINGS_LOG (when set)
+ * for every setting that took effect: how a test of another process sees what was set. */
+static void settings_log(const char *fn, const struct sim_device *d, unsigned value)
+{
+    const char *path = getenv("MOCK_NVML_SETTINGS_LOG");
+    if (!path || !*path)
+        return;
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    _cleanup_free_ char *line = xasprintf("%s %s %u\n", fn, d->uuid, value);
+    if (fd < 0 || write(fd, line, strlen(line)) < 0)
+        fprintf(stderr, "nvml-sim: settings log %s: %s\n", path, strerror(errno));
+}
+
+_public_ nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
+{
+    struct sim_device *d;
+    nvmlReturn_t r = sim_dev(device, SIM_QUERY | SIM_GPU_ONLY, &d);
+    if (r)
+        return r;
+    NONNULL(mode);
+    pthread_mutex_lock(&sim_lock);
+    *mode = d->compute_mode;
+    pthread_mutex_unlock(&sim_lock);
+    return NVML_SUCCESS;
+}
+
+_public_ nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode)
+{
+    struct sim_device *d;
+    nvmlReturn_t r = sim_dev(device, SIM_GPU_ONLY, &d);
+    if (r)
+        return r;
+    /* EXCLUSIVE_THREAD: support removed by NVIDIA. */
+    if (mode >= NVML_COMPUTEMODE_COUNT || mode == NVML_COMPUTEMODE_EXCLUSIVE_THREAD)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&sim_lock);
+    r = d->settings_error;
+    if (r == NVML_SUCCESS)
+        d->compute_mode = mode;
+    pthread_mutex_unlock(&sim_lock);
+    if (r == NVML_SUCCESS)
+        settings_log("nvmlDeviceSetComputeMode", d, mode);
+    return r;
 }

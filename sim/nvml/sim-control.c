@@ -116,6 +116,15 @@ static const char *apply(char *line)
             gpu->lost = false;
         else
             gpu->probe_fail = streq(cmd, "probe-fail");
+    } else if (streq(cmd, "settings-error")) {
+        nvmlReturn_t code;
+        if (argc != 3 || sim_parse_return(argv[2], &code) < 0)
+            return "usage: settings-error <uuid> <nvml code>";
+        gpu->settings_error = code;
+    } else if (streq(cmd, "settings-ok")) {
+        if (argc != 2)
+            return "usage: settings-ok <uuid>";
+        gpu->settings_error = NVML_SUCCESS;
     } else
         return "unknown command";
     return NULL;

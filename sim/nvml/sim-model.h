@@ -73,6 +73,10 @@ struct sim_device {
     bool events_supported;
     /* fault flags, under sim_lock */
     bool lost, probe_fail;
+    /* settings (GPU only), under sim_lock: the compute mode last set, and the code that
+     * setters fail with (control `settings-error`; NVML_SUCCESS: they work) */
+    nvmlComputeMode_t compute_mode;
+    nvmlReturn_t settings_error;
 };
 
 struct sim_ci {

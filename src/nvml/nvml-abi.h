@@ -78,6 +78,13 @@ typedef enum nvmlBrandType_enum {
     NVML_BRAND_TITAN_RTX = 16,
     NVML_BRAND_COUNT = 18,
 } nvmlBrandType_t;
+typedef enum nvmlComputeMode_enum {
+    NVML_COMPUTEMODE_DEFAULT = 0,
+    NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+    NVML_COMPUTEMODE_PROHIBITED = 2,
+    NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+    NVML_COMPUTEMODE_COUNT = 4,
+} nvmlComputeMode_t;
 typedef unsigned int nvmlDeviceArchitecture_t;
 typedef enum nvmlClockType_enum {
     NVML_CLOCK_GRAPHICS = 0,
@@ -530,6 +537,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory);
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode);
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode);
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode);
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count);
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice);
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device);
@@ -583,6 +592,7 @@ _Static_assert(sizeof(nvmlEventSet_t) == 8 && _Alignof(nvmlEventSet_t) == 8, "nv
 _Static_assert(sizeof(nvmlReturn_t) == 4 && _Alignof(nvmlReturn_t) == 4, "nvmlReturn_t");
 _Static_assert(sizeof(nvmlEnableState_t) == 4 && _Alignof(nvmlEnableState_t) == 4, "nvmlEnableState_t");
 _Static_assert(sizeof(nvmlBrandType_t) == 4 && _Alignof(nvmlBrandType_t) == 4, "nvmlBrandType_t");
+_Static_assert(sizeof(nvmlComputeMode_t) == 4 && _Alignof(nvmlComputeMode_t) == 4, "nvmlComputeMode_t");
 _Static_assert(sizeof(nvmlDeviceArchitecture_t) == 4 && _Alignof(nvmlDeviceArchitecture_t) == 4, "nvmlDeviceArchitecture_t");
 _Static_assert(sizeof(nvmlClockType_t) == 4 && _Alignof(nvmlClockType_t) == 4, "nvmlClockType_t");
 _Static_assert(sizeof(nvmlTemperatureSensors_t) == 4 && _Alignof(nvmlTemperatureSensors_t) == 4, "nvmlTemperatureSensors_t");
@@ -944,6 +954,11 @@ _Static_assert(NVML_BRAND_NVIDIA == 14, "NVML_BRAND_NVIDIA");
 _Static_assert(NVML_BRAND_GEFORCE_RTX == 15, "NVML_BRAND_GEFORCE_RTX");
 _Static_assert(NVML_BRAND_TITAN_RTX == 16, "NVML_BRAND_TITAN_RTX");
 _Static_assert(NVML_BRAND_COUNT == 18, "NVML_BRAND_COUNT");
+_Static_assert(NVML_COMPUTEMODE_DEFAULT == 0, "NVML_COMPUTEMODE_DEFAULT");
+_Static_assert(NVML_COMPUTEMODE_EXCLUSIVE_THREAD == 1, "NVML_COMPUTEMODE_EXCLUSIVE_THREAD");
+_Static_assert(NVML_COMPUTEMODE_PROHIBITED == 2, "NVML_COMPUTEMODE_PROHIBITED");
+_Static_assert(NVML_COMPUTEMODE_EXCLUSIVE_PROCESS == 3, "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS");
+_Static_assert(NVML_COMPUTEMODE_COUNT == 4, "NVML_COMPUTEMODE_COUNT");
 _Static_assert(NVML_CLOCK_GRAPHICS == 0, "NVML_CLOCK_GRAPHICS");
 _Static_assert(NVML_CLOCK_SM == 1, "NVML_CLOCK_SM");
 _Static_assert(NVML_CLOCK_MEM == 2, "NVML_CLOCK_MEM");

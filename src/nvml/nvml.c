@@ -32,6 +32,8 @@
     X(nvmlDeviceGetBrand, 0, NULL)                                                            \
     X(nvmlDeviceGetArchitecture, 0, NULL)                                                     \
     X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
+    X(nvmlDeviceGetComputeMode, 0, NULL)                                                      \
+    X(nvmlDeviceSetComputeMode, 0, NULL)                                                      \
     X(nvmlDeviceGetMaxMigDeviceCount, 0, NULL)                                                \
     X(nvmlDeviceGetMigDeviceHandleByIndex, 0, NULL)                                           \
     X(nvmlDeviceGetGpuInstanceId, 0, NULL)                                                    \
@@ -335,6 +337,25 @@ int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err)
     int r = NVML_CALL(err, nvmlDeviceGetMigMode, to_nvml(dev), &current, &pending);
     *enabled = r == 0 && current == NVML_DEVICE_MIG_ENABLE;
     return r;
+}
+
+_Static_assert((int)NVML_COMPUTE_MODE_DEFAULT == NVML_COMPUTEMODE_DEFAULT &&
+                   (int)NVML_COMPUTE_MODE_PROHIBITED == NVML_COMPUTEMODE_PROHIBITED &&
+                   (int)NVML_COMPUTE_MODE_EXCLUSIVE_PROCESS == NVML_COMPUTEMODE_EXCLUSIVE_PROCESS,
+               "nvml_compute_mode mirrors nvmlComputeMode_t");
+
+int nvml_device_compute_mode(nvml_device dev, enum nvml_compute_mode *mode, struct error *err)
+{
+    nvmlComputeMode_t m = NVML_COMPUTEMODE_DEFAULT;
+    int r = NVML_CALL(err, nvmlDeviceGetComputeMode, to_nvml(dev), &m);
+    if (r == 0)
+        *mode = (enum nvml_compute_mode)m;
+    return r;
+}
+
+int nvml_device_set_compute_mode(nvml_device dev, enum nvml_compute_mode mode, struct error *err)
+{
+    return NVML_CALL(err, nvmlDeviceSetComputeMode, to_nvml(dev), (nvmlComputeMode_t)mode);
 }
 
 int nvml_device_max_mig_count(nvml_device dev, unsigned *count, struct error *err)

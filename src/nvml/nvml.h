@@ -55,6 +55,17 @@ int nvml_device_architecture(nvml_device dev, char *buf, size_t len, struct erro
 /* -ENOTSUP / -ENOSYS: not MIG capable. */
 int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err);
 
+/* Compute mode (nvmlComputeMode_t's values). Setting it needs root (CAP_SYS_ADMIN: NVML
+ * answers NO_PERMISSION, -EIO here, without it) and lasts until the next reboot. Callers
+ * pass a GPU's handle (the mode is the GPU's). -ENOSYS: the driver's library lacks the call. */
+enum nvml_compute_mode {
+    NVML_COMPUTE_MODE_DEFAULT = 0,
+    NVML_COMPUTE_MODE_PROHIBITED = 2,
+    NVML_COMPUTE_MODE_EXCLUSIVE_PROCESS = 3,
+};
+int nvml_device_compute_mode(nvml_device dev, enum nvml_compute_mode *mode, struct error *err);
+int nvml_device_set_compute_mode(nvml_device dev, enum nvml_compute_mode mode, struct error *err);
+
 /* ---- MIG */
 int nvml_device_max_mig_count(nvml_device dev, unsigned *count, struct error *err);
 /* -ENOENT for an empty slot. */
