@@ -1,0 +1,116 @@
+/* Sharing configs applied to GPUs (dra-sharing.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/tool.h"
+#include "dra/dra-sharing.h"
+#include "nvml/nvml.h"
+
+struct dra_sharing_ctx {
+    char *driver_root; /* NULL: the container's own */
+    unsigned timeout_ms;
+};
+
+struct dra_sharing_ctx *dra_sharing_new(const struct dra_sharing_options *o)
+{
+    struct dra_sharing_ctx *s = xcalloc(1, sizeof(*s));
+    const char *root = o->driver_root;
+    if (root && *root && !streq(root, "/"))
+        s->driver_root = xstrdup(root);
+    s->timeout_ms = o->timeout_ms ? o->timeout_ms : DRA_SHARING_TOOL_TIMEOUT_MS;
+    return s;
+}
+
+void dra_sharing_free(struct dra_sharing_ctx *s)
+{
+    if (!s)
+        return;
+    free(s->driver_root);
+    free(s);
+}
+
+/* nvidia-smi under the driver root, else on PATH. Freed by the caller. */
+static char *find_nvidia_smi(const struct dra_sharing_ctx *s)
+{
+    static const char *const dirs[] = { "usr/bin", "usr/sbin", "bin", "sbin" };
+    for (size_t i = 0; s->driver_root && i < ELEMENTSOF(dirs); i++) {
+        char *p = xasprintf("%s/%s/nvidia-smi", s->driver_root, dirs[i]);
+        if (access(p, X_OK) == 0)
+            return p;
+        free(p);
+    }
+    return xstrdup("nvidia-smi");
+}
+
+static void nvml_unref(bool *opened)
+{
+    if (*opened)
+        nvml_close();
+}
+
+static int set_compute_mode_default(const char *uuid, struct error *err)
+{
+    nvml_device dev;
+    int r;
+    if ((r = nvml_device_by_uuid(uuid, &dev, err)) < 0 ||
+        (r = nvml_device_set_compute_mode(dev, NVML_COMPUTE_MODE_DEFAULT, err)) < 0)
+        return error_prefix(err, "setting compute mode DEFAULT on %s", uuid);
+    return 0;
+}
+
+static int set_timeslice(const struct dra_sharing_ctx *s, const char *uuid,
+                         enum dra_ts_interval interval, struct error *err)
+{
+    _cleanup_free_ char *tool = find_nvidia_smi(s);
+    char value[4];
+    snprintf(value, sizeof(value), "%d", (int)interval);
+    char *argv[] = { tool, "compute-policy", "-i", (char *)uuid, "--set-timeslice", value, NULL };
+    /* The tool's environment is ours, plus the driver root's NVML preloaded so that it
+     * talks to the same library as this process (the container may have none of its own). */
+    extern char **environ;
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    _cleanup_free_ char **envp = xcalloc(n + 2, sizeof(char *));
+    _cleanup_free_ char *preload = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!s->driver_root || strncmp(environ[i], "LD_PRELOAD=", 11))
+            envp[k++] = environ[i];
+    if (s->driver_root && strchr(nvml_library_path(), '/'))
+        envp[k++] = preload = xasprintf("LD_PRELOAD=%s", nvml_library_path());
+    char out[TOOL_OUTPUT_MAX];
+    int r = tool_run(argv, envp, NULL, s->timeout_ms, out, sizeof(out), err);
+    if (r < 0)
+        return error_prefix(err, "setting the time slice of %s to %s", uuid,
+                            dra_ts_interval_name(interval));
+    return 0;
+}
+
+int dra_sharing_apply(void *sharing, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                      const struct dra_config *cfg, struct error *err)
+{
+    const struct dra_sharing_ctx *s = sharing;
+    switch (cfg->sharing) {
+    case DRA_SHARING_NONE:
+        return 0;
+    case DRA_SHARING_MPS:
+        return error_set(err, -ENOTSUP, "MPS sharing per claim is not supported by this "
+                         "plugin (docs/compatibility.md)");
+    case DRA_SHARING_TIME_SLICING:
+        break;
+    }
+    if (mig)
+        return 0;
+    /* A reference of our own: the daemon holds NVML open while it serves, so this only
+     * counts; without it (an NVML failure at start, tolerated) the error says why. */
+    _cleanup_(nvml_unref) bool opened = false;
+    int r = nvml_open(s->driver_root, err);
+    if (r < 0)
+        return error_prefix(err, "setting compute mode DEFAULT on %s", gpu->uuid);
+    opened = true;
+    if ((r = set_compute_mode_default(gpu->uuid, err)) < 0)
+        return r;
+    return set_timeslice(s, gpu->uuid, cfg->interval, err);
+}
