@@ -7,6 +7,7 @@
 #include "dra/dra-devices.h"
 #include "dra/dra-publish.h"
 #include "dra/dra-service.h"
+#include "dra/dra-sharing.h"
 #include "dra/dra-slice.h"
 #include "health/monitor.h"
 #include "policy/dra-split.h"
@@ -21,6 +22,7 @@ struct daemon_dra {
     int64_t health_time;                  /* when health was last evaluated (Unix s) */
     struct dra_service *svc;
     struct dra_claims *claims;
+    struct dra_sharing_ctx *sharing; /* TimeSlicing applied (the claims' apply_config) */
     struct dra_publish *pub;
 };
 
@@ -138,11 +140,16 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
     d->node_name = xstrdup(node);
     d->health_time = (int64_t)time(NULL);
     _cleanup_free_ char *plugin_dir = xasprintf("%s/%s", cfg->dra.plugins_dir, DRA_DRIVER_NAME);
+    /* NVML's root as the daemon loaded it (a reload cannot change that either). */
+    d->sharing = dra_sharing_new(&(struct dra_sharing_options){
+        .driver_root = cfg->driver_root_ctr_path });
     struct dra_claims_options co = {
         .node_name = node,
         .cdi_root = cfg->dra.cdi_root,
         .plugin_dir = plugin_dir,
         .cfg = cfg,
+        .apply_config = dra_sharing_apply,
+        .apply_userdata = d->sharing,
     };
     r = dra_claims_new(l, k, &co, &d->claims, err);
     if (r < 0)
@@ -225,6 +232,7 @@ void daemon_dra_free(struct daemon_dra *d)
         return;
     dra_service_free(d->svc); /* cancels pending calls through the claim engine first */
     dra_claims_free(d->claims);
+    dra_sharing_free(d->sharing);
     dra_publish_free(d->pub);
     dra_device_set_clear(&d->set);
     free(d->node_name);
