@@ -62,7 +62,10 @@ int dra_cdi_remove(const char *cdi_root, const char *uid, struct error *err)
 {
     _cleanup_free_ char *file = dra_cdi_file_name(uid);
     _cleanup_free_ char *path = xasprintf("%s/%s", cdi_root, file);
-    if (unlink(path) < 0 && errno != ENOENT)
+    /* ENOTDIR: a component of the root is no directory, so no spec can be there; failing
+     * would keep the kubelet's unprepare (and the pod's termination) retrying forever for a
+     * claim whose prepare never wrote one. */
+    if (unlink(path) < 0 && errno != ENOENT && errno != ENOTDIR)
         return error_set(err, -errno, "removing CDI spec %s: %s", path, strerror(errno));
     return 0;
 }

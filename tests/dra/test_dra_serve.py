@@ -1,0 +1,560 @@
+#!/usr/bin/python3
+"""The real binary in DRA mode, end to end over real sockets: `serve --dra` (and the
+`gpu-kubelet-plugin` name through a symlink) on the simulated 8-GPU a100 host, against the
+fake API server of tests/kube (which checks every ResourceSlice write against the 1.34.9
+rules and serves the real 1.34 ResourceClaim objects of tests/data/dra/objects, moved to
+this node's pool), with this script playing the kubelet with grpcio: registration through
+the registrar directory, NodePrepareResources / NodeUnprepareResources, the health stream.
+Also: the device-plugin side (the test kubelet) and the split between the two APIs,
+restarts of the plugin and of the kubelet stand-in, bad input, a CDI root that is not
+writable, an Xid that takes a device out of the slice (or taints it) until it recovers, and
+threads / fds / RSS flat around the lifecycle.
+
+usage: test_dra_serve.py <fake-apiserver>"""
+import copy
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+from google.protobuf import descriptor_pb2, message_factory
+
+sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "integration"))
+import harness  # noqa: E402
+sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
+sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "attack"))
+import attacklib  # noqa: E402
+import kubetest as kt  # noqa: E402
+
+FAKE = None
+NODE = "n1"
+DRIVER = "gpu.nvidia.com"
+SLICE = NODE + "-" + DRIVER + "-0"
+CDI_KIND = "k8s.gpu.nvidia.com/claim"
+OBJECTS = os.path.join(harness.DATA, "dra", "objects")
+CDI_SCHEMA = os.path.join(harness.DATA, "cdi-schema")
+V1 = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+REG = "/pluginregistration.Registration/"
+HEALTH = "/v1alpha1.DRAResourceHealth/NodeWatchResources"
+# Health settings short enough that a recoverable Xid clears within a second
+# (tests/health/test_health_recovery.py uses the same).
+FAST_HEALTH = {"GDP_HEALTH_QUIET_PERIOD": "200ms", "GDP_HEALTH_MAX_QUIET_PERIOD": "800ms",
+               "GDP_HEALTH_FLAP_WINDOW": "1m", "GDP_HEALTH_WAIT_TIMEOUT": "100ms"}
+
+
+def _messages():
+    """The message classes of the kubelet APIs in api/, compiled by protoc in memory (as
+    tools/test-kubelet/dpapi.py does): nothing generated touches the disk."""
+    api = os.path.join(harness.SOURCE, "api")
+    r = subprocess.run(["protoc", "--proto_path=" + api, "--include_imports",
+                        "--descriptor_set_out=/dev/stdout"] +
+                       [os.path.join(api, f) for f in ("pluginregistration.proto", "dra_v1.proto",
+                                                        "dra_health_v1alpha1.proto")],
+                       check=True, stdout=subprocess.PIPE)
+    files = descriptor_pb2.FileDescriptorSet.FromString(r.stdout).file
+    return {name.rsplit(".", 1)[1] if name.startswith(("pluginregistration.", "v1alpha1.")) else
+            "dra." + name.rsplit(".", 1)[1]: cls
+            for name, cls in message_factory.GetMessages(files).items()}
+
+
+PB = _messages()
+
+
+def obj(name):
+    with open(os.path.join(OBJECTS, name + ".json")) as f:
+        return json.load(f)
+
+
+def on_node(o, name=None, uid=None, node=NODE):
+    """A real claim object moved to node's pool (its results and its node selector)."""
+    o = copy.deepcopy(o)
+    if name:
+        o["metadata"]["name"] = name
+    if uid:
+        o["metadata"]["uid"] = uid
+    alloc = o["status"]["allocation"]
+    for r in alloc["devices"]["results"]:
+        r["pool"] = node
+    for t in alloc.get("nodeSelector", {}).get("nodeSelectorTerms", []):
+        for m in t.get("matchFields", []):
+            m["values"] = [node]
+    return o
+
+
+def ref(o):
+    md = o["metadata"]
+    return (md["namespace"], md["name"], md["uid"])
+
+
+# ---- CDI: the schema of tests/data/cdi-schema (the subset of JSON Schema it uses) and the
+# names CDI's own parser accepts
+
+def _schema_check(node, value, defs, where, errs):
+    if "$ref" in node:
+        node = defs[node["$ref"].rsplit("/", 1)[1]]
+    t = node.get("type")
+    types = {"object": dict, "array": list, "string": str, "boolean": bool,
+             "integer": int, "number": (int, float)}
+    if t and not isinstance(value, types[t]):
+        errs.append("%s: not a %s" % (where, t))
+        return
+    for k in node.get("required", []):
+        if k not in value:
+            errs.append("%s: %s missing" % (where, k))
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = node.get("properties", {}).get(k)
+            for pat, s in node.get("patternProperties", {}).items():
+                if re.search(pat, k):
+                    sub = s
+            if sub is not None:
+                _schema_check(sub, v, defs, where + "." + k, errs)
+    if isinstance(value, list) and "items" in node:
+        for i, v in enumerate(value):
+            _schema_check(node["items"], v, defs, "%s[%d]" % (where, i), errs)
+
+
+def cdi_errors(spec):
+    with open(os.path.join(CDI_SCHEMA, "schema.json")) as f:
+        schema = json.load(f)
+    with open(os.path.join(CDI_SCHEMA, "defs.json")) as f:
+        defs = json.load(f)["definitions"]
+    errs = []
+    _schema_check(schema, spec, defs, "spec", errs)
+    if spec.get("cdiVersion") not in ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0"):
+        errs.append("cdiVersion %r" % spec.get("cdiVersion"))
+    if not re.fullmatch(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?",
+                        spec.get("kind", "")):
+        errs.append("kind %r" % spec.get("kind"))
+    for d in spec.get("devices", []):
+        if not re.fullmatch(r"[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?", d.get("name", "")):
+            errs.append("device name %r" % d.get("name"))
+    return errs
+
+
+# ---- the kubelet stand-in
+
+class Kubelet:
+    """What the 1.34 kubelet does with a DRA plugin: finds <registrar>/<driver>-reg.sock,
+    GetInfo, NotifyRegistrationStatus, then calls the endpoint PluginInfo names."""
+
+    def __init__(self, registrar):
+        self.reg_path = os.path.join(registrar, DRIVER + "-reg.sock")
+        self.channels = []
+        self.streams = []
+
+    def wait_socket(self, timeout=harness.TIMEOUT):
+        """Until the registration socket exists; seconds waited."""
+        t0 = time.monotonic()
+        while True:
+            try:
+                st = os.stat(self.reg_path)
+                if (st.st_mode & 0o170000) == 0o140000:
+                    return time.monotonic() - t0
+            except FileNotFoundError:
+                pass
+            if time.monotonic() - t0 > timeout:
+                raise AssertionError("no registration socket %s within %.0fs" % (self.reg_path,
+                                                                                  timeout))
+            time.sleep(0.001)
+
+    def dial(self, path):
+        ch = grpc.insecure_channel("unix:" + path)
+        self.channels.append(ch)
+        return ch
+
+    def register(self):
+        """GetInfo and the OK notification, as the kubelet's reconciler does; returns
+        PluginInfo."""
+        self.wait_socket()
+        reg = self.dial(self.reg_path)
+        info = reg.unary_unary(REG + "GetInfo", request_serializer=PB["InfoRequest"].SerializeToString,
+                               response_deserializer=PB["PluginInfo"].FromString)(
+            PB["InfoRequest"](), timeout=1)
+        reg.unary_unary(REG + "NotifyRegistrationStatus",
+                        request_serializer=PB["RegistrationStatus"].SerializeToString,
+                        response_deserializer=PB["RegistrationStatusResponse"].FromString)(
+            PB["RegistrationStatus"](plugin_registered=True), timeout=5)
+        self.dra = self.dial(info.endpoint)
+        return info
+
+    def _call(self, method, claims, timeout):
+        req = PB["dra.Node%sResourcesRequest" % method](claims=[
+            PB["dra.Claim"](namespace=ns, name=name, uid=uid) for ns, name, uid in claims])
+        resp = self.dra.unary_unary(
+            V1 + "Node%sResources" % method, request_serializer=type(req).SerializeToString,
+            response_deserializer=PB["dra.Node%sResourcesResponse" % method].FromString)(
+            req, timeout=timeout)
+        return resp.claims
+
+    def prepare(self, *claims, timeout=45):
+        """{uid: {"devices": [(pool, device, [request names], [CDI IDs])], "error": str}}"""
+        return {uid: {"devices": [(d.pool_name, d.device_name, list(d.request_names),
+                                   list(d.cdi_device_ids)) for d in r.devices],
+                      "error": r.error}
+                for uid, r in self._call("Prepare", claims, timeout).items()}
+
+    def unprepare(self, *claims, timeout=45):
+        return {uid: r.error for uid, r in self._call("Unprepare", claims, timeout).items()}
+
+    def watch_health(self):
+        """Opens NodeWatchResources; its messages ({device: health}) collect in a list."""
+        w = {"msgs": [], "cond": threading.Condition()}
+        call = self.dra.unary_stream(HEALTH, request_serializer=PB["NodeWatchResourcesRequest"].SerializeToString,
+                                     response_deserializer=PB["NodeWatchResourcesResponse"].FromString)(
+            PB["NodeWatchResourcesRequest"]())
+        w["call"] = call
+
+        def pump():
+            try:
+                for m in call:
+                    with w["cond"]:
+                        w["msgs"].append({(d.device.pool_name, d.device.device_name): d.health
+                                          for d in m.devices})
+                        w["cond"].notify_all()
+            except grpc.RpcError:
+                pass
+        w["thread"] = threading.Thread(target=pump, daemon=True)
+        w["thread"].start()
+        self.streams.append(w)
+        return w
+
+    @staticmethod
+    def wait_health(w, pred, what, start=0, timeout=harness.TIMEOUT):
+        with w["cond"]:
+            if not w["cond"].wait_for(lambda: any(pred(m) for m in w["msgs"][start:]), timeout):
+                raise AssertionError("health stream: no message with %s; last: %s" % (
+                    what, w["msgs"][-1:]))
+            return next(m for m in w["msgs"][start:] if pred(m))
+
+    def close(self):
+        for w in self.streams:
+            w["call"].cancel()
+            w["thread"].join(5)
+        for ch in self.channels:
+            ch.close()
+        self.channels, self.streams = [], []
+
+
+UNHEALTHY, HEALTHY = 2, 1
+
+
+class DraServe(harness.PluginTestCase):
+    def setUp(self):
+        super().setUp()
+        self.render("a100")
+        self.uuids = [g["uuid"] for g in harness.load_profile("a100")]
+        d = os.path.join(self.tmp, "api")
+        os.mkdir(d)
+        self.srv = kt.LineProc([FAKE, d])
+        self.addCleanup(self.srv.stop)
+        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
+        self.kubeconfig = kt.write_kubeconfig(os.path.join(d, "kubeconfig"),
+                                              "https://127.0.0.1:%d" % port,
+                                              ca=os.path.join(d, "ca.crt"), token="tok1")
+        self.cmd("add " + NODE)
+        self.registrar = os.path.join(self.tmp, "plugins_registry")
+        self.plugins = os.path.join(self.tmp, "plugins")
+        self.cdi = os.path.join(self.tmp, "cdi")
+        self.kl = Kubelet(self.registrar)
+        self.addCleanup(self.kl.close)  # before the plugin's finish (cleanups run LIFO)
+
+    # -- fake API server
+    def cmd(self, line):
+        self.srv.send(line)
+        self.srv.expect(r"^ok %s$" % line.split()[0])
+
+    def load(self, o):
+        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
+        return o
+
+    def slices(self):
+        """name -> object of every slice the server holds."""
+        self.srv.send("rs-dump")
+        out = {}
+        while True:
+            m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
+            if m.group(1):
+                self.srv.expect(r"^ok rs-dump$")
+                return out
+            out[m.group(2)] = json.loads(m.group(3))
+
+    def slice_devices(self):
+        return {d["name"]: d for s in self.slices().values() for d in s["spec"]["devices"]}
+
+    def wait_slice(self, pred, what, timeout=harness.TIMEOUT):
+        end = time.monotonic() + timeout
+        while True:
+            devs = self.slice_devices()
+            if pred(devs):
+                return devs
+            if time.monotonic() > end:
+                raise AssertionError("slice never had %s: %s\n%s" % (
+                    what, sorted(devs), self.failure_context()))
+            time.sleep(0.05)
+
+    def claim_gets(self):
+        self.cmd("rc-delete sync sync")  # every request line so far is read
+        return [line for line in self.srv.seen
+                if line.startswith("req GET /apis/resource.k8s.io/v1/namespaces/")]
+
+    # -- the plugin
+    def dra_args(self, cdi=None):
+        return ["--dra", "--node-name", NODE, "--kubeconfig", self.kubeconfig,
+                "--kubelet-registrar-directory-path", self.registrar,
+                "--kubelet-plugins-directory-path", self.plugins, "--cdi-root", cdi or self.cdi]
+
+    def start_dra(self, extra=(), cdi=None, wrap=()):
+        p = self.start_plugin(self.dra_args(cdi) + list(extra), extra_env=FAST_HEALTH, wrap=wrap)
+        p.wait_log("ResourceSlices of node %s are up to date" % NODE)
+        return p
+
+    def restart_plugin(self, extra=()):
+        self.plugin.signal(signal.SIGTERM)
+        self.assertEqual(self.plugin.wait_exit(), 0, self.plugin.stderr.text()[-3000:])
+        self.kl.close()
+        return self.start_dra(extra)
+
+    def spec_path(self, uid):
+        return os.path.join(self.cdi, "k8s.gpu.nvidia.com-claim_%s.yaml" % uid)
+
+    def assertPrepared(self, res, o, devices, requests):
+        uid = o["metadata"]["uid"]
+        self.assertEqual(res[uid]["error"], "", res)
+        self.assertEqual(res[uid]["devices"], [
+            (NODE, dev, [req], ["%s=%s-%s" % (CDI_KIND, uid, dev)]) for dev, req in zip(devices, requests)])
+        with open(self.spec_path(uid)) as f:
+            spec = json.load(f)  # JSON is YAML; what the plugin writes is JSON
+        self.assertEqual(cdi_errors(spec), [], spec)
+        self.assertEqual(spec["kind"], CDI_KIND)
+        self.assertEqual([d["name"] for d in spec["devices"]], ["%s-%s" % (uid, d) for d in devices])
+        for d, dev in zip(spec["devices"], devices):
+            self.assertEqual([n["path"] for n in d["containerEdits"]["deviceNodes"]],
+                             ["/dev/nvidia" + dev.split("-")[1]])
+
+    # ---------------------------------------------------------------------------------
+
+    def test_lifecycle(self):
+        self.start_kubelet()
+        self.start_dra()
+        info = self.kl.register()
+        self.assertEqual((info.type, info.name), ("DRAPlugin", DRIVER))
+        self.assertEqual(info.endpoint, os.path.join(self.plugins, DRIVER, "dra.sock"))
+        self.assertEqual(list(info.supported_versions),
+                         ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"])
+        self.plugin.wait_log("registered with the kubelet")
+
+        # The slice: one pool named after the node, gpu-<minor>, the Node as owner; the
+        # fake server accepted it, so it passed the 1.34 validation.
+        slices = self.slices()
+        self.assertEqual(list(slices), [SLICE])
+        s = slices[SLICE]
+        self.assertEqual(s["metadata"]["ownerReferences"],
+                         [{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "uid-" + NODE,
+                           "controller": True}])
+        self.assertEqual((s["spec"]["driver"], s["spec"]["nodeName"]), (DRIVER, NODE))
+        self.assertEqual(s["spec"]["pool"], {"name": NODE, "generation": 1, "resourceSliceCount": 1})
+        self.assertEqual([d["name"] for d in s["spec"]["devices"]], ["gpu-%d" % i for i in range(8)])
+        self.assertEqual([d["attributes"]["uuid"]["string"] for d in s["spec"]["devices"]], self.uuids)
+        # Every GPU is DRA's: the device-plugin side registers nothing.
+        self.plugin.wait_log("Every GPU is served through DRA")
+        self.assertEqual(self.kubelet.count("register"), 0)
+
+        # An empty call answers an empty map (NVIDIA's health probe relies on it).
+        self.assertEqual(self.kl.prepare(), {})
+
+        one = self.load(on_node(obj("resourceclaim-from-template-allocated")))
+        two = self.load(on_node(obj("resourceclaim-two-gpus-allocated")))
+        res = self.kl.prepare(ref(one), ref(two))
+        self.assertEqual(sorted(res), sorted([one["metadata"]["uid"], two["metadata"]["uid"]]))
+        self.assertPrepared(res, one, ["gpu-1"], ["gpu"])
+        self.assertPrepared(res, two, ["gpu-2", "gpu-3"], ["gpus", "gpus"])
+        self.assertEqual(len(self.claim_gets()), 2)
+        # The kubelet repeats it after its restarts: the same answer.
+        self.assertEqual(self.kl.prepare(ref(one), ref(two)), res)
+
+        # Plugin restart: the prepared claims are answered from the checkpoint, even with
+        # the claims gone from the API.
+        self.restart_plugin()
+        self.kl.register()
+        self.cmd("rc-delete default %s" % one["metadata"]["name"])
+        self.cmd("rc-delete default %s" % two["metadata"]["name"])
+        gets = len(self.claim_gets())
+        self.assertEqual(self.kl.prepare(ref(one), ref(two)), res)
+        self.assertEqual(len(self.claim_gets()), gets)
+
+        # Threads, fds and RSS around the rest of the lifecycle.
+        before = attacklib.Snapshot(self.plugin.pid)
+        print("\nbefore: %s" % before)
+
+        # The kubelet stand-in "restarts": its registration socket removed, the plugin
+        # binds it again within milliseconds, and the kubelet registers again.
+        log = self.plugin.stderr.mark()
+        os.unlink(self.kl.reg_path)
+        took = self.kl.wait_socket()  # a socket there now is a new one (inode numbers recur)
+        self.plugin.wait_log("the kubelet registers us anew", log)
+        print("registration socket back after %.1f ms" % (took * 1000))
+        self.assertLess(took, 1.0)
+        self.kl.close()
+        self.kl.register()
+        self.assertEqual(self.kl.prepare(ref(one), ref(two)), res)
+
+        # Unprepare: specs gone; again, and a UID never prepared: success.
+        never = ("default", "never", "aaaaaaaa-0000-0000-0000-0000000000ff")
+        self.assertEqual(self.kl.unprepare(ref(one), ref(two)),
+                         {one["metadata"]["uid"]: "", two["metadata"]["uid"]: ""})
+        self.assertFalse(os.path.exists(self.spec_path(one["metadata"]["uid"])))
+        self.assertEqual(os.listdir(self.cdi), [])
+        self.assertEqual(self.kl.unprepare(ref(one), never),
+                         {one["metadata"]["uid"]: "", never[2]: ""})
+
+        # A second round on the same process, then the counts.
+        three = self.load(on_node(obj("resourceclaim-two-gpus-allocated"),
+                                  uid="aaaaaaaa-0000-0000-0000-000000000003", name="three"))
+        self.assertPrepared(self.kl.prepare(ref(three)), three, ["gpu-2", "gpu-3"], ["gpus", "gpus"])
+        self.assertEqual(self.kl.unprepare(ref(three)), {three["metadata"]["uid"]: ""})
+        self.kl.close()
+        self.kl.register()
+        after = attacklib.settled(self.plugin.pid, before)
+        print("after: %s" % after)
+        attacklib.assert_flat(self, before, after, what="DRA lifecycle")
+
+    def test_bad_input(self):
+        self.start_dra()
+        self.kl.register()
+        good = self.load(on_node(obj("resourceclaim-from-template-allocated")))
+        mismatch = ("default", good["metadata"]["name"], "00000000-0000-0000-0000-000000000000")
+        other_driver = on_node(obj("resourceclaim-two-gpus-allocated"), name="other-driver",
+                               uid="aaaaaaaa-0000-0000-0000-000000000001")
+        for r in other_driver["status"]["allocation"]["devices"]["results"]:
+            r["driver"] = "other.example.com"
+        self.load(other_driver)
+        garbage = on_node(obj("resourceclaim-opaque-config-allocated"), name="garbage",
+                          uid="aaaaaaaa-0000-0000-0000-000000000002")
+        garbage["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"] = {
+            "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig", "colour": 7}
+        self.load(garbage)
+        other_pool = self.load(on_node(obj("resourceclaim-from-template-allocated"), name="other-pool",
+                                       uid="aaaaaaaa-0000-0000-0000-000000000003", node="n2"))
+        missing = ("default", "missing", "aaaaaaaa-0000-0000-0000-000000000004")
+        res = self.kl.prepare(ref(good), mismatch, ref(other_driver), ref(garbage),
+                              ref(other_pool), missing)
+        self.assertEqual(len(res), 6)
+        self.assertEqual(res[good["metadata"]["uid"]]["error"], "")
+        want = {
+            mismatch[2]: "claim got replaced: the API server has UID " + good["metadata"]["uid"],
+            other_driver["metadata"]["uid"]: "no device of gpu.nvidia.com is allocated in pool n1",
+            garbage["metadata"]["uid"]: 'invalid GpuConfig: strict decoding error: unknown field "colour"',
+            other_pool["metadata"]["uid"]: "no device of gpu.nvidia.com is allocated in pool n1",
+            missing[2]: "claim not found in the API server",
+        }
+        for uid, w in want.items():
+            self.assertIn(w, res[uid]["error"], uid)
+            self.assertEqual(res[uid]["devices"], [], uid)
+        self.assertEqual(os.listdir(self.cdi), ["k8s.gpu.nvidia.com-claim_%s.yaml" % good["metadata"]["uid"]])
+
+        # 10,000 claims in one call: refused whole (dra-service.h: more than any kubelet
+        # sends), and the plugin still serves.
+        many = [("default", "c%d" % i, "u-%d" % i) for i in range(10000)]
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kl.prepare(*many)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertEqual(cm.exception.details(), "10000 claims in one call, at most 256")
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kl.unprepare(*many)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertEqual(self.kl.prepare(ref(good))[good["metadata"]["uid"]]["error"], "")
+
+    def test_cdi_root_not_writable(self):
+        blocked = os.path.join(self.tmp, "not-a-dir")
+        with open(blocked, "w") as f:
+            f.write("x")
+        self.start_dra(cdi=os.path.join(blocked, "cdi"))
+        self.kl.register()
+        one = self.load(on_node(obj("resourceclaim-from-template-allocated")))
+        res = self.kl.prepare(ref(one))
+        self.assertIn("CDI spec k8s.gpu.nvidia.com-claim_%s.yaml" % one["metadata"]["uid"],
+                      res[one["metadata"]["uid"]]["error"])
+        self.assertEqual(res[one["metadata"]["uid"]]["devices"], [])
+        # not recorded: a retry fails the same way, and unprepare is a success
+        self.assertNotEqual(self.kl.prepare(ref(one))[one["metadata"]["uid"]]["error"], "")
+        self.assertEqual(self.kl.unprepare(ref(one)), {one["metadata"]["uid"]: ""})
+
+    def test_split_between_device_plugin_and_dra(self):
+        self.start_kubelet()
+        self.start_dra(["--dra-device-plugin-gpus", "0,1"])
+        _, devs = self.kubelet.registered()
+        dp = sorted(d["id"] for d in devs["devices"])
+        self.assertEqual(dp, sorted(self.uuids[:2]))
+        dra = self.slice_devices()
+        self.assertEqual(sorted(dra), ["gpu-%d" % i for i in range(2, 8)])
+        self.assertEqual(sorted(d["attributes"]["uuid"]["string"] for d in dra.values()),
+                         sorted(self.uuids[2:]))
+        self.assertFalse(set(dp) & {d["attributes"]["uuid"]["string"] for d in dra.values()})
+        # A claim for a device-plugin GPU is not prepared through DRA.
+        self.kl.register()
+        one = self.load(on_node(obj("resourceclaim-from-template-allocated")))  # gpu-1
+        err = self.kl.prepare(ref(one))[one["metadata"]["uid"]]["error"]
+        self.assertIn("device gpu-1 is not a device of node n1", err)
+
+    def _xid_round(self, tainted):
+        self.kl.register()
+        w = self.kl.watch_health()
+        Kubelet.wait_health(w, lambda m: len(m) == 8 and set(m.values()) == {HEALTHY}, "8 healthy")
+        start = len(w["msgs"])
+        self.inject("xid %s 94" % self.uuids[3])  # contained ECC: recovers after the quiet period
+        m = Kubelet.wait_health(w, lambda m: m.get((NODE, "gpu-3")) == UNHEALTHY, "gpu-3 UNHEALTHY",
+                                start)
+        self.assertEqual({k: v for k, v in m.items() if v != HEALTHY}, {(NODE, "gpu-3"): UNHEALTHY})
+        if tainted:
+            devs = self.wait_slice(lambda d: "taints" in d.get("gpu-3", {}), "gpu-3 tainted")
+            self.assertEqual([(t["key"], t.get("value"), t["effect"]) for t in devs["gpu-3"]["taints"]],
+                             [("gpu.nvidia.com/xid", "94", "NoSchedule")])
+            self.assertEqual(len(devs), 8)
+        else:
+            devs = self.wait_slice(lambda d: "gpu-3" not in d, "gpu-3 withdrawn")
+            self.assertEqual(sorted(devs), ["gpu-%d" % i for i in range(8) if i != 3])
+        start = len(w["msgs"])
+        Kubelet.wait_health(w, lambda m: m.get((NODE, "gpu-3")) == HEALTHY, "gpu-3 HEALTHY again",
+                            start)
+        devs = self.wait_slice(lambda d: len(d) == 8 and not any("taints" in v for v in d.values()),
+                               "every device back, untainted")
+        self.plugin.wait_log("is Healthy again")
+
+    def test_xid_withdraws_from_the_slice_and_recovery_restores(self):
+        self.start_dra()
+        self._xid_round(tainted=False)
+
+    def test_xid_taints_when_the_api_server_keeps_taints(self):
+        self.cmd("rs-taints on")
+        self.start_dra()
+        self._xid_round(tainted=True)
+
+    def test_gpu_kubelet_plugin_symlink_is_dra_only(self):
+        link = os.path.join(self.tmp, "gpu-kubelet-plugin")
+        os.symlink(harness.PLUGIN, link)
+        self.start_kubelet()
+        # the harness runs PLUGIN ARGS...: exec the symlink instead, with ARGS
+        wrap = [sys.executable, "-c", "import os, sys; os.execv(sys.argv[1], sys.argv[1:2] + sys.argv[3:])",
+                link]
+        args = [a for a in self.dra_args() if a != "--dra"]
+        p = self.start_plugin(args, extra_env=FAST_HEALTH, wrap=wrap)
+        p.wait_log("ResourceSlices of node %s are up to date" % NODE)
+        info = self.kl.register()
+        self.assertEqual((info.type, info.name), ("DRAPlugin", DRIVER))
+        self.assertEqual(len(self.slice_devices()), 8)
+        one = self.load(on_node(obj("resourceclaim-from-template-allocated")))
+        self.assertPrepared(self.kl.prepare(ref(one)), one, ["gpu-1"], ["gpu"])
+        # No device-plugin side at all: nothing registered, no socket in its directory.
+        self.assertEqual(self.kubelet.count("register"), 0)
+        self.assertEqual(sorted(os.listdir(self.dp)), ["kubelet.sock"])
+
+
+if __name__ == "__main__":
+    FAKE = sys.argv.pop(1)
+    harness.main()
