@@ -15,11 +15,11 @@
 #include "core/macro.h"
 #include "dra/dra-health-watch.h"
 #include "dra/dra-registrar.h"
+#include "dra/dra-request.h"
 #include "dra/dra-service.h"
 #include "dra_v1.pb-c.h"
 #include "grpc/grpc.h"
 
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest ClaimsRequest;
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse PrepareResponse;
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse__ClaimsEntry
     PrepareEntry;
@@ -37,11 +37,7 @@ struct dra_call {
     struct dra_call *prev, *next;
     struct grpc_pending *pending;
     enum call_kind kind;
-    ClaimsRequest *req;        /* owns the strings dra_claim_ref points to */
-    size_t n;                  /* claims of the request, in request order */
-    char **error;              /* per claim: refused before ops saw it (or NULL) */
-    struct dra_claim_ref *refs; /* what ops got: the claims without an error */
-    size_t n_refs;
+    struct dra_request rq;     /* the claims, decoded and checked; ops got rq.refs */
     void *context;             /* the owner's */
 };
 
@@ -72,12 +68,7 @@ static void call_free(struct dra_call *c)
         s->calls = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    for (size_t i = 0; c->error && i < c->n; i++)
-        free(c->error[i]);
-    free(c->error);
-    free(c->refs);
-    k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__free_unpacked(c->req,
-                                                                                      NULL);
+    dra_request_clear(&c->rq);
     free(c);
 }
 
@@ -97,9 +88,9 @@ static const struct dra_claim_result *find_result(const struct dra_claim_result 
 static uint8_t *encode_prepare(const struct dra_call *c, const struct dra_claim_result *r,
                                size_t n, size_t *len)
 {
-    _cleanup_free_ PrepareEntry *entries = xcalloc(c->n, sizeof(*entries));
-    _cleanup_free_ PrepareEntry **eptr = xcalloc(c->n, sizeof(*eptr));
-    _cleanup_free_ PrepareClaim *claims = xcalloc(c->n, sizeof(*claims));
+    _cleanup_free_ PrepareEntry *entries = xcalloc(c->rq.n, sizeof(*entries));
+    _cleanup_free_ PrepareEntry **eptr = xcalloc(c->rq.n, sizeof(*eptr));
+    _cleanup_free_ PrepareClaim *claims = xcalloc(c->rq.n, sizeof(*claims));
     size_t n_dev = 0;
     for (size_t i = 0; i < n; i++)
         n_dev += r[i].n_devices;
@@ -107,9 +98,9 @@ static uint8_t *encode_prepare(const struct dra_call *c, const struct dra_claim_
     _cleanup_free_ WireDevice **dptr = xcalloc(n_dev ? n_dev : 1, sizeof(*dptr));
     size_t used = 0;
 
-    for (size_t i = 0; i < c->n; i++) {
-        const char *uid = c->req->claims[i]->uid;
-        const struct dra_claim_result *res = c->error[i] ? NULL : find_result(r, n, uid);
+    for (size_t i = 0; i < c->rq.n; i++) {
+        const char *uid = c->rq.claims[i].uid;
+        const struct dra_claim_result *res = c->rq.error[i] ? NULL : find_result(r, n, uid);
         PrepareClaim *pc = &claims[i];
         k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resource_response__init(pc);
         k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__claims_entry__init(
@@ -117,8 +108,8 @@ static uint8_t *encode_prepare(const struct dra_call *c, const struct dra_claim_
         entries[i].key = (char *)uid;
         entries[i].value = pc;
         eptr[i] = &entries[i];
-        if (c->error[i]) {
-            pc->error = c->error[i];
+        if (c->rq.error[i]) {
+            pc->error = c->rq.error[i];
             continue;
         }
         if (!res) {
@@ -146,7 +137,7 @@ static uint8_t *encode_prepare(const struct dra_call *c, const struct dra_claim_
     }
     PrepareResponse resp = K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
     resp.claims = eptr;
-    resp.n_claims = c->n;
+    resp.n_claims = c->rq.n;
     *len = k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__get_packed_size(
         &resp);
     uint8_t *buf = xmalloc(*len + 1);
@@ -157,19 +148,19 @@ static uint8_t *encode_prepare(const struct dra_call *c, const struct dra_claim_
 static uint8_t *encode_unprepare(const struct dra_call *c, const struct dra_claim_result *r,
                                  size_t n, size_t *len)
 {
-    _cleanup_free_ UnprepareEntry *entries = xcalloc(c->n, sizeof(*entries));
-    _cleanup_free_ UnprepareEntry **eptr = xcalloc(c->n, sizeof(*eptr));
-    _cleanup_free_ UnprepareClaim *claims = xcalloc(c->n, sizeof(*claims));
-    for (size_t i = 0; i < c->n; i++) {
-        const char *uid = c->req->claims[i]->uid;
-        const struct dra_claim_result *res = c->error[i] ? NULL : find_result(r, n, uid);
+    _cleanup_free_ UnprepareEntry *entries = xcalloc(c->rq.n, sizeof(*entries));
+    _cleanup_free_ UnprepareEntry **eptr = xcalloc(c->rq.n, sizeof(*eptr));
+    _cleanup_free_ UnprepareClaim *claims = xcalloc(c->rq.n, sizeof(*claims));
+    for (size_t i = 0; i < c->rq.n; i++) {
+        const char *uid = c->rq.claims[i].uid;
+        const struct dra_claim_result *res = c->rq.error[i] ? NULL : find_result(r, n, uid);
         k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resource_response__init(&claims[i]);
         k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__claims_entry__init(
             &entries[i]);
         entries[i].key = (char *)uid;
         entries[i].value = &claims[i];
         eptr[i] = &entries[i];
-        claims[i].error = c->error[i] ? c->error[i]
+        claims[i].error = c->rq.error[i] ? c->rq.error[i]
                           : !res      ? (char *)NO_RESULT
                           : res->error ? res->error
                                        : (char *)"";
@@ -177,7 +168,7 @@ static uint8_t *encode_unprepare(const struct dra_call *c, const struct dra_clai
     UnprepareResponse resp =
         K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
     resp.claims = eptr;
-    resp.n_claims = c->n;
+    resp.n_claims = c->rq.n;
     *len = k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__get_packed_size(
         &resp);
     uint8_t *buf = xmalloc(*len + 1);
@@ -192,8 +183,8 @@ void dra_call_done(struct dra_call *c, const struct dra_claim_result *r, size_t 
 {
     for (size_t i = 0; i < n; i++) {
         bool asked = false;
-        for (size_t k = 0; k < c->n && !asked; k++)
-            asked = r[i].uid && streq(r[i].uid, c->req->claims[k]->uid);
+        for (size_t k = 0; k < c->rq.n && !asked; k++)
+            asked = r[i].uid && streq(r[i].uid, c->rq.claims[k].uid);
         if (!asked)
             log_warning("DRA: result for claim %s that the kubelet did not ask for, ignoring",
                         r[i].uid ? r[i].uid : "(no UID)");
@@ -205,83 +196,39 @@ void dra_call_done(struct dra_call *c, const struct dra_claim_result *r, size_t 
     call_free(c);
 }
 
-/* The checks a call passes before ops sees it. Returns a gRPC status; *message says why. */
-static int call_check(struct dra_call *c, char **message)
-{
-    if (c->n > DRA_MAX_CLAIMS_PER_CALL) {
-        *message = xasprintf("%zu claims in one call, at most %u", c->n,
-                             DRA_MAX_CLAIMS_PER_CALL);
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    }
-    c->error = xcalloc(c->n ? c->n : 1, sizeof(*c->error));
-    c->refs = xcalloc(c->n ? c->n : 1, sizeof(*c->refs));
-    for (size_t i = 0; i < c->n; i++) {
-        const K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *cl = c->req->claims[i];
-        size_t ul = strlen(cl->uid);
-        if (ul == 0 || ul > DRA_MAX_UID_LEN) {
-            *message = xasprintf("claim %zu: UID %s", i, ul ? "too long" : "empty");
-            return GRPC_STATUS_INVALID_ARGUMENT;
-        }
-        for (size_t k = 0; k < i; k++)
-            if (streq(c->req->claims[k]->uid, cl->uid)) {
-                *message = xasprintf("claim UID %s twice in one call", cl->uid);
-                return GRPC_STATUS_INVALID_ARGUMENT;
-            }
-        if (strlen(cl->namespace_) > DRA_MAX_NAME_LEN || strlen(cl->name) > DRA_MAX_NAME_LEN) {
-            c->error[i] = xasprintf("ResourceClaim %s: namespace or name longer than %u",
-                                    cl->uid, DRA_MAX_NAME_LEN);
-            continue;
-        }
-        c->refs[c->n_refs++] = (struct dra_claim_ref){
-            .uid = cl->uid, .namespace_ = cl->namespace_, .name = cl->name
-        };
-    }
-    return GRPC_STATUS_OK;
-}
-
 static void on_claims(struct dra_service *s, enum call_kind kind, struct grpc_pending *p,
                       const uint8_t *req, size_t len)
 {
-    /* NodeUnprepareResourcesRequest has the same single field: one decoder for both. */
-    ClaimsRequest *in =
-        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__unpack(NULL, len,
-                                                                                   req);
-    if (!in) {
-        grpc_pending_reply(p, GRPC_STATUS_INVALID_ARGUMENT, NULL, 0, "cannot decode request");
+    struct dra_request rq;
+    _cleanup_free_ char *message = NULL;
+    int status = dra_request_parse(req, len, &rq, &message);
+    if (status != GRPC_STATUS_OK) {
+        log_warning("DRA: %s refused: %s", kind == CALL_PREPARE ? "NodePrepareResources"
+                                                                : "NodeUnprepareResources",
+                    message);
+        grpc_pending_reply(p, status, NULL, 0, message);
         return;
     }
     struct dra_call *c = xcalloc(1, sizeof(*c));
     c->svc = s;
     c->pending = p;
     c->kind = kind;
-    c->req = in;
-    c->n = in->n_claims;
+    c->rq = rq;
     c->next = s->calls;
     if (s->calls)
         s->calls->prev = c;
     s->calls = c;
     grpc_pending_set_context(p, c);
-
-    _cleanup_free_ char *message = NULL;
-    int status = call_check(c, &message);
-    if (status != GRPC_STATUS_OK) {
-        log_warning("DRA: %s refused: %s", kind == CALL_PREPARE ? "NodePrepareResources"
-                                                                : "NodeUnprepareResources",
-                    message);
-        grpc_pending_reply(p, status, NULL, 0, message);
-        call_free(c);
-        return;
-    }
     /* Nothing for ops (an empty call, NVIDIA's health probe, or every claim refused
      * already): answer at once. */
-    if (c->n_refs == 0) {
+    if (c->rq.n_refs == 0) {
         dra_call_done(c, NULL, 0);
         return;
     }
     if (kind == CALL_PREPARE)
-        s->ops.prepare(s->ud, c, c->refs, c->n_refs);
+        s->ops.prepare(s->ud, c, c->rq.refs, c->rq.n_refs);
     else
-        s->ops.unprepare(s->ud, c, c->refs, c->n_refs);
+        s->ops.unprepare(s->ud, c, c->rq.refs, c->rq.n_refs);
 }
 
 static void on_prepare(void *ud, struct grpc_pending *p, const uint8_t *req, size_t len)
@@ -300,7 +247,7 @@ static void on_call_cancelled(void *ud, struct grpc_pending *p)
     struct dra_call *c = grpc_pending_context(p);
     if (!c)
         return; /* refused inside the handler: never handed out */
-    log_debug("DRA: the kubelet gave up on a call of %zu claims", c->n);
+    log_debug("DRA: the kubelet gave up on a call of %zu claims", c->rq.n);
     s->ops.call_cancelled(s->ud, c);
     call_free(c);
 }

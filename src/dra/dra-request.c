@@ -1,0 +1,76 @@
+/* Requests of the DRA socket, decoded and checked (dra-request.h). */
+#include <string.h>
+
+#include "core/macro.h"
+#include "dra/dra-request.h"
+#include "dra/dra-service.h"
+#include "dra_v1.pb-c.h"
+#include "grpc/grpc.h"
+
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest ClaimsRequest;
+
+void dra_request_clear(struct dra_request *r)
+{
+    for (size_t i = 0; r->error && i < r->n; i++)
+        free(r->error[i]);
+    free(r->error);
+    free(r->claims);
+    free(r->refs);
+    if (r->msg)
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__free_unpacked(
+            r->msg, NULL);
+    *r = (struct dra_request){ 0 };
+}
+
+static int check(struct dra_request *r, const ClaimsRequest *in, char **message)
+{
+    if (r->n > DRA_MAX_CLAIMS_PER_CALL) {
+        *message = xasprintf("%zu claims in one call, at most %u", r->n, DRA_MAX_CLAIMS_PER_CALL);
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    r->claims = xcalloc(r->n ? r->n : 1, sizeof(*r->claims));
+    r->error = xcalloc(r->n ? r->n : 1, sizeof(*r->error));
+    r->refs = xcalloc(r->n ? r->n : 1, sizeof(*r->refs));
+    for (size_t i = 0; i < r->n; i++) {
+        const K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim *cl = in->claims[i];
+        r->claims[i] = (struct dra_claim_ref){
+            .uid = cl->uid, .namespace_ = cl->namespace_, .name = cl->name
+        };
+        size_t ul = strlen(cl->uid);
+        if (ul == 0 || ul > DRA_MAX_UID_LEN) {
+            *message = xasprintf("claim %zu: UID %s", i, ul ? "too long" : "empty");
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (streq(in->claims[k]->uid, cl->uid)) {
+                *message = xasprintf("claim UID %s twice in one call", cl->uid);
+                return GRPC_STATUS_INVALID_ARGUMENT;
+            }
+        if (strlen(cl->namespace_) > DRA_MAX_NAME_LEN || strlen(cl->name) > DRA_MAX_NAME_LEN) {
+            r->error[i] = xasprintf("ResourceClaim %s: namespace or name longer than %u",
+                                    cl->uid, DRA_MAX_NAME_LEN);
+            continue;
+        }
+        r->refs[r->n_refs++] = r->claims[i];
+    }
+    return GRPC_STATUS_OK;
+}
+
+int dra_request_parse(const uint8_t *buf, size_t len, struct dra_request *out, char **message)
+{
+    *out = (struct dra_request){ 0 };
+    *message = NULL;
+    ClaimsRequest *in =
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__unpack(NULL, len,
+                                                                                   buf);
+    if (!in) {
+        *message = xstrdup("cannot decode request");
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    out->msg = in;
+    out->n = in->n_claims;
+    int status = check(out, in, message);
+    if (status != GRPC_STATUS_OK)
+        dra_request_clear(out);
+    return status;
+}
