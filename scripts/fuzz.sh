@@ -22,6 +22,8 @@ grpc-server|tests/fuzz/fuzz-grpc-server-libfuzzer|tests/fuzz/fuzz-grpc-server|te
 config|tests/config/fuzz-config-libfuzzer|tests/config/fuzz-config|tests/config/corpus|src/config/config-file.c src/config/config-file-sections.c src/config/config-health.c src/config/config-options.c src/config/config-load.c src/config/config-check.c src/config/config.c src/config/config-print.c src/config/config-args.c src/config/config-cm.c
 vgpu|tests/labels/fuzz-vgpu-libfuzzer|tests/labels/fuzz-vgpu|tests/labels/corpus|src/node/host.c@discover_vgpu src/labels/labels.c
 kube|tests/kube/fuzz-kube-libfuzzer|tests/kube/fuzz-kube|tests/kube/corpus|src/kube/kube-config.c src/kube/kube-names.c src/kube/kube-watch.c@meta_str
+dra-request|tests/dra/fuzz-dra-request-libfuzzer|tests/dra/fuzz-dra-request|tests/dra/corpus-request|src/dra/dra-request.c
+dra-claims|tests/dra/fuzz-dra-claims-libfuzzer|tests/dra/fuzz-dra-claims|tests/dra/corpus|src/dra/dra-claim.c src/dra/dra-config.c src/dra/dra-checkpoint.c
 sim-profile|tests/sim/fuzz-profile|tests/sim/fuzz-profile-replay|tests/sim/corpus sim/profiles tests/sim/profiles tests/data/nvml-mock-profiles|sim/nvml/sim-profile.c sim/nvml/sim-profile-topo.c sim/nvml/sim-yaml.c"
 
 deps() {

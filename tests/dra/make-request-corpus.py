@@ -1,0 +1,53 @@
+"""Regenerate corpus-request/ (seed inputs for fuzz-dra-request): the kubelet's own
+NodePrepareResources / NodeUnprepareResources requests (v1, v1beta1) from
+tests/data/dra/wire/, and hand-made ones for each check of src/dra/dra-request.c.
+usage: /usr/bin/python3 make-request-corpus.py   (run from anywhere)"""
+import os
+import shutil
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WIRE = os.path.join(HERE, "..", "data", "dra", "wire")
+OUT = os.path.join(HERE, "corpus-request")
+
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def field(num, data):
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def claim(ns, uid, name):
+    return field(1, field(1, ns.encode()) + field(2, uid.encode()) + field(3, name.encode()))
+
+
+cases = {
+    "empty": b"",  # NVIDIA's health probe: no claims
+    "one": claim("default", "0a1b2c3d-0000-4000-8000-000000000001", "gpu-claim"),
+    "two": claim("a", "u-1", "c1") + claim("b", "u-2", "c2"),
+    "uid-empty": claim("default", "", "c"),
+    "uid-too-long": claim("default", "u" * 129, "c"),
+    "uid-twice": claim("a", "u-1", "c1") + claim("b", "u-1", "c2"),
+    "name-too-long": claim("default", "u-1", "n" * 254) + claim("default", "u-2", "ok"),
+    "namespace-too-long": claim("n" * 254, "u-1", "c"),
+    "too-many": b"".join(claim("a", "u-%d" % i, "c") for i in range(257)),
+    "truncated": claim("default", "u-1", "gpu-claim")[:-3],
+    "unknown-field": claim("a", "u-1", "c") + varint(2 << 3 | 0) + varint(7),
+}
+
+os.makedirs(OUT, exist_ok=True)
+for f in os.listdir(OUT):
+    os.unlink(os.path.join(OUT, f))
+for f in sorted(os.listdir(WIRE)):
+    if f.startswith("dra-v1") and f.endswith("Request.bin"):
+        shutil.copyfile(os.path.join(WIRE, f), os.path.join(OUT, "kubelet-" + f[:-4]))
+for name, data in cases.items():
+    with open(os.path.join(OUT, name), "wb") as fh:
+        fh.write(data)
