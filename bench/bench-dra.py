@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""bench-dra: what DRA (serve --dra) costs: resident memory with and without it, idle
+wakeups with it, and the latency of preparing a one-GPU claim.
+
+Everything runs on this machine: the rendered 8-GPU a100 host with the simulated NVML
+(benchlib.Host), the benchmark kubelet for the device-plugin side (benchlib.Kubelet), the
+fake API server of tests/kube (DIR/tests/kube/fake-apiserver: TLS 1.2 + HTTP/2, Node n1;
+it validates every ResourceSlice write and serves the claims), and the kubelet stand-in of
+tests/dra/test_dra_serve.py for the DRA side (registration through the registrar
+directory, NodePrepareResources / NodeUnprepareResources with grpcio).
+
+  rss      VmRSS / RssAnon after the start settled, median of --runs starts, for: `serve`
+           alone; `serve` with the API client on (--kubeconfig, --node-name, Events) but no
+           DRA; `serve --dra` (every GPU through DRA, the slice published, registered with
+           the kubelet stand-in); and the last again after the prepare round below.
+  idle     context switches of all threads of `serve --dra` over --idle seconds, registered
+           and its slice watch open, with no health stream open (then with one open: the
+           re-send every 15 s, DRA_HEALTH_RESEND_MS).
+  prepare  --claims claims of one GPU each (gpu-<i mod 8>), each prepared then unprepared,
+           one claim per call, --pace seconds apart (a kubelet prepares when a pod starts,
+           not in a loop: each GET finds a token of the API client's 5 QPS rate limit),
+           timed from this process (grpcio's own overhead included): a first Prepare (GET
+           of the claim, CDI spec and checkpoint written), a repeated Prepare (answered from
+           the checkpoint), an Unprepare; then 30 first Prepares back to back, which the
+           rate limit paces once the burst of 10 is spent.
+
+A benchmark: it prints figures and asserts nothing. Goals (issue 20): the whole daemon with
+DRA on <= 3.5 MiB on this profile; no idle wakeups without a health stream; Prepare of a
+1-GPU claim <= 2 ms p50.
+
+Usage: bench-dra.py --build DIR [--runs N] [--idle S] [--claims N] [--pace S] [--json]
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.normpath(os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(SOURCE, "tests", "kube"))
+import benchlib as bl  # noqa: E402
+import kubetest as kt  # noqa: E402
+
+os.environ.setdefault("GDP_SOURCE_DIR", SOURCE)
+_spec = importlib.util.spec_from_file_location(
+    "test_dra_serve", os.path.join(SOURCE, "tests", "dra", "test_dra_serve.py"))
+ds = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ds)  # the kubelet stand-in, the protobuf classes, the claim objects
+
+NODE = ds.NODE
+
+
+def median(values):
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
+def switches(pid):
+    n = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                n += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except FileNotFoundError:
+            pass
+    return n
+
+
+class Bench:
+    def __init__(self, build, profile):
+        self.build = build
+        self.host = bl.Host(build, profile)
+        d = os.path.join(self.host.tmp, "api")
+        os.mkdir(d)
+        self.srv = kt.LineProc([os.path.join(build, "tests", "kube", "fake-apiserver"), d])
+        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
+        self.cmd("add " + NODE)
+        kc = kt.write_kubeconfig(os.path.join(d, "kubeconfig"), "https://127.0.0.1:%d" % port,
+                                 ca=os.path.join(d, "ca.crt"), token="tok1")
+        self.api_args = ["--kubeconfig", kc, "--node-name", NODE]
+        self.registrar = os.path.join(self.host.tmp, "reg")
+        self.dra_args = self.api_args + [
+            "--dra", "--kubelet-registrar-directory-path", self.registrar,
+            "--kubelet-plugins-directory-path", os.path.join(self.host.tmp, "plugins"),
+            "--cdi-root", os.path.join(self.host.tmp, "cdi")]
+
+    def cmd(self, line):
+        self.srv.send(line)
+        self.srv.expect(r"^ok %s$" % line.split()[0])
+
+    def close(self):
+        self.srv.stop()
+        self.host.cleanup()
+
+    def start_dp(self, extra):
+        """serve (no DRA) up to its first ListAndWatch list: (plugin, closer)."""
+        kub, p, ch, watch = bl.serve_and_list(self.host, extra)
+
+        def close():
+            watch.close()
+            ch.close()
+            p.stop()
+            kub.stop()
+        return p, close
+
+    def start_dra(self):
+        """serve --dra up to its slice published and its registration: (plugin, kubelet
+        stand-in, closer). The slices of an earlier start are wiped first, as the kubelet
+        does at its start, so every start publishes."""
+        self.cmd("rs-delete all")
+        kub = bl.Kubelet(self.host)
+        kub.serve()
+        p = bl.Plugin(self.host, self.dra_args)
+        kl = ds.Kubelet(self.registrar)
+
+        def close():
+            kl.close()
+            p.stop()
+            kub.stop()
+        try:
+            p.wait_log("ResourceSlices of node %s are up to date" % NODE)
+            kl.register()
+            p.wait_log("registered with the kubelet")
+        except BaseException:
+            close()
+            raise
+        return p, kl, close
+
+    # ---- the figures
+    def rss(self, runs, settle, claims):
+        rows = {"serve": [], "serve + API client": [], "serve --dra": [],
+                "serve --dra after %d prepares" % claims: []}
+        for _ in range(runs):
+            for name, extra in (("serve", []), ("serve + API client", self.api_args)):
+                p, close = self.start_dp(extra)
+                time.sleep(settle)
+                rows[name].append(self.rss_of(p))
+                close()
+            p, kl, close = self.start_dra()
+            time.sleep(settle)
+            rows["serve --dra"].append(self.rss_of(p))
+            self.prepare_round(kl, claims)
+            time.sleep(settle)
+            rows["serve --dra after %d prepares" % claims].append(self.rss_of(p))
+            close()
+        return {k: {"VmRSS_KiB": median([v[0] for v in vs]), "RssAnon_KiB": median([v[1] for v in vs]),
+                    "runs_VmRSS_KiB": [v[0] for v in vs]} for k, vs in rows.items()}
+
+    @staticmethod
+    def rss_of(p):
+        st = p.status()
+        return int(st["VmRSS"].split()[0]), int(st["RssAnon"].split()[0])
+
+    def idle(self, seconds):
+        p, kl, close = self.start_dra()
+        try:
+            time.sleep(1.0)
+            c0 = switches(p.pid)
+            time.sleep(seconds)
+            quiet = switches(p.pid) - c0
+            w = kl.watch_health()
+            ds.Kubelet.wait_health(w, lambda m: len(m) == 8, "8 devices")
+            time.sleep(0.5)
+            c0 = switches(p.pid)
+            time.sleep(seconds)
+            watched = switches(p.pid) - c0
+            return {"seconds": seconds, "no_health_stream": quiet, "health_stream_open": watched}
+        finally:
+            close()
+
+    def load_claims(self, n, first_uid=0):
+        base = ds.obj("resourceclaim-from-template-allocated")
+        refs = []
+        for i in range(first_uid, first_uid + n):
+            o = ds.on_node(base, name="bench-%d" % i, uid="bbbbbbbb-0000-0000-0000-%012d" % i)
+            o["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-%d" % (i % 8)
+            self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
+            refs.append(ds.ref(o))
+        return refs
+
+    def prepare_round(self, kl, n, pace=0.0, first_uid=0):
+        """Each claim prepared, prepared again, unprepared, the next one pace seconds later:
+        three lists of ms."""
+        refs = self.load_claims(n, first_uid)
+        first, again, unprep = [], [], []
+        for r in refs:
+            time.sleep(pace)
+            t0 = time.perf_counter()
+            res = kl.prepare(r)
+            t1 = time.perf_counter()
+            if res[r[2]]["error"]:
+                raise bl.BenchError("prepare %s: %s" % (r[1], res[r[2]]["error"]))
+            kl.prepare(r)
+            t2 = time.perf_counter()
+            if kl.unprepare(r)[r[2]]:
+                raise bl.BenchError("unprepare %s failed" % r[1])
+            t3 = time.perf_counter()
+            first.append((t1 - t0) * 1e3)
+            again.append((t2 - t1) * 1e3)
+            unprep.append((t3 - t2) * 1e3)
+        return first, again, unprep
+
+    def prepare(self, n, pace):
+        p, kl, close = self.start_dra()
+        try:
+            kl.prepare()  # the channel is connected before timing starts
+            first, again, unprep = self.prepare_round(kl, n, pace)
+            # The same back to back: past the burst, the API client's rate limit
+            # (--kube-api-qps 5, --kube-api-burst 10, as NVIDIA's) paces the GETs.
+            b2b = self.prepare_round(kl, 30, first_uid=n)[0]
+        finally:
+            close()
+        fig = {}
+        for name, v in (("prepare (GET, CDI spec, checkpoint)", first),
+                        ("prepare again (from the checkpoint)", again), ("unprepare", unprep),
+                        ("prepare, 30 back to back", b2b)):
+            fig[name] = {"n": len(v), "p50_ms": round(bl.pct(v, 50), 3),
+                         "p99_ms": round(bl.pct(v, 99), 3), "max_ms": round(max(v), 3)}
+        return fig
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--profile", default=os.path.join(bl.DATA, "nvml-mock-profiles", "a100.yaml"))
+    ap.add_argument("--runs", type=int, default=3, help="starts per RSS row (median)")
+    ap.add_argument("--settle", type=float, default=0.5, help="seconds before reading RSS")
+    ap.add_argument("--idle", type=float, default=30, help="seconds per idle window (0: skip)")
+    ap.add_argument("--claims", type=int, default=200, help="claims in the prepare round")
+    ap.add_argument("--pace", type=float, default=0.25,
+                    help="seconds between two claims (> 1/--kube-api-qps: each GET finds a token)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    b = Bench(os.path.abspath(a.build), a.profile)
+    try:
+        out = {"rss": b.rss(a.runs, a.settle, min(a.claims, 50)),
+               "prepare": b.prepare(a.claims, a.pace)}
+        if a.idle > 0:
+            out["idle"] = b.idle(a.idle)
+    finally:
+        b.close()
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return
+    print("RSS (KiB, median of %d starts; 8-GPU a100 profile, simulated NVML):" % a.runs)
+    for k, v in out["rss"].items():
+        print("  %-34s VmRSS %5d (%.2f MiB)  RssAnon %5d  runs %s" % (
+            k, v["VmRSS_KiB"], v["VmRSS_KiB"] / 1024, v["RssAnon_KiB"], v["runs_VmRSS_KiB"]))
+    print("Prepare / Unprepare of a 1-GPU claim, one claim per call (ms):")
+    for k, v in out["prepare"].items():
+        print("  %-38s n %d  p50 %.3f  p99 %.3f  max %.3f" % (k, v["n"], v["p50_ms"], v["p99_ms"],
+                                                            v["max_ms"]))
+    if "idle" in out:
+        i = out["idle"]
+        print("Idle context switches over %.0f s (all threads): %d with no health stream, %d with "
+              "one open" % (i["seconds"], i["no_health_stream"], i["health_stream_open"]))
+
+
+if __name__ == "__main__":
+    main()
