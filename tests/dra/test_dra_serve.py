@@ -554,6 +554,46 @@ class DraServe(harness.PluginTestCase):
         self.assertEqual(self.kubelet.count("register"), 0)
         self.assertEqual(sorted(os.listdir(self.dp)), ["kubelet.sock"])
 
+    def test_timeslicing_applied(self):
+        """A claim's TimeSlicing config applied as NVIDIA's driver does
+        (src/dra/dra-sharing.c): compute mode DEFAULT through NVML (the simulator's settings
+        log) and nvidia-smi compute-policy from --driver-root-ctr-path (a recording
+        stand-in); a failing tool is that claim's error and leaves no spec."""
+        root = os.path.join(self.tmp, "driver-root")
+        os.makedirs(os.path.join(root, "usr", "bin"))
+        smi = os.path.join(root, "usr", "bin", "nvidia-smi")
+        calls, settings = os.path.join(self.tmp, "smi-calls"), os.path.join(self.tmp, "settings")
+        with open(smi, "w") as f:
+            f.write('#!/bin/sh\n[ -e "$0.fail" ] && { echo Insufficient Permissions; exit 3; }\n'
+                    'echo "$*" >> "%s"\n' % calls)
+        os.chmod(smi, 0o755)
+        p = self.start_plugin(self.dra_args() + ["--driver-root-ctr-path", root],
+                              extra_env=dict(FAST_HEALTH, MOCK_NVML_SETTINGS_LOG=settings))
+        p.wait_log("ResourceSlices of node %s are up to date" % NODE)
+        self.kl.register()
+        # class config Medium, then the claim's Long: the last wins
+        o = self.load(on_node(obj("resourceclaim-opaque-config-allocated")))
+        uid = o["metadata"]["uid"]
+        res = self.kl.prepare(ref(o))
+        self.assertEqual(res[uid]["error"], "", res)
+        minor = int(res[uid]["devices"][0][1].split("-")[1])
+        uuid = next(g["uuid"] for g in harness.load_profile("a100") if g["index"] == minor)
+        with open(calls) as f:
+            self.assertEqual(f.read(), "compute-policy -i %s --set-timeslice 3\n" % uuid)
+        with open(settings) as f:
+            self.assertEqual(f.read(), "nvmlDeviceSetComputeMode %s 0\n" % uuid)
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+
+        open(smi + ".fail", "w").close()
+        res = self.kl.prepare(ref(o))
+        self.assertIn("applying TimeSlicing to gpu-%d: setting the time slice of %s to Long: %s "
+                      "failed (exit status 3): Insufficient Permissions" % (minor, uuid, smi),
+                      res[uid]["error"])
+        self.assertEqual(res[uid]["devices"], [])
+        self.assertEqual(os.listdir(self.cdi), [])
+        os.unlink(smi + ".fail")
+        self.assertEqual(self.kl.prepare(ref(o))[uid]["error"], "")
+
 
 if __name__ == "__main__":
     FAKE = sys.argv.pop(1)
