@@ -58,7 +58,8 @@ rm -rf "$work"
 mkdir -p "$work/debs" "$work/root"
 if ! apt-get update -q >"$log" 2>&1 ||
    ! (cd "$work/debs" && apt-get download -q containerd/trixie runc/bookworm >>"$log" 2>&1); then
-    echo "containerd17.sh: cannot fetch containerd (trixie) and runc (bookworm) from $uri (see $log)" >&2
+    echo "containerd17.sh: cannot fetch containerd (trixie) and runc (bookworm)" \
+        "from $uri (see $log)" >&2
     rm -rf "$work"
     exit 1
 fi
@@ -74,5 +75,6 @@ done
 ls "$work/debs" >"$work/bin/PACKAGES"
 rm -rf "$bin"
 mv "$work/bin" "$bin"
-rm -rf "$work"
+# The package lists (~40 MB) are not needed once the binaries are there.
+rm -rf "$work" "$apt"
 echo "$bin"
