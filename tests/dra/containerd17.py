@@ -217,6 +217,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   sandbox_image = "%(image)s"
   restrict_oom_score_adj = true
   enable_selinux = false
+  disable_apparmor = true
   enable_cdi = true
   cdi_spec_dirs = ["%(cdi)s"]
   [plugins."io.containerd.grpc.v1.cri".containerd]
