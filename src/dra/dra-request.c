@@ -41,6 +41,13 @@ static int check(struct dra_request *r, const ClaimsRequest *in, char **message)
             *message = xasprintf("claim %zu: UID %s", i, ul ? "too long" : "empty");
             return GRPC_STATUS_INVALID_ARGUMENT;
         }
+        /* A UID keys the answer and is named in messages and logs: printable ASCII only
+         * (the API server's are UUIDs), so no message of ours carries a peer's newline. */
+        for (const char *ch = cl->uid; *ch; ch++)
+            if ((unsigned char)*ch <= ' ' || (unsigned char)*ch >= 0x7f) {
+                *message = xasprintf("claim %zu: UID with a byte that is not printable ASCII", i);
+                return GRPC_STATUS_INVALID_ARGUMENT;
+            }
         for (size_t k = 0; k < i; k++)
             if (streq(in->claims[k]->uid, cl->uid)) {
                 *message = xasprintf("claim UID %s twice in one call", cl->uid);

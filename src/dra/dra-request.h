@@ -6,8 +6,9 @@
  * (tests/dra/fuzz-dra-request.c) share it.
  *
  * The checks (bounds in dra-service.h): more than DRA_MAX_CLAIMS_PER_CALL claims refuses
- * the call (RESOURCE_EXHAUSTED); a UID empty, longer than DRA_MAX_UID_LEN or twice in the
- * call refuses it (INVALID_ARGUMENT: it cannot key an answer); a namespace or name longer
+ * the call (RESOURCE_EXHAUSTED); a UID empty, longer than DRA_MAX_UID_LEN, with a byte
+ * that is not printable ASCII, or twice in the call refuses it (INVALID_ARGUMENT: it
+ * cannot key an answer, or would carry a peer's bytes into messages); a namespace or name longer
  * than DRA_MAX_NAME_LEN gives that claim its own error. */
 #pragma once
 

@@ -34,8 +34,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (status != GRPC_STATUS_OK) {
         if (status != GRPC_STATUS_INVALID_ARGUMENT && status != GRPC_STATUS_RESOURCE_EXHAUSTED)
             fail("unexpected status");
-        if (!one_line(message))
+        if (!one_line(message)) {
+            fprintf(stderr, "fuzz-dra-request: message: \"%s\"\n", message ? message : "(null)");
             fail("refused without a one-line message");
+        }
         if (rq.msg || rq.n || rq.claims || rq.error || rq.refs || rq.n_refs)
             fail("a refused request left something behind");
         free(message);
@@ -53,6 +55,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         size_t ul = strlen(c->uid);
         if (ul == 0 || ul > DRA_MAX_UID_LEN)
             fail("a UID out of bounds accepted");
+        for (const char *ch = c->uid; *ch; ch++)
+            if ((unsigned char)*ch <= ' ' || (unsigned char)*ch >= 0x7f)
+                fail("a UID with a byte that is not printable accepted");
         for (size_t k = 0; k < i; k++)
             if (!strcmp(rq.claims[k].uid, c->uid))
                 fail("a UID twice accepted");

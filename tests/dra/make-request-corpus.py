@@ -35,6 +35,10 @@ cases = {
     "uid-empty": claim("default", "", "c"),
     "uid-too-long": claim("default", "u" * 129, "c"),
     "uid-twice": claim("a", "u-1", "c1") + claim("b", "u-1", "c2"),
+    # found by libFuzzer: a UID with a newline, twice (once echoed in the refusal)
+    "uid-newline-twice": claim("a", "u-c\n\r", "c1") + claim("b", "u-c\n\r", "c2"),
+    "uid-control": claim("a", "u-\x01", "c"),
+    "uid-high-bytes": claim("a", "u-\xc3\xa9", "c"),
     "name-too-long": claim("default", "u-1", "n" * 254) + claim("default", "u-2", "ok"),
     "namespace-too-long": claim("n" * 254, "u-1", "c"),
     "too-many": b"".join(claim("a", "u-%d" % i, "c") for i in range(257)),
