@@ -4,10 +4,11 @@ directory of its own, the CRI's messages encoded by hand (runtime.v1, as the kub
 them), and a teardown that leaves nothing behind whatever state the daemon is in, also on
 SIGTERM/SIGINT (install_signal_handlers).
 
-    bindir, why = containerd17.fetch()          # None, reason when the archive is out of reach
-    c = containerd17.Containerd(bindir, d, cdi_dir, "/gdp-x-1234")
-    c.import_busybox(tmpdir, IMAGE)               # busybox-static, as tests/e2e/image.sh builds
-    c.cri("RunPodSandbox", ld(1, ...))
+    containerd17.install_signal_handlers()       # after scratch's (imported first)
+    bindir, why = containerd17.fetch()          # None, why: the archive is out of reach
+    c = containerd17.Containerd(bindir, d, cdi_dir, "/gdp-x-1234", IMAGE)
+    c.import_busybox(tmpdir, IMAGE)             # busybox-static, as tests/e2e/image.sh builds
+    c.cri("RunPodSandbox", ld(1, ...))          # bytes in, bytes out; decode() reads them
     c.stop()
 """
 import ctypes

@@ -1,6 +1,6 @@
 """A real containerd 1.7 with CDI on injects what the plugin's NodePrepareResources returned.
 
-The real binary (`serve --dra`, simulated A100 node `gpu-node-1`) against the fake API
+The real binary (`--dra`, simulated A100 node `gpu-node-1`) against the fake API
 server holding the 1.34 claim `two-gpus` (gpu-2, gpu-3 of this node's pool); this script
 plays the kubelet with grpcio: registration through the registrar directory, then
 NodePrepareResources. Then containerd 1.7 from Debian trixie (tests/dra/containerd17.sh;
@@ -8,8 +8,8 @@ runc from bookworm), `enable_cdi = true` with the test's CDI root as its only sp
 directory, its own root, state, socket, runc root and cgroup parent, runs a busybox-static
 container through the CRI (runtime.v1, as the 1.34 kubelet: the IDs in
 ContainerConfig.CDI_devices) with the returned CDI IDs. Inside it: every device node of the
-claim's spec with the host node's major:minor, the spec's env; not the GPUs the claim does
-not hold. A container of the same pod without CDI devices sees no GPU; after
+claim's spec with the host node's major:minor, the device cgroup rules for exactly those
+(cgroup v1), the spec's env; not the GPUs the claim does not hold. A container of the same pod without CDI devices sees no GPU; after
 NodeUnprepareResources containerd refuses the IDs (it reads the spec the plugin removed).
 
 The simulated /dev holds empty files; the CDI library containerd vendors accepts only device
@@ -115,14 +115,17 @@ def render_node(tmp):
 
 
 # What the container prints: its GPU device nodes (major:minor in hex, as stat gives
-# them), its environment and its mount points, one per line, then "end".
+# them), its environment, its mount points and its device cgroup rules (cgroup v1; v2 has
+# them in BPF), one per line, then "end".
 SCRIPT = r"""for f in /dev/nvidia*; do [ -e "$f" ] && stat -c 'node %n %t:%T %F' "$f"; done
 env | while read -r l; do echo "env $l"; done
 while read -r a b c d m rest; do echo "mnt $m"; done </proc/self/mountinfo
 l=/sys/fs/cgroup/devices/devices.list; [ ! -r $l ] || while read -r r; do echo "cg $r"; done <$l
 echo end"""
-# Host network and IPC: no CNI, no shm mount of the sandbox's own on the host.
+# NamespaceOption: host network and IPC (no CNI, no shm mount of the sandbox's own on the
+# host), a PID namespace per container.
 NS_OPTS = vi(1, 2) + vi(2, 1) + vi(3, 2)
+
 
 class ContainerdInjectsPreparedClaim(unittest.TestCase):
     def setUp(self):
@@ -162,7 +165,6 @@ class ContainerdInjectsPreparedClaim(unittest.TestCase):
             stdin=subprocess.DEVNULL, stdout=self.plugin_log, stderr=subprocess.STDOUT, env=env))
         self.addCleanup(self.stop_plugin)
 
-        self.ctrd = None
         d = os.path.join(self.tmp, "c")
         os.mkdir(d)
         self.cgroup_parent = "/gdp-dra-ctr-" + uuid.uuid4().hex[:8]
