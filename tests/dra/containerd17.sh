@@ -11,7 +11,8 @@
 #   Prints the directory holding containerd, containerd-shim-runc-v2, ctr and runc; exits 1
 #   with one line on stderr when the archive cannot be reached. A second run only prints.
 set -eu
-cache=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-device-plugin/containerd17}
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+cache=${1:-${XDG_CACHE_HOME:-$home/.cache}/gpu-device-plugin/containerd17}
 bin=$cache/bin
 BINS="containerd containerd-shim-runc-v2 ctr runc"
 

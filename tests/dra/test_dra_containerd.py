@@ -7,7 +7,8 @@ NodePrepareResources. Then containerd 1.7 from Debian trixie (tests/dra/containe
 runc from bookworm), `enable_cdi = true` with the test's CDI root as its only spec
 directory, its own root, state, socket, runc root and cgroup parent, runs a busybox-static
 container through the CRI (runtime.v1, as the 1.34 kubelet: the IDs in
-ContainerConfig.CDI_devices) with the returned CDI IDs. Inside it: every device node of the
+ContainerConfig.CDI_devices; ctr 1.7's `run` has no CDI option, only --device) with the
+returned CDI IDs. Inside it: every device node of the
 claim's spec with the host node's major:minor, the device cgroup rules for exactly those
 (cgroup v1), the spec's env; not the GPUs the claim does not hold. A container of the same pod without CDI devices sees no GPU; after
 NodeUnprepareResources containerd refuses the IDs (it reads the spec the plugin removed).
@@ -352,6 +353,10 @@ def main():
     if why:
         cannot_run(why)
     CONTAINERD_VERSION = containerd17.version(CONTAINERD_BIN)
+    if not CONTAINERD_VERSION.startswith("1.7."):  # the config and the checks are 1.7's
+        print("test_dra_containerd: %s/containerd is %s, not 1.7" % (CONTAINERD_BIN,
+              CONTAINERD_VERSION), file=sys.stderr)
+        sys.exit(1)
     containerd17.install_signal_handlers()
     unittest.main(verbosity=2)
 
