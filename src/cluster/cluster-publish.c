@@ -18,7 +18,7 @@
  * (content compared, so the echo of our own write is nothing), is checked again through
  * the same one-at-a-time delivery: GET, and a write only if it differs. Restores are
  * rate-limited (a token bucket, one warning per window) so a peer flipping the object
- * every 50 ms gets a write every RESTORE_PERIOD_MS, not 20 a second. A NodeFeature API
+ * every 50 ms gets a write every HEAL_RESTORE_PERIOD_MS, not 20 a second. A NodeFeature API
  * that is gone (NFD's CRD deleted or re-installed) makes the watch relist with backoff;
  * its first good list without our object delivers at once. The file mode is not
  * watched: a deleted feature file comes back with the next label change or SIGHUP. */
@@ -28,17 +28,9 @@
 #include "cluster/cluster-objects.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/heal.h"
 #include "kube/kube.h"
 #include "labels/labels.h"
-
-#define RETRY_MIN_MS 1000u
-#define RETRY_MAX_MS (5u * 60u * 1000u)
-/* Restores of what someone else changed: RESTORE_BURST at once, then one per period. */
-#define RESTORE_BURST 5u
-#define RESTORE_PERIOD_MS 10000u
-/* Lines about restores: a few per window, the next one counts those left out. */
-#define RESTORE_LOG_MS (5u * 60u * 1000u)
-#define RESTORE_LOG_BURST 5u
 
 enum step { STEP_IDLE, STEP_POD, STEP_GET, STEP_WRITE };
 
@@ -80,13 +72,13 @@ static void finish(struct cluster *c, bool ok, const char *why)
         }
         return;
     }
-    if (c->labels_backoff.failures == 0) /* a run of failures starts: from RETRY_MIN_MS */
-        c->labels_backoff = BACKOFF_INIT(RETRY_MIN_MS, RETRY_MAX_MS, 0, false);
+    if (c->labels_backoff.failures == 0) /* a run of failures starts: from HEAL_RETRY_MIN_MS */
+        c->labels_backoff = BACKOFF_INIT(HEAL_RETRY_MIN_MS, HEAL_RETRY_MAX_MS, 0, false);
     uint64_t delay_ms = backoff_next(&c->labels_backoff);
     if (!streq_ptr(c->labels_error, why)) {
         log_warning("Publishing node labels failed: %s; retrying with backoff (now %llus, "
                     "at most %us)",
-                    why, (unsigned long long)(delay_ms / 1000), RETRY_MAX_MS / 1000u);
+                    why, (unsigned long long)(delay_ms / 1000), HEAL_RETRY_MAX_MS / 1000u);
         free(c->labels_error);
         c->labels_error = xstrdup(why);
     } else {
@@ -343,7 +335,7 @@ static void recheck(struct cluster *c, bool api_back)
                 snprintf(more, sizeof(more), " (%u more not logged)", left_out);
             log_warning("Node labels keep being deleted or changed by someone else; restoring "
                         "them at most once every %us%s",
-                        RESTORE_PERIOD_MS / 1000u, more);
+                        HEAL_RESTORE_PERIOD_MS / 1000u, more);
         }
         c->labels_retry = loop_timer_add(c->loop, wait_ms ? wait_ms : 1, on_restore_timer, c);
         return;
@@ -351,7 +343,7 @@ static void recheck(struct cluster *c, bool api_back)
     deliver(c);
 }
 
-/* One line per restore, within RESTORE_LOG_BURST per RESTORE_LOG_MS. */
+/* One line per restore, within HEAL_LOG_BURST per HEAL_LOG_MS. */
 static void say_restore(struct cluster *c, const char *what, const char *how)
 {
     unsigned left_out = 0;
@@ -430,9 +422,9 @@ static void on_node_event(struct kube_watch *w, enum kube_watch_event ev, json_t
 /* The watch that heals what was delivered, from the first delivery on. */
 static void watch_start(struct cluster *c)
 {
-    c->labels_heal = TOKENBUCKET_INIT(RESTORE_PERIOD_MS, RESTORE_BURST);
-    c->labels_heal_log = RATELIMIT_INIT(RESTORE_LOG_MS, RESTORE_LOG_BURST);
-    c->labels_flap_log = RATELIMIT_INIT(RESTORE_LOG_MS, 1);
+    c->labels_heal = TOKENBUCKET_INIT(HEAL_RESTORE_PERIOD_MS, HEAL_RESTORE_BURST);
+    c->labels_heal_log = RATELIMIT_INIT(HEAL_LOG_MS, HEAL_LOG_BURST);
+    c->labels_flap_log = RATELIMIT_INIT(HEAL_LOG_MS, 1);
     if (c->labels_mode == CLUSTER_LABELS_NODE_PATCH && c->watch)
         return; /* per-node config's Node watch passes its events on */
     if (c->labels_mode != CLUSTER_LABELS_NODE_PATCH &&

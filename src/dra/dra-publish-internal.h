@@ -9,15 +9,9 @@
 #include "core/tokenbucket.h"
 #include "dra/dra-publish.h"
 
+#include "core/heal.h"
+
 #define SLICES_PATH "/apis/resource.k8s.io/v1/resourceslices"
-#define RETRY_MIN_MS 1000u
-#define RETRY_MAX_MS (5u * 60u * 1000u)
-/* Restores of what someone else changed or deleted: a burst at once (the kubelet's
- * wipe at its start is one), then one per period. */
-#define RESTORE_BURST 5u
-#define RESTORE_PERIOD_MS 10000u
-#define RESTORE_LOG_MS (5u * 60u * 1000u)
-#define RESTORE_LOG_BURST 5u
 /* Slices of this node and driver kept from the watch: 64 x 128 devices is far beyond a
  * node; more is someone else's flood, not kept. */
 #define MAX_SLICES 64u

@@ -35,11 +35,11 @@ static void failed(struct dra_publish *p, const char *why)
     p->stats.failures++;
     p->round_gen = 0; /* the retry starts from what the server holds then */
     if (p->backoff.failures == 0)
-        p->backoff = BACKOFF_INIT(RETRY_MIN_MS, RETRY_MAX_MS, 0, true);
+        p->backoff = BACKOFF_INIT(HEAL_RETRY_MIN_MS, HEAL_RETRY_MAX_MS, 0, true);
     uint64_t delay_ms = backoff_next(&p->backoff);
     if (!streq_ptr(p->error, why)) {
         log_warning("Publishing ResourceSlices failed: %s; retrying with backoff (now %llums, at most %us)",
-                    why, (unsigned long long)delay_ms, RETRY_MAX_MS / 1000u);
+                    why, (unsigned long long)delay_ms, HEAL_RETRY_MAX_MS / 1000u);
         free(p->error);
         p->error = xstrdup(why);
     } else {
@@ -257,7 +257,7 @@ static void recheck(struct dra_publish *p, bool api_back)
         if (ratelimit_below(&p->flap_log, &left_out))
             log_warning("ResourceSlices of node %s keep being deleted or changed by someone else; "
                         "restoring them at most once every %us (%u more not logged)",
-                        p->node, RESTORE_PERIOD_MS / 1000u, left_out);
+                        p->node, HEAL_RESTORE_PERIOD_MS / 1000u, left_out);
         uint64_t wait_ms = tokenbucket_wait(&p->heal, now);
         p->retry = loop_timer_add(p->loop, wait_ms ? wait_ms : 1, on_restore_timer, p);
         return;
@@ -340,7 +340,7 @@ static void on_node(struct kube *k, int status, json_t *body, void *userdata)
                                              status_text(status, body, buf, sizeof(buf)));
         failed(p, why);
         loop_timer_cancel(p->loop, p->retry);
-        p->retry = loop_timer_add(p->loop, p->backoff.delay_ms ? p->backoff.delay_ms : RETRY_MIN_MS,
+        p->retry = loop_timer_add(p->loop, p->backoff.delay_ms ? p->backoff.delay_ms : HEAL_RETRY_MIN_MS,
                                   on_node_retry, p);
         return;
     }
@@ -379,9 +379,9 @@ struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *
     p->driver = xstrdup(driver);
     p->store = json_object();
     p->unhealthy = json_object();
-    p->heal = TOKENBUCKET_INIT(RESTORE_PERIOD_MS, RESTORE_BURST);
-    p->heal_log = RATELIMIT_INIT(RESTORE_LOG_MS, RESTORE_LOG_BURST);
-    p->flap_log = RATELIMIT_INIT(RESTORE_LOG_MS, 1);
+    p->heal = TOKENBUCKET_INIT(HEAL_RESTORE_PERIOD_MS, HEAL_RESTORE_BURST);
+    p->heal_log = RATELIMIT_INIT(HEAL_LOG_MS, HEAL_LOG_BURST);
+    p->flap_log = RATELIMIT_INIT(HEAL_LOG_MS, 1);
     struct error err = { 0 };
     _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s,spec.driver=%s", node, driver);
     p->watch = kube_watch_start(k, SLICES_PATH, sel, on_event, p, &err);
