@@ -46,6 +46,11 @@ Order (each step builds on the cluster the previous one left):
   nvidia-chart NVIDIA's chart v0.20.0 rendered with our image: defaults; a config map with
                gfd.enabled: config-manager init + sidecar pick and switch the config by
                node label live, gpu-feature-discovery publishes the NodeFeature
+  (then dra_scenarios.py:)
+  dra          the chart's DRA mode on Kubernetes >= 1.34 (resource.k8s.io/v1): slice,
+               DeviceClasses, claims for one GPU and two by CEL with exactly their device
+               nodes in the pods (CDI), Xid withdraw/restore, kubelet and plugin restarts,
+               unprepare on pod deletion; older clusters: SKIP (not applicable, exit 0)
 """
 
 import argparse
@@ -64,7 +69,8 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_scenarios  # noqa: E402  (scenarios 9-13: the plugin talking to the API server)
 import api_scenarios  # noqa: E402  (then 14-15: Node re-created, API server down for a minute)
-import nvidia_chart_scenarios  # noqa: E402  (last: NVIDIA's chart with our image)
+import nvidia_chart_scenarios  # noqa: E402  (then NVIDIA's chart with our image)
+import dra_scenarios  # noqa: E402  (last: DRA, on Kubernetes >= 1.34 only)
 
 A = None
 NODE = "localhost"  # cluster.sh names it so (the API server reaches it at 127.0.0.1)
@@ -74,11 +80,16 @@ BUSYBOX = "localhost/gdp-e2e/busybox:1"
 SHIPPED_IMAGE = "ghcr.io/gpu-device-plugin/gpu-device-plugin"
 TIMEOUT = 180  # seconds for anything to happen; generous for a loaded 2-core machine
 
-passed, failed = [], []
+passed, failed, not_applicable = [], [], []
 
 
 class Fail(Exception):
     pass
+
+
+class Skip(Exception):
+    """The scenario does not apply to this cluster (e.g. DRA below 1.34): reported as SKIP,
+    counted apart from passed, and not a failure."""
 
 
 def kubectl(*args, check=True, stdin=None):
@@ -438,7 +449,7 @@ SCENARIOS = [("dry-run", s_dry_run), ("static", s_static), ("walkthrough", s_wal
              ("plugin-pod", s_plugin_pod), ("kubelet", s_kubelet), ("helm", s_helm),
              ("xid", s_xid), ("timeslicing", s_timeslicing),
              ("metrics", s_metrics)] + cluster_scenarios.SCENARIOS + api_scenarios.SCENARIOS + \
-    nvidia_chart_scenarios.SCENARIOS
+    nvidia_chart_scenarios.SCENARIOS + dra_scenarios.SCENARIOS
 
 
 def main():
@@ -485,6 +496,10 @@ def main():
         print(f"--- {name}")
         try:
             fn(ctx)
+        except Skip as e:
+            not_applicable.append(name)
+            print(f"SKIP {name}: {e}")
+            continue
         except (Fail, subprocess.TimeoutExpired) as e:
             failed.append(name)
             print(f"FAIL {name}: {e}")
@@ -494,8 +509,10 @@ def main():
             break  # later scenarios build on this one
         passed.append(name)
         print(f"ok {name} ({time.monotonic() - t0:.1f} s)")
-    skipped = (len(only) if only else len(SCENARIOS)) - len(passed) - len(failed)
-    print(f"{len(passed)} passed, {len(failed)} failed" + (f", {skipped} skipped" if skipped else ""))
+    skipped = (len(only) if only else len(SCENARIOS)) - len(passed) - len(failed) - len(not_applicable)
+    print(f"{len(passed)} passed, {len(failed)} failed" + (f", {skipped} skipped" if skipped else "") +
+          (f", {len(not_applicable)} not applicable here (SKIP: {', '.join(not_applicable)})"
+           if not_applicable else ""))
     sys.exit(1 if failed or skipped else 0)
 
 
