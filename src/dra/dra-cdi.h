@@ -30,7 +30,8 @@ json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, cons
                      const struct dra_device *const *devs, size_t n, struct error *err);
 
 /* Validates spec (cdi_validate) and writes it atomically as the claim's file under
- * cdi_root (created if missing). 0 or -errno, err naming the file. */
+ * cdi_root (created if missing), without fsync (dra-cdi.c says why). 0 or -errno, err
+ * naming the file. */
 int dra_cdi_write(const char *cdi_root, const char *uid, json_t *spec, struct error *err);
 /* Removes the claim's file; a missing one is fine. 0 or -errno, err naming the file. */
 int dra_cdi_remove(const char *cdi_root, const char *uid, struct error *err);

@@ -258,7 +258,8 @@ int cdi_validate(json_t *spec, struct error *err)
 /* ---- writing ---------------------------------------------------------------------- */
 
 
-int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, struct error *err)
+int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, bool sync,
+                        struct error *err)
 {
     int r = mkdir_p(dir, 0755);
     if (r < 0)
@@ -270,13 +271,26 @@ int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, struct 
     if (fd < 0)
         return error_set(err, -errno, "creating temporary file in %s: %s", dir, strerror(errno));
 
-    if (json_dumpfd(spec, fd, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
-        RETRY_EINTR(write(fd, "\n", 1)) != 1) {
-        r = errno ? -errno : -EIO;
+    /* One buffer, written whole: json_dumpfd makes one write() per token (~130 for a
+     * one-GPU spec), on DRA's Prepare path. */
+    _cleanup_free_ char *text = json_dumps(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (!text) {
+        r = -ENOMEM;
         goto fail;
     }
+    size_t len = strlen(text);
+    text[len] = '\n'; /* over the terminator: written by length */
+    for (const char *p = text; len > 0;) {
+        ssize_t n = RETRY_EINTR(write(fd, p, len));
+        if (n < 0) {
+            r = -errno;
+            goto fail;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
     /* Readable by the container runtime, whatever our umask is. */
-    if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0) {
+    if (fchmod(fd, 0644) < 0 || (sync && fsync(fd) < 0) || rename(tmp, path) < 0) {
         r = -errno;
         goto fail;
     }
@@ -297,7 +311,7 @@ static int write_or_remove(const char *dir, const char *cls, json_t *spec, struc
     }
     int r = cdi_validate(spec, err);
     if (r >= 0)
-        r = cdi_write_spec_file(dir, file, spec, err);
+        r = cdi_write_spec_file(dir, file, spec, true, err);
     json_decref(spec);
     if (r < 0)
         return error_prefix(err, "CDI spec %s", file);

@@ -29,8 +29,10 @@ json_t *cdi_device_edits(const struct config *cfg, char *const *paths);
  * NVIDIA_VISIBLE_DEVICES=void. New reference. */
 json_t *cdi_common_edits(const struct config *cfg);
 
-/* Write spec as <dir>/<file> atomically (temp file in dir, fsync, rename); creates dir. */
-int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, struct error *err);
+/* Write spec as <dir>/<file> atomically (temp file in dir, fsync if sync, rename);
+ * creates dir. */
+int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, bool sync,
+                        struct error *err);
 
 /* When a cdi-* device list strategy is on: write every spec that applies to
  * cfg->cdi_spec_dir and remove ours that no longer apply. No-op otherwise. */
