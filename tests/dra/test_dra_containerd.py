@@ -1,21 +1,24 @@
 """A real containerd 1.7 with CDI on injects what the plugin's NodePrepareResources returned.
 
-The real binary (`--dra`, simulated A100 node `gpu-node-1`) against the fake API
-server holding the 1.34 claim `two-gpus` (gpu-2, gpu-3 of this node's pool); this script
-plays the kubelet with grpcio: registration through the registrar directory, then
+The real binary (`--dra`, node `gpu-node-1`: four simulated A100s, two of them with MIG
+devices) against the fake API server holding the 1.34 claim `two-gpus`, its results pointed
+at gpu-1 and a 1g.5gb MIG device of gpu-3 taken from the published ResourceSlice; this
+script plays the kubelet with grpcio: registration through the registrar directory, then
 NodePrepareResources. Then containerd 1.7 from Debian trixie (tests/dra/containerd17.sh;
 runc from bookworm), `enable_cdi = true` with the test's CDI root as its only spec
 directory, its own root, state, socket, runc root and cgroup parent, runs a busybox-static
 container through the CRI (runtime.v1, as the 1.34 kubelet: the IDs in
 ContainerConfig.CDI_devices; ctr 1.7's `run` has no CDI option, only --device) with the
 returned CDI IDs. Inside it: every device node of the
-claim's spec with the host node's major:minor, the device cgroup rules for exactly those
-(cgroup v1), the spec's env; not the GPUs the claim does not hold. A container of the same pod without CDI devices sees no GPU; after
+claim's spec with the host node's major:minor (gpu-1's, gpu-3's as the MIG device's
+parent, the MIG device's two nvidia-caps, the common ones), the device cgroup rules for
+exactly those (cgroup v1), the spec's env; not the GPUs the claim does not hold. A container of the same pod without CDI devices sees no GPU; after
 NodeUnprepareResources containerd refuses the IDs (it reads the spec the plugin removed).
 
 The simulated /dev holds empty files; the CDI library containerd vendors accepts only device
 nodes, so the test replaces them with character devices of NVIDIA's numbers (195:<minor>,
-nvidiactl 195:255; no driver behind them, nothing opens them).
+nvidiactl 195:255, nvidia-caps/nvidia-cap<N> 237:<N>; no driver behind them, nothing opens
+them).
 
 Needs root, the simulator, busybox-static and, the first time, Debian's archive. Skips
 (exit 77) with the reason when it cannot run, except under CI=true, where that fails.
@@ -43,7 +46,9 @@ BUILD = os.environ.get("GDP_BUILD_DIR", "")
 DATA = os.environ.get("GDP_TEST_DATA", "")
 PLUGIN = os.path.join(BUILD, "src", "gpu-device-plugin")
 SIM_DIR = os.path.join(BUILD, "sim", "nvml")
-PROFILE = os.path.join(DATA, "nvml-mock-profiles", "a100.yaml")
+# Four A100s: 0 and 1 full GPUs, 2 and 3 with MIG devices (sim/profiles/).
+PROFILE = os.path.join(HERE, "..", "..", "sim", "profiles", "a100-mig-mixed.yaml")
+# The 1.34 claim for two GPUs, its results pointed at gpu-1 and a MIG device of gpu-3.
 CLAIM = os.path.join(DATA, "dra", "objects", "resourceclaim-two-gpus-allocated.json")
 FAKE = None
 NODE = "gpu-node-1"
@@ -53,6 +58,7 @@ REG = "/pluginregistration.Registration/"
 DRA = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
 NVIDIA_MAJOR = 195
 CTL_MINOR = 255
+CAPS_MAJOR = 237  # dynamic on a real host
 
 
 # ---- the kubelet's DRA messages (v1) ----------------------------------------------------
@@ -85,10 +91,10 @@ def cannot_run(why):
     sys.exit(77)
 
 
-def mknod_char(path, minor):
+def mknod_char(path, minor, major=NVIDIA_MAJOR):
     if os.path.lexists(path):
         os.unlink(path)
-    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
 
 
 def render_node(tmp):
@@ -112,13 +118,17 @@ def render_node(tmp):
             mknod_char(p, int(name[6:]))
         elif name in extra:
             mknod_char(p, extra[name])
+    caps = os.path.join(dev, "nvidia-caps")
+    for name in os.listdir(caps):  # nvidia-cap<minor>: the MIG capabilities
+        mknod_char(os.path.join(caps, name), int(name[len("nvidia-cap"):]), CAPS_MAJOR)
     return host
 
 
 # What the container prints: its GPU device nodes (major:minor in hex, as stat gives
 # them), its environment, its mount points and its device cgroup rules (cgroup v1; v2 has
 # them in BPF), one per line, then "end".
-SCRIPT = r"""for f in /dev/nvidia*; do [ -e "$f" ] && stat -c 'node %n %t:%T %F' "$f"; done
+SCRIPT = r"""for f in /dev/nvidia* /dev/nvidia-caps/*; do
+  [ -c "$f" ] && stat -c 'node %n %t:%T %F' "$f"; done
 env | while read -r l; do echo "env $l"; done
 while read -r a b c d m rest; do echo "mnt $m"; done </proc/self/mountinfo
 l=/sys/fs/cgroup/devices/devices.list; [ ! -r $l ] || while read -r r; do echo "cg $r"; done <$l
@@ -146,10 +156,6 @@ class ContainerdInjectsPreparedClaim(unittest.TestCase):
                                          "https://127.0.0.1:%d" % port,
                                          ca=os.path.join(api, "ca.crt"), token="tok1")
         self.cmd("add " + NODE)
-        self.cmd("rc-load " + CLAIM)
-        with open(CLAIM) as f:
-            md = json.load(f)["metadata"]
-        self.claim = (md["namespace"], md["uid"], md["name"])
 
         self.reg_dir = os.path.join(self.tmp, "plugins_registry")
         self.plugin_log = open(os.path.join(self.tmp, "plugin.log"), "w+")
@@ -271,17 +277,51 @@ class ContainerdInjectsPreparedClaim(unittest.TestCase):
                 out[kind].add(rest)
         return out
 
+    def slice_devices(self):
+        """The device names of this node's published ResourceSlice (waited for)."""
+        end = time.monotonic() + 30
+        while True:
+            self.srv.send("rs-dump")
+            names = []
+            while True:
+                m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
+                if m.group(1):
+                    self.srv.expect(r"^ok rs-dump$")
+                    break
+                names += [d["name"] for d in json.loads(m.group(3))["spec"]["devices"]]
+            if names:
+                return names
+            if time.monotonic() > end:
+                self.fail("no ResourceSlice published; plugin log:\n" + self.plugin_tail())
+            time.sleep(0.1)
+
+    def load_claim(self, devices):
+        """The real claim, its results pointed at devices (of this node's pool)."""
+        with open(CLAIM) as f:
+            o = json.load(f)
+        md = o["metadata"]
+        md["uid"], md["name"] = str(uuid.uuid4()), "gpu-and-mig"
+        results = o["status"]["allocation"]["devices"]["results"]
+        o["status"]["allocation"]["devices"]["results"] = [
+            dict(results[0], device=d, pool=NODE) for d in devices]
+        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
+        return md["namespace"], md["uid"], md["name"]
+
     def test_containerd_injects_what_prepare_returned(self):
-        ns, uid, name = self.claim
         dra = self.kubelet_dials()
         self.addCleanup(dra.close)
+        names = self.slice_devices()
+        mig = sorted(n for n in names if n.startswith("gpu-3-mig-1g5gb-"))[0]
+        self.assertIn("gpu-1", names)
+        self.assertNotIn("gpu-3", names)  # MIG enabled: offered as its MIG devices only
+        ns, uid, name = self.load_claim(["gpu-1", mig])
         res = prepare_result(dra.unary_unary(DRA + "NodePrepareResources")(
             claim_msg(ns, uid, name), timeout=30))
         err, devs = res[uid]
         self.assertEqual(err, "", self.plugin_tail())
         kind = "k8s.gpu.nvidia.com/claim"
-        self.assertEqual(devs, [("gpu-2", ["%s=%s-gpu-2" % (kind, uid)]),
-                                ("gpu-3", ["%s=%s-gpu-3" % (kind, uid)])])
+        self.assertEqual(devs, [("gpu-1", ["%s=%s-gpu-1" % (kind, uid)]),
+                                (mig, ["%s=%s-%s" % (kind, uid, mig)])])
         ids = [i for _, cdi in devs for i in cdi]
         spec_path = os.path.join(self.cdi, "k8s.gpu.nvidia.com-claim_%s.yaml" % uid)
         with open(spec_path) as f:
@@ -299,17 +339,19 @@ class ContainerdInjectsPreparedClaim(unittest.TestCase):
             for n in e.get("deviceNodes", []):
                 st = os.stat(n.get("hostPath", n["path"]))
                 want[n["path"]] = (os.major(st.st_rdev), os.minor(st.st_rdev))
-        self.assertIn("/dev/nvidia2", want)
-        self.assertIn("/dev/nvidia3", want)
+        caps = sorted(p for p in want if p.startswith("/dev/nvidia-caps/"))
+        self.assertEqual(len(caps), 2, want)  # the MIG device's GI and CI capabilities
         self.assertEqual({p: w for p, w in got["node"].items() if p in want},
                          {p: "%x:%x character special file" % w for p, w in want.items()})
-        self.assertEqual(got["node"]["/dev/nvidia2"], "c3:2 character special file")
-        self.assertEqual(got["node"]["/dev/nvidia3"], "c3:3 character special file")
-        for other in ("/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia4", "/dev/nvidia7"):
+        self.assertEqual(got["node"]["/dev/nvidia1"], "c3:1 character special file")
+        self.assertEqual(got["node"]["/dev/nvidia3"], "c3:3 character special file")  # parent
+        self.assertEqual(sorted(p for p in got["node"] if p.startswith("/dev/nvidia-caps/")), caps)
+        for other in ("/dev/nvidia0", "/dev/nvidia2"):
             self.assertNotIn(other, got["node"])
         self.assertEqual(bare["node"], {}, "a container without CDI devices sees GPUs")
-        if got["cg"]:  # cgroup v1: the device cgroup lets it open the claimed GPUs only
-            nv = lambda cg: sorted(r for r in cg if r.startswith("c 195:"))  # noqa: E731
+        if got["cg"]:  # cgroup v1: the device cgroup lets it open the claimed nodes only
+            nv = lambda cg: sorted(r for r in cg if r.split(":")[0] in (  # noqa: E731
+                "c %d" % NVIDIA_MAJOR, "c %d" % CAPS_MAJOR))
             self.assertEqual(nv(got["cg"]), sorted("c %d:%d rwm" % w for w in want.values()))
             self.assertEqual(nv(bare["cg"]), [])
         # The spec's environment and mounts.
