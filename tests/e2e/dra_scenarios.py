@@ -93,6 +93,12 @@ def wait_devices(names, what):
     return h.wait(what, lambda: (lambda got: got if set(got) == set(names) else None)(slice_devices()))
 
 
+def slice_ids():
+    """{slice name: (uid, generation)}: whether a restart re-created or rewrote the slice."""
+    return {s["metadata"]["name"]: (s["metadata"]["uid"], s["metadata"].get("generation"))
+            for s in our_slices()}
+
+
 def show_slices():
     h.show("get", "resourceslices", "-o", "custom-columns=NAME:.metadata.name,NODE:.spec.nodeName,"
            "DRIVER:.spec.driver,POOL:.spec.pool.name,DEVICES:.spec.devices[*].name")
@@ -152,6 +158,16 @@ def xid_cycle(victim, uuid, all_names):
     show_slices()
 
 
+def describe_ids(before, after):
+    if set(before) != set(after):
+        return f"re-created as {sorted(after)}"
+    if any(before[n][0] != after[n][0] for n in before):
+        return "deleted and re-created (new UID)"
+    if before != after:
+        return "the same object, rewritten"
+    return "the same object, not written"
+
+
 def s_dra(ctx):
     git_version, major, minor = server_version()
     served = subprocess.run([h.A.kubectl, "--kubeconfig", h.A.kubeconfig, "get", "--raw",
@@ -197,6 +213,11 @@ def _dra(ctx, git_version, undo):
         if any(attrs.get(k) != v for k, v in want.items()) or not attrs.get("productName"):
             raise h.Fail(f"{name} attributes {attrs}")
     product = devs[names[0]]["productName"]
+    first = our_slices()[0]
+    owners = [(o["kind"], o["name"]) for o in first["metadata"].get("ownerReferences", [])]
+    print(f"  slice {first['metadata']['name']}: owner {owners}, pool {first['spec']['pool']}, "
+          f"device {names[0]}:")
+    print("    " + json.dumps(next(d for d in first["spec"]["devices"] if d["name"] == names[0]), sort_keys=True))
     print(f"  {len(devs)} devices, productName {product!r}, attributes: {sorted(devs[names[0]])}")
     classes = {c["metadata"]["name"] for c in h.kjson("get", "deviceclasses")["items"]}
     if not {"gpu.nvidia.com", "mig.nvidia.com"} <= classes:
@@ -235,6 +256,15 @@ def _dra(ctx, git_version, undo):
             raise h.Fail(f"no CDI spec {cdi_spec(held[pname][0])} for {pname}'s claim")
     for pname in pods:
         check_dev(pname)
+    print("  $ kubectl exec dra-two -- ls /dev: " + " ".join(h.kubectl("exec", "dra-two", "--", "ls", "/dev").split()))
+    with open(cdi_spec(held["dra-two"][0])) as f:
+        spec = yaml.safe_load(f)
+    nodes = [(n["path"], n.get("hostPath")) for e in [spec.get("containerEdits", {})] +
+             [d["containerEdits"] for d in spec["devices"]] for n in e.get("deviceNodes", [])]
+    print(f"  {cdi_spec(held['dra-two'][0])}: kind {spec['kind']}, devices "
+          f"{[d['name'] for d in spec['devices']]}, device nodes {nodes}")
+    if any(not hp or not hp.startswith(dev_root + "/") for _, hp in nodes):
+        raise h.Fail(f"CDI device nodes not under the dev root {dev_root}: {nodes}")
 
     # Health: the API server drops taints without DRADeviceTaints, so an Xid withdraws.
     free = next(u for u, n in by_uuid.items() if n not in claimed)
@@ -243,6 +273,7 @@ def _dra(ctx, git_version, undo):
     # A kubelet restart: the kubelet wipes the node's slices; they come back, pods untouched.
     before = h.containers_state(pods)
     plug = h.wait_one_plugin_pod()
+    ids = slice_ids()
     r = subprocess.run(["sh", h.A.cluster, "kubelet-restart"], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise h.Fail(f"kubelet restart: {r.stderr.strip()}")
@@ -254,13 +285,16 @@ def _dra(ctx, git_version, undo):
         raise h.Fail("claim pods or the plugin pod changed across the kubelet restart")
     for pname in pods:
         check_dev(pname)
-    print("  kubelet restarted: slice back, claim pods and plugin pod untouched")
+    print(f"  kubelet restarted: slice back ({describe_ids(ids, slice_ids())}), claim pods and "
+          "plugin pod untouched")
     show_slices()
 
     # A plugin pod restart: the checkpoint keeps the claims; a new claim is prepared.
     h.kubectl("delete", "pod", "-n", "kube-system", plug["metadata"]["name"], "--wait=true")
+    ids = slice_ids()
     new = h.wait_one_plugin_pod(not_uid=plug["metadata"]["uid"])
     wait_devices(names, "the slice after the plugin pod restart")
+    print(f"  plugin pod restarted: slice {describe_ids(ids, slice_ids())}")
     if h.containers_state(pods) != before:
         raise h.Fail("claim pods changed across the plugin pod restart")
     h.kubectl("apply", "-f", "-", stdin=json.dumps(claim("three", 1)))
