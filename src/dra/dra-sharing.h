@@ -8,8 +8,9 @@
  *   TimeSlicing on a MIG device: nothing to set (MigDeviceConfig has no interval, and a
  *     MIG device's compute mode is its GPU's, which the claim does not own).
  *   MPS: refused (a per-claim error; dra-config.c refuses it first).
- * Both need the privilege to change GPU settings (root with CAP_SYS_ADMIN); without it
- * the claim fails with NVML's or the tool's words.
+ * Both need CAP_SYS_ADMIN (checked on an H200, driver 580: without it NVML answers
+ * NO_PERMISSION and nvidia-smi exits 4, "Insufficient Permissions"); the claim then fails
+ * with those words.
  *
  * Loop-only, and blocking: the hook is synchronous, so each tool run stalls the loop, at
  * most DRA_SHARING_TOOL_TIMEOUT_MS (then it is killed and the claim fails). Accepted

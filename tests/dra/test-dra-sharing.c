@@ -20,11 +20,11 @@ int test_failures;
 
 #define UUID(n) "GPU-12345678-1234-1234-1234-12345678000" #n
 
-/* Exit 3 with NVIDIA's words for GPU 2, hang for GPU 3, else record the arguments. */
+/* Exit 4 with NVIDIA's words (as nvidia-smi without CAP_SYS_ADMIN) for GPU 2, hang for GPU 3, else record the arguments. */
 static const char stand_in[] =
     "#!/bin/sh\n"
     "case \"$3\" in\n"
-    "*0002) echo 'Insufficient Permissions'; exit 3;;\n"
+    "*0002) echo 'Insufficient Permissions'; exit 4;;\n"
     "*0003) exec sleep 30;;\n"
     "esac\n"
     "echo \"$*\" >> \"$(dirname \"$0\")/../../calls\"\n";
@@ -147,7 +147,7 @@ int main(void)
     ts.interval = DRA_TS_SHORT;
     CHECK(dra_sharing_apply(s, &g2, NULL, &ts, &err) == -EIO);
     CHECK_STR_CONTAINS(err.msg, "setting the time slice of " UUID(2) " to Short: ");
-    CHECK_STR_CONTAINS(err.msg, "/usr/bin/nvidia-smi failed (exit status 3): Insufficient Permissions");
+    CHECK_STR_CONTAINS(err.msg, "/usr/bin/nvidia-smi failed (exit status 4): Insufficient Permissions");
     /* ... or hangs: killed at the timeout. */
     struct dra_sharing_ctx *quick = dra_sharing_new(&(struct dra_sharing_options){
         .driver_root = root, .timeout_ms = 300 });

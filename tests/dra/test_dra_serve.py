@@ -564,7 +564,7 @@ class DraServe(harness.PluginTestCase):
         smi = os.path.join(root, "usr", "bin", "nvidia-smi")
         calls, settings = os.path.join(self.tmp, "smi-calls"), os.path.join(self.tmp, "settings")
         with open(smi, "w") as f:
-            f.write('#!/bin/sh\n[ -e "$0.fail" ] && { echo Insufficient Permissions; exit 3; }\n'
+            f.write('#!/bin/sh\n[ -e "$0.fail" ] && { echo Insufficient Permissions; exit 4; }\n'
                     'echo "$*" >> "%s"\n' % calls)
         os.chmod(smi, 0o755)
         p = self.start_plugin(self.dra_args() + ["--driver-root-ctr-path", root],
@@ -587,7 +587,7 @@ class DraServe(harness.PluginTestCase):
         open(smi + ".fail", "w").close()
         res = self.kl.prepare(ref(o))
         self.assertIn("applying TimeSlicing to gpu-%d: setting the time slice of %s to Long: %s "
-                      "failed (exit status 3): Insufficient Permissions" % (minor, uuid, smi),
+                      "failed (exit status 4): Insufficient Permissions" % (minor, uuid, smi),
                       res[uid]["error"])
         self.assertEqual(res[uid]["devices"], [])
         self.assertEqual(os.listdir(self.cdi), [])
