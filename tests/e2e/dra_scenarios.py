@@ -16,6 +16,7 @@ as skipped (not applicable), never as passed. Uses scenarios.py's helpers (it is
 import contextlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -33,8 +34,11 @@ QUIET = "version: v1\nhealth:\n  quietPeriod: 15s\n"
 
 
 def server_version():
-    v = json.loads(h.kubectl("version", "-o", "json"))["serverVersion"]
-    return v["gitVersion"], int(v["major"]), int(v["minor"].rstrip("+"))
+    """gitVersion and (major, minor) from it: Debian's 1.20 build leaves major and minor
+    empty (no git tree at build time) but sets gitVersion."""
+    git = json.loads(h.kubectl("version", "-o", "json"))["serverVersion"].get("gitVersion", "")
+    m = re.match(r"v(\d+)\.(\d+)\.", git)
+    return git, (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def render_dra(dev_root, git_version):
@@ -169,11 +173,13 @@ def describe_ids(before, after):
 
 
 def s_dra(ctx):
-    git_version, major, minor = server_version()
+    git_version, version = server_version()
     served = subprocess.run([h.A.kubectl, "--kubeconfig", h.A.kubeconfig, "get", "--raw",
                              "/apis/resource.k8s.io/v1"], capture_output=True).returncode == 0
-    if (major, minor) < (1, 34) or not served:
-        raise h.Skip("Kubernetes < 1.34 has no resource.k8s.io/v1")
+    if not served or version is None or version < (1, 34):
+        if served or (version or (1, 0)) >= (1, 34):  # one without the other: say so, fail
+            raise h.Fail(f"server {git_version!r}, resource.k8s.io/v1 served: {served}")
+        raise h.Skip(f"skipped: Kubernetes < 1.34 has no resource.k8s.io/v1 (server {git_version})")
     with contextlib.ExitStack() as undo:
         _dra(ctx, git_version, undo)
 
