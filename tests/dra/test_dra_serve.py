@@ -169,10 +169,10 @@ class Kubelet:
         return ch
 
     def register(self):
-        """GetInfo and the OK notification, as the kubelet's reconciler does; returns
-        PluginInfo."""
+        """GetInfo and the OK notification, as the kubelet's reconciler does, on a
+        connection closed afterwards (as the kubelet's); returns PluginInfo."""
         self.wait_socket()
-        reg = self.dial(self.reg_path)
+        reg = grpc.insecure_channel("unix:" + self.reg_path)
         info = reg.unary_unary(REG + "GetInfo", request_serializer=PB["InfoRequest"].SerializeToString,
                                response_deserializer=PB["PluginInfo"].FromString)(
             PB["InfoRequest"](), timeout=1)
@@ -180,6 +180,7 @@ class Kubelet:
                         request_serializer=PB["RegistrationStatus"].SerializeToString,
                         response_deserializer=PB["RegistrationStatusResponse"].FromString)(
             PB["RegistrationStatus"](plugin_registered=True), timeout=5)
+        reg.close()
         self.dra = self.dial(info.endpoint)
         return info
 
