@@ -6,9 +6,9 @@ rules and serves the real 1.34 ResourceClaim objects of tests/data/dra/objects, 
 this node's pool), with this script playing the kubelet with grpcio: registration through
 the registrar directory, NodePrepareResources / NodeUnprepareResources, the health stream.
 Also: the device-plugin side (the test kubelet) and the split between the two APIs,
-restarts of the plugin and of the kubelet stand-in, bad input, a CDI root that is not
-writable, an Xid that takes a device out of the slice (or taints it) until it recovers, and
-threads / fds / RSS flat around the lifecycle.
+restarts of the plugin and of the kubelet stand-in (one slice write in all), bad input, a
+CDI root that is not writable, an Xid that takes a device out of the slice (or taints it)
+until it recovers, and threads / fds / RSS flat around the lifecycle.
 
 usage: test_dra_serve.py <fake-apiserver>"""
 import copy
@@ -36,6 +36,7 @@ NODE = "n1"
 DRIVER = "gpu.nvidia.com"
 SLICE = NODE + "-" + DRIVER + "-0"
 CDI_KIND = "k8s.gpu.nvidia.com/claim"
+SLICE_WRITE = re.compile(r"^req (POST|PUT|DELETE) /apis/resource\.k8s\.io/v1/resourceslices")
 OBJECTS = os.path.join(harness.DATA, "dra", "objects")
 CDI_SCHEMA = os.path.join(harness.DATA, "cdi-schema")
 V1 = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
@@ -424,6 +425,11 @@ class DraServe(harness.PluginTestCase):
         after = attacklib.settled(self.plugin.pid, before)
         print("after: %s" % after)
         attacklib.assert_flat(self, before, after, what="DRA lifecycle")
+        # One slice write in all: the first publish. Claims, registrations and the restart
+        # (the same devices, found in the watch's list) write nothing.
+        self.slices()  # every request line so far is read
+        self.assertEqual([line.split()[1] for line in self.srv.seen if SLICE_WRITE.search(line)],
+                         ["POST"])
 
     def test_bad_input(self):
         self.start_dra()
