@@ -6,7 +6,8 @@ rules and serves the real 1.34 ResourceClaim objects of tests/data/dra/objects, 
 this node's pool), with this script playing the kubelet with grpcio: registration through
 the registrar directory, NodePrepareResources / NodeUnprepareResources, the health stream.
 Also: the device-plugin side (the test kubelet) and the split between the two APIs,
-restarts of the plugin and of the kubelet stand-in (one slice write in all), bad input, a
+restarts of the plugin and of the kubelet stand-in (one slice write in all), the slice
+wiped by the kubelet and published again, bad input, a
 CDI root that is not writable, an Xid that takes a device out of the slice (or taints it)
 until it recovers, and threads / fds / RSS flat around the lifecycle.
 
@@ -508,6 +509,15 @@ class DraServe(harness.PluginTestCase):
         one = self.load(on_node(obj("resourceclaim-from-template-allocated")))  # gpu-1
         err = self.kl.prepare(ref(one))[one["metadata"]["uid"]]["error"]
         self.assertIn("device gpu-1 is not a device of node n1", err)
+
+    def test_slices_wiped_by_the_kubelet_come_back(self):
+        self.start_dra()
+        self.cmd("rs-delete all")  # the kubelet's wipe of this node's slices at its start
+        devs = self.wait_slice(lambda d: len(d) == 8, "8 devices again")
+        self.assertEqual(sorted(devs), ["gpu-%d" % i for i in range(8)])
+        self.assertEqual([line.split()[1] for line in self.srv.seen if SLICE_WRITE.search(line)],
+                         ["POST", "POST"])  # published, then restored
+        self.plugin.wait_log("deleted by someone else")
 
     def _xid_round(self, tainted):
         self.kl.register()
