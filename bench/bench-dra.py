@@ -6,7 +6,7 @@ Everything runs on this machine: the rendered 8-GPU a100 host with the simulated
 (benchlib.Host), the benchmark kubelet for the device-plugin side (benchlib.Kubelet), the
 fake API server of tests/kube (DIR/tests/kube/fake-apiserver: TLS 1.2 + HTTP/2, Node n1;
 it validates every ResourceSlice write and serves the claims), and the kubelet stand-in of
-tests/dra/test_dra_serve.py for the DRA side (registration through the registrar
+tests/dra/dra_kubelet.py for the DRA side (registration through the registrar
 directory, NodePrepareResources / NodeUnprepareResources with grpcio).
 
   rss      VmRSS / RssAnon after the start settled, median of --runs starts, for: `serve`
@@ -32,7 +32,6 @@ Usage: bench-dra.py --build DIR [--runs N] [--idle S] [--claims N] [--pace S] [-
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -42,14 +41,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.normpath(os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SOURCE, "tests", "kube"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "dra"))
 import benchlib as bl  # noqa: E402
+import dra_kubelet as ds  # noqa: E402  (the kubelet stand-in, the claim objects)
 import kubetest as kt  # noqa: E402
-
-os.environ.setdefault("GDP_SOURCE_DIR", SOURCE)
-_spec = importlib.util.spec_from_file_location(
-    "test_dra_serve", os.path.join(SOURCE, "tests", "dra", "test_dra_serve.py"))
-ds = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ds)  # the kubelet stand-in, the protobuf classes, the claim objects
 
 NODE = ds.NODE
 
