@@ -284,6 +284,19 @@ static int apply_configs(struct dra_claims *c, const struct dra_ckpt_claim *rec,
     return 0;
 }
 
+/* Whether preparing rec changes anything outside its CDI spec (a sharing config applied to
+ * a GPU): only then is PrepareStarted recorded first, so a crash in between can be rolled
+ * back. A claim without one has the spec as its only effect, which an unprepare removes by
+ * UID with or without a record, and a repeated prepare writes again: it is recorded once,
+ * completed, after the spec (one checkpoint write per Prepare instead of two). */
+static bool changes_devices(const struct dra_claims *c, const struct dra_ckpt_claim *rec)
+{
+    for (size_t i = 0; c->apply_config && i < rec->n_devices; i++)
+        if (rec->devices[i].config.sharing != DRA_SHARING_NONE)
+            return true;
+    return false;
+}
+
 static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
                          struct dra_claim_result *res, struct error *err)
 {
@@ -329,6 +342,16 @@ static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
     spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, n_devs, err);
     if (!spec) {
         r = err->code;
+        goto out;
+    }
+    if (!changes_devices(c, &rec)) {
+        rec.state = DRA_CKPT_PREPARE_COMPLETED;
+        if ((r = dra_cdi_write(c->cdi_root, uid, spec, err)) < 0)
+            goto out;
+        if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
+            goto undo;
+        rec = (struct dra_ckpt_claim){ 0 };
+        result_from_record(res, dra_checkpoint_find(&c->ckpt, uid));
         goto out;
     }
     if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
