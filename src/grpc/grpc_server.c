@@ -151,18 +151,23 @@ static int conn_feed(struct grpc_conn *c, const uint8_t *data, size_t len)
     return conn_flush(c);
 }
 
+/* One read buffer for every connection of every server: reads happen on the loop thread
+ * only, and conn_feed() hands the bytes to nghttp2 (which keeps what it needs) before the
+ * next read, so the device plugin's sockets and DRA's two share the pages they touch. */
+static uint8_t read_buf[READ_BUF_SIZE];
+
 static void conn_io_cb(struct loop *l, int fd, uint32_t events, void *userdata)
 {
     struct grpc_conn *c = userdata;
     int r = 0;
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        ssize_t n = RETRY_EINTR(read(fd, c->srv->rbuf, READ_BUF_SIZE));
+        ssize_t n = RETRY_EINTR(read(fd, read_buf, sizeof(read_buf)));
         if (n == 0 || (n < 0 && errno != EAGAIN)) {
             grpc_conn_free(c);
             return;
         }
         if (n > 0)
-            r = conn_feed(c, c->srv->rbuf, (size_t)n);
+            r = conn_feed(c, read_buf, (size_t)n);
     } else {
         r = conn_flush(c);
     }
@@ -264,7 +269,6 @@ int grpc_server_new(struct loop *l, const char *path, const struct grpc_method *
         srv->lim.process_buffer = 16u * 1024u * 1024u;
     if (srv->lim.process_buffer < srv->lim.conn_buffer)
         srv->lim.process_buffer = srv->lim.conn_buffer;
-    srv->rbuf = xmalloc(READ_BUF_SIZE);
 
     srv->cbs = grpc_server_callbacks_new();
     if (nghttp2_option_new(&srv->opt) != 0)
@@ -310,7 +314,6 @@ void grpc_server_free(struct grpc_server *srv)
     }
     nghttp2_session_callbacks_del(srv->cbs);
     nghttp2_option_del(srv->opt);
-    free(srv->rbuf);
     free(srv->path);
     free(srv);
 }

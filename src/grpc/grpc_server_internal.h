@@ -101,7 +101,6 @@ struct grpc_server {
     struct grpc_conn *conns;
     unsigned n_conns;
     size_t queued, queued_max;
-    uint8_t *rbuf;
 
     /* accept path (grpc_server_guard.c) */
     struct listener listener;  /* the listen fd (core/listener.h) */
