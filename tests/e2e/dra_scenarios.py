@@ -181,7 +181,15 @@ def s_dra(ctx):
             raise h.Fail(f"server {git_version!r}, resource.k8s.io/v1 served: {served}")
         raise h.Skip(f"skipped: Kubernetes < 1.34 has no resource.k8s.io/v1 (server {git_version})")
     with contextlib.ExitStack() as undo:
-        _dra(ctx, git_version, undo)
+        try:
+            _dra(ctx, git_version, undo)
+        except (h.Fail, subprocess.TimeoutExpired):
+            # What the cleanup is about to delete, for the failure's record.
+            for args in (("get", "resourceslices,resourceclaims,deviceclasses", "-o", "wide"),
+                         ("get", "pods", "-o", "wide")):
+                print(f"$ kubectl {' '.join(args)}")
+                print(h.kubectl(*args, check=False))
+            raise
 
 
 def _dra(ctx, git_version, undo):
