@@ -223,16 +223,31 @@ int grpc_server_new(struct loop *l, const char *path, const struct grpc_method *
         return -ENAMETOOLONG;
     memcpy(sa.sun_path, path, strlen(path) + 1);
 
+    /* The socket appears under its name only once it listens: bound and listening under a
+     * hidden temporary name in the same directory, then renamed over the old one. A peer
+     * that watches the directory (the kubelet's plugin watcher dials a registration socket
+     * the moment it appears, and skips names starting with '.') can never find it bound
+     * but refusing connections. A path too long for the temporary name is bound directly. */
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+    char tmp[sizeof(sa.sun_path)];
+    bool staged = (size_t)snprintf(tmp, sizeof(tmp), "%.*s.%s.tmp", (int)dir_len, path,
+                                   path + dir_len) < sizeof(tmp);
+    if (staged)
+        memcpy(sa.sun_path, tmp, strlen(tmp) + 1);
+    const char *bound = staged ? tmp : path;
+
     _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    if (unlink(path) < 0 && errno != ENOENT)
+    if (unlink(bound) < 0 && errno != ENOENT)
         return -errno;
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
         return -errno;
-    if (chmod(path, 0600) < 0 || listen(fd, 128) < 0) {
+    if (chmod(bound, 0600) < 0 || listen(fd, 128) < 0 ||
+        (staged && rename(bound, path) < 0)) {
         int r = -errno;
-        unlink(path);
+        unlink(bound);
         return r;
     }
 
