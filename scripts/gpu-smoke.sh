@@ -76,11 +76,12 @@ bundle() {
         [ -f "$build/build.ninja" ] ||
             meson setup "$build" "$src" --buildtype=release -Dwerror=true >/dev/null ||
             die "meson setup $build failed"
-        ninja -C "$build" src/gpu-device-plugin tools/go-client/go-client bench/bench-topo \
+        ninja -C "$build" src/gpu-device-plugin-readonly tools/go-client/go-client bench/bench-topo \
             bench/bench-metrics >/dev/null || die "building in $build failed"
     fi
     set -e
-    plugin="$build/src/gpu-device-plugin"
+    # The plugin without the NVML calls that change a GPU setting (src/meson.build).
+    plugin="$build/src/gpu-device-plugin-readonly"
     gc="$build/tools/go-client/go-client"
     for f in "$plugin" "$build/bench/bench-topo" "$build/bench/bench-metrics"; do
         [ -x "$f" ] || die "missing $f (build it, or drop --no-build)"
@@ -94,6 +95,8 @@ bundle() {
     for f in "$plugin" "$build/bench/bench-topo" "$build/bench/bench-metrics" "$gc"; do
         strip -o "$stage/bin/${f##*/}" "$f" 2>/dev/null || cp "$f" "$stage/bin/"
     done
+    # Run as gpu-device-plugin (its name picks its mode: src/main.c).
+    mv "$stage/bin/gpu-device-plugin-readonly" "$stage/bin/gpu-device-plugin"
     # ldd's answer for the dynamic binaries, then the rest of glibc that libnvidia-ml.so.1
     # links (libm, libdl, libpthread, librt): it must find ours, not the host's, because
     # it is loaded into a process running our glibc.

@@ -13,8 +13,19 @@
 #include "nvml-abi.h"
 #include "nvml.h"
 
+/* The calls that change a GPU setting (DRA's TimeSlicing sets the compute mode). The
+ * plugin gpu-smoke runs (src/meson.build: gpu-device-plugin-readonly, this file compiled
+ * with GDP_NVML_READ_ONLY) names none of them at all, so that scripts/gpu-smoke.sh can
+ * prove from the binary's bytes that it only reads NVML (check-nvml). */
+#ifndef GDP_NVML_READ_ONLY
+#define NVML_SETTING_SYMBOLS(X) X(nvmlDeviceSetComputeMode, 0, NULL)
+#else
+#define NVML_SETTING_SYMBOLS(X)
+#endif
+
 /* name, required, fallback name (legacy unversioned export, or NULL) */
 #define NVML_SYMBOLS(X)                                                                       \
+    NVML_SETTING_SYMBOLS(X)                                                                   \
     X(nvmlInit_v2, 1, "nvmlInit")                                                             \
     X(nvmlShutdown, 1, NULL)                                                                  \
     X(nvmlErrorString, 1, NULL)                                                               \
@@ -33,7 +44,6 @@
     X(nvmlDeviceGetArchitecture, 0, NULL)                                                     \
     X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
     X(nvmlDeviceGetComputeMode, 0, NULL)                                                      \
-    X(nvmlDeviceSetComputeMode, 0, NULL)                                                      \
     X(nvmlDeviceGetMaxMigDeviceCount, 0, NULL)                                                \
     X(nvmlDeviceGetMigDeviceHandleByIndex, 0, NULL)                                           \
     X(nvmlDeviceGetGpuInstanceId, 0, NULL)                                                    \
@@ -355,7 +365,15 @@ int nvml_device_compute_mode(nvml_device dev, enum nvml_compute_mode *mode, stru
 
 int nvml_device_set_compute_mode(nvml_device dev, enum nvml_compute_mode mode, struct error *err)
 {
+#ifndef GDP_NVML_READ_ONLY
     return NVML_CALL(err, nvmlDeviceSetComputeMode, to_nvml(dev), (nvmlComputeMode_t)mode);
+#else
+    (void)dev;
+    (void)mode;
+    /* Not naming the NVML call: the point of this build is that its bytes name none. */
+    return error_set(err, -ENOSYS, "this binary changes no GPU setting (gpu-smoke's read-only "
+                     "build): it cannot set a compute mode");
+#endif
 }
 
 int nvml_device_max_mig_count(nvml_device dev, unsigned *count, struct error *err)
