@@ -216,16 +216,6 @@ void daemon_dra_kubelet_restarted(struct daemon_dra *d)
         log_error("DRA: %s", err.msg);
 }
 
-bool daemon_dra_registered(const struct daemon_dra *d)
-{
-    return d && d->svc && dra_service_registered(d->svc);
-}
-
-size_t daemon_dra_devices(const struct daemon_dra *d)
-{
-    return d ? d->set.n : 0;
-}
-
 void daemon_dra_free(struct daemon_dra *d)
 {
     if (!d)

@@ -29,8 +29,5 @@ void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
 void daemon_dra_health_changed(struct daemon_dra *d);
 /* The kubelet restarted: bind again the sockets it removed. */
 void daemon_dra_kubelet_restarted(struct daemon_dra *d);
-/* For `list`, metrics and /readyz: registered with the kubelet, devices served. */
-bool daemon_dra_registered(const struct daemon_dra *d);
-size_t daemon_dra_devices(const struct daemon_dra *d);
 /* Stops serving (pending calls cancelled); the slices and the checkpoint stay. NULL ok. */
 void daemon_dra_free(struct daemon_dra *d);
