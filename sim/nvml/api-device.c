@@ -204,7 +204,10 @@ _public_ nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDevic
     NONNULL(mode);
     if (mode->version != nvmlDeviceAddressingMode_v1)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    mode->value = NVML_DEVICE_ADDRESSING_MODE_NONE;
+    const struct sim_device *g = d->is_mig ? d->parent : d;
+    if (g->addressing_mode == SIM_ADDRESSING_UNSUPPORTED)
+        return NVML_ERROR_NOT_SUPPORTED;
+    mode->value = g->addressing_mode; /* a number from the profile passes through as is */
     return NVML_SUCCESS;
 }
 

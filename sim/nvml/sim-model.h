@@ -16,6 +16,8 @@
 #include "sim-mig.h"
 
 #define SIM_MAX_LINKS NVML_NVLINK_MAX_LINKS
+/* addressing_mode: the call answers NOT_SUPPORTED (pre-Turing GPUs, as NVML documents) */
+#define SIM_ADDRESSING_UNSUPPORTED 0xffffffffu
 
 enum sim_link_kind { SIM_LINK_GPU, SIM_LINK_SWITCH };
 
@@ -71,6 +73,9 @@ struct sim_device {
     struct sim_link links[SIM_MAX_LINKS];
 
     bool events_supported;
+    /* nvmlDeviceGetAddressingMode's answer (GPU only; a MIG device answers its parent's):
+     * an nvmlDeviceAddressingModeType_t value, or SIM_ADDRESSING_UNSUPPORTED */
+    unsigned addressing_mode;
     /* fault flags, under sim_lock */
     bool lost, probe_fail;
     /* settings (GPU only), under sim_lock: the compute mode last set, and the code that

@@ -39,6 +39,9 @@ static const struct {
     { "ada", NVML_DEVICE_ARCH_ADA },       { "hopper", NVML_DEVICE_ARCH_HOPPER },
     { "blackwell", NVML_DEVICE_ARCH_BLACKWELL }, { "rubin", NVML_DEVICE_ARCH_RUBIN },
     { "unknown", NVML_DEVICE_ARCH_UNKNOWN },
+}, addressing_modes[] = {
+    { "none", NVML_DEVICE_ADDRESSING_MODE_NONE }, { "hmm", NVML_DEVICE_ADDRESSING_MODE_HMM },
+    { "ats", NVML_DEVICE_ADDRESSING_MODE_ATS },   { "unsupported", SIM_ADDRESSING_UNSUPPORTED },
 };
 
 #define get_named(c, n, what, table, v) get_named_(c, n, what, table, ELEMENTSOF(table), v)
@@ -164,6 +167,13 @@ static int parse_device(struct yp_ctx *c, yaml_node_t *dn, yaml_node_t *defs, un
     FIELD("board_part_number", yp_str, d->board_part, sizeof(d->board_part));
     FIELD("brand", get_named, brands, &d->brand);
     FIELD("architecture", get_named, archs, &d->arch);
+    /* What a real x86 GPU answers without a profile saying otherwise: HMM from Turing on
+     * (NVIDIA's open kernel modules, the default since R560, mirror the CPU's page tables;
+     * an H100 with 570.133.20 answers it), NOT_SUPPORTED before Turing (NVML's own
+     * documentation). Coherent systems (Grace) answer ATS; NONE: neither is active. */
+    d->addressing_mode = d->arch < NVML_DEVICE_ARCH_TURING ? SIM_ADDRESSING_UNSUPPORTED
+                                                           : NVML_DEVICE_ADDRESSING_MODE_HMM;
+    FIELD("addressing_mode", get_named, addressing_modes, &d->addressing_mode);
 
     if ((n = yp_path_get(c, dn, "pci.bus_id"))) {
         if (yp_bdf(c, n, "pci.bus_id", &d->bdf) < 0)

@@ -99,6 +99,7 @@ static void parent_attrs(json_t *attrs, const struct inventory *inv, const struc
     }
     attr_version(attrs, "driverVersion", inv->driver_version);
     attr_version(attrs, "cudaDriverVersion", inv->cuda_driver_version);
+    attr_string(attrs, "addressingMode", g->addressing_mode);
     attr_string(attrs, STD_PREFIX "pciBusID", g->bus_id);
     attr_string(attrs, STD_PREFIX "pcieRoot", g->pcie_root);
     if (g->numa_node >= 0)
@@ -130,7 +131,8 @@ json_t *dra_slice_device(const struct inventory *inv, const struct dra_device *d
         cap_count(caps, "ofaEngines", m->ofas);
         cap_bytes(caps, "memory", m->memory_bytes);
         /* memorySlice<i> for each memory slice of the placement; bounded so that a
-         * strange placement cannot push the device past 32 attributes + capacities */
+         * strange placement cannot push the device past 32 attributes + capacities
+         * (at most 14 attributes, with addressingMode and numaNode, + 7 + 8 = 29) */
         for (unsigned i = 0; i < m->placement_size && i < 8; i++) {
             char name[32];
             snprintf(name, sizeof(name), "memorySlice%u", m->placement_start + i);

@@ -146,6 +146,16 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
         log_debug("GPU %s: %s, no brand attribute", g->uuid, ierr.msg);
     if (nvml_device_architecture(dev, g->architecture, sizeof(g->architecture), &ierr) < 0)
         log_debug("GPU %s: %s, no architecture attribute", g->uuid, ierr.msg);
+    /* No mode (NOT_SUPPORTED, or a driver without the call) is no attribute, as in NVIDIA's
+     * driver; where that driver refuses to start (a mode added after us, another error) the
+     * GPU is still served, without the attribute. */
+    r = nvml_device_addressing_mode(dev, g->addressing_mode, sizeof(g->addressing_mode), &ierr);
+    if (r < 0)
+        g->addressing_mode[0] = 0;
+    if (r == -ENOTSUP || r == -ENOSYS)
+        log_debug("GPU %s: %s, no addressingMode attribute", g->uuid, ierr.msg);
+    else if (r < 0)
+        log_warning("GPU %s: %s, publishing no addressingMode attribute, ignoring", g->uuid, ierr.msg);
 
     bool bad = false;
     g->numa_node = discover_numa_node(opt->sysfs_root, g->bus_id, &bad);

@@ -37,6 +37,9 @@ struct inv_gpu {
     char name[INV_NAME_MAX];
     char brand[24];                   /* "Nvidia", "Tesla"; "" if NVML could not tell */
     char architecture[24];            /* "Hopper", "Ada Lovelace"; "" if unknown */
+    /* How the GPU addresses system memory ("HMM", "ATS", "None"; DRA's addressingMode, which
+     * its MIG devices copy); "" when NVML reports no mode or lacks the call */
+    char addressing_mode[8];
     char bus_id[INV_BUSID_MAX];       /* sysfs form, lower case: "0000:3b:00.0" */
     unsigned minor;                   /* /dev/nvidia<minor> */
     uint64_t memory_bytes;            /* 0 if NVML could not tell */

@@ -42,6 +42,7 @@
     X(nvmlDeviceGetCudaComputeCapability, 0, NULL)                                            \
     X(nvmlDeviceGetBrand, 0, NULL)                                                            \
     X(nvmlDeviceGetArchitecture, 0, NULL)                                                     \
+    X(nvmlDeviceGetAddressingMode, 0, NULL)                                                   \
     X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
     X(nvmlDeviceGetComputeMode, 0, NULL)                                                      \
     X(nvmlDeviceGetMaxMigDeviceCount, 0, NULL)                                                \
@@ -339,6 +340,23 @@ int nvml_device_architecture(nvml_device dev, char *buf, size_t len, struct erro
         return n < 0 || (size_t)n >= len ? error_set(err, -ENOBUFS, "architecture name too long") : 0;
     }
     return error_set(err, -ENOENT, "nvmlDeviceGetArchitecture: unknown architecture %u", a);
+}
+
+int nvml_device_addressing_mode(nvml_device dev, char *buf, size_t len, struct error *err)
+{
+    static const char *const names[] = {
+        [NVML_DEVICE_ADDRESSING_MODE_NONE] = "None",
+        [NVML_DEVICE_ADDRESSING_MODE_HMM] = "HMM",
+        [NVML_DEVICE_ADDRESSING_MODE_ATS] = "ATS",
+    };
+    nvmlDeviceAddressingMode_t m = { .version = nvmlDeviceAddressingMode_v1 };
+    int r = NVML_CALL(err, nvmlDeviceGetAddressingMode, to_nvml(dev), &m);
+    if (r < 0)
+        return r;
+    if (m.value >= ELEMENTSOF(names))
+        return error_set(err, -ENOENT, "nvmlDeviceGetAddressingMode: unknown mode %u", m.value);
+    int n = snprintf(buf, len, "%s", names[m.value]);
+    return n < 0 || (size_t)n >= len ? error_set(err, -ENOBUFS, "addressing mode too long") : 0;
 }
 
 int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err)

@@ -52,6 +52,10 @@ int nvml_device_compute_capability(nvml_device dev, int *major, int *minor, stru
  * Lovelace"); -ENOENT for a value NVML added after us. */
 int nvml_device_brand(nvml_device dev, char *buf, size_t len, struct error *err);
 int nvml_device_architecture(nvml_device dev, char *buf, size_t len, struct error *err);
+/* How the GPU addresses system memory, as go-nvlib spells it ("HMM", "ATS", "None"): DRA's
+ * addressingMode. -ENOTSUP: NVML reports no mode (before Turing, or not Linux); -ENOSYS:
+ * a driver older than the call; -ENOENT: a mode NVML added after us. */
+int nvml_device_addressing_mode(nvml_device dev, char *buf, size_t len, struct error *err);
 /* -ENOTSUP / -ENOSYS: not MIG capable. */
 int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err);
 

@@ -428,6 +428,8 @@ static const struct {
     { "devices:\n  - {uuid: GPU-1, compute_capability: {major: 7}}\n", "missing name", 2 },
     { "devices:\n  - {uuid: GPU-1, name: T4}\n", "missing compute_capability.major", 2 },
     { "devices:\n  - {uuid: nope, name: T4, compute_capability: {major: 7}}\n", "is not a GPU UUID", 2 },
+    { "devices:\n  - {uuid: GPU-1, name: T4, compute_capability: {major: 7},\n     addressing_mode: sometimes}\n",
+      "addressing_mode: unknown value 'sometimes'", 3 },
     { "device_defaults: {name: T4, compute_capability: {major: 7}}\ndevices:\n"
       "  - {uuid: GPU-1, pci: {bus_id: '0000:01:00.0'}}\n  - {uuid: GPU-1, pci: {bus_id: '0000:02:00.0'}}\n",
       "duplicate UUID", 4 },
