@@ -14,6 +14,17 @@ bool dra_claim_uid_valid(const char *uid)
     return n > 0 && n <= DRA_CLAIM_UID_MAX;
 }
 
+bool dra_claim_object_name_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > DRA_CLAIM_NAME_MAX)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            return false;
+    return true;
+}
+
 /* A DNS label, as the API server checks device names: they reach CDI device names. */
 static bool dns_label(const char *s)
 {

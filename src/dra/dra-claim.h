@@ -47,3 +47,5 @@ void dra_claim_clear(struct dra_claim *c);
 /* A claim UID we may put in a file name and a CDI device name: 1..DRA_CLAIM_UID_MAX of
  * [A-Za-z0-9-] (Kubernetes UIDs are RFC 4122 text). */
 bool dra_claim_uid_valid(const char *uid);
+/* A namespace or name the API server could hold: a DNS subdomain (NULL: no). */
+bool dra_claim_object_name_valid(const char *s);

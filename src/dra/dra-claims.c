@@ -17,7 +17,9 @@ struct dra_claims {
     char *node_name, *cdi_root;
     const struct config *cfg;
     int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                        const struct dra_config *cfg, struct error *err);
+                        const struct dra_config *cfg, dra_apply_done_fn done,
+                        void *done_userdata, struct dra_apply_op **op, struct error *err);
+    void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
     void *apply_userdata;
     const struct inventory *inv;
     const struct dra_device_set *devices;
@@ -30,6 +32,10 @@ struct pending {
     size_t i;
     char *namespace_, *name;
     struct kube_req *req;
+    /* While its sharing configs apply: the spec to write after, the record's device now. */
+    json_t *spec;
+    size_t dev;
+    struct dra_apply_op *op;
 };
 
 struct dra_claims_call {
@@ -77,6 +83,7 @@ int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_optio
     c->cdi_root = xstrdup(o->cdi_root);
     c->cfg = o->cfg;
     c->apply_config = o->apply_config;
+    c->apply_cancel = o->apply_cancel;
     c->apply_userdata = o->apply_userdata;
     *out = c;
     return 0;
@@ -127,6 +134,10 @@ static void call_free(struct dra_claims_call *call)
         loop_timer_cancel(call->c->loop, call->timer);
     for (size_t i = 0; i < call->n; i++) {
         kube_request_cancel(call->pend[i].req);
+        /* A sharing config being applied: its tool stopped; PrepareStarted stays. */
+        if (call->pend[i].op)
+            call->c->apply_cancel(call->c->apply_userdata, call->pend[i].op);
+        json_decref(call->pend[i].spec);
         free(call->pend[i].namespace_);
         free(call->pend[i].name);
         dra_claim_result_clear(&call->results[i]);
@@ -211,13 +222,25 @@ static void result_from_record(struct dra_claim_result *res, const struct dra_ck
 
 /* ---- prepare ---------------------------------------------------------------------------- */
 
-/* The other prepared claim holding a device of claim, or NULL. */
+/* The call's pending claim of uid whose sharing configs are being applied, or NULL. */
+static struct pending *applying(const struct dra_claims *c, const char *uid)
+{
+    for (struct dra_claims_call *call = c->calls; call; call = call->next)
+        for (size_t i = 0; i < call->n; i++)
+            if (call->pend[i].spec && streq(call->results[i].uid, uid))
+                return &call->pend[i];
+    return NULL;
+}
+
+/* The other claim holding a device of claim (prepared, or its configs being applied), or
+ * NULL. */
 static const struct dra_ckpt_claim *overlap(const struct dra_claims *c, const struct dra_claim *claim,
                                             const char **device)
 {
     for (size_t k = 0; k < c->ckpt.n_claims; k++) {
         const struct dra_ckpt_claim *o = &c->ckpt.claims[k];
-        if (o->state != DRA_CKPT_PREPARE_COMPLETED || streq(o->uid, claim->uid))
+        if (streq(o->uid, claim->uid) ||
+            (o->state != DRA_CKPT_PREPARE_COMPLETED && !applying(c, o->uid)))
             continue;
         for (size_t i = 0; i < claim->n_allocs; i++) {
             if (claim->allocs[i].admin_access)
@@ -264,26 +287,6 @@ static int plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
     return 0;
 }
 
-/* The sharing configs of a claim's devices, applied before its spec is written. */
-static int apply_configs(struct dra_claims *c, const struct dra_ckpt_claim *rec, struct error *err)
-{
-    if (!c->apply_config)
-        return 0;
-    for (size_t i = 0; i < rec->n_devices; i++) {
-        const struct dra_ckpt_device *d = &rec->devices[i];
-        if (d->config.sharing == DRA_SHARING_NONE)
-            continue;
-        const struct dra_device *dev = dra_devices_find(c->devices, d->device);
-        const struct inv_gpu *gpu = &c->inv->gpus[dev->gpu];
-        const struct inv_mig *mig = dev->type == DRA_DEVICE_MIG ? &gpu->migs[dev->mig] : NULL;
-        int r = c->apply_config(c->apply_userdata, gpu, mig, &d->config, err);
-        if (r < 0)
-            return error_prefix(err, "applying %s to %s", dra_sharing_name(d->config.sharing),
-                                d->device);
-    }
-    return 0;
-}
-
 /* Whether preparing rec changes anything outside its CDI spec (a sharing config applied to
  * a GPU): only then is PrepareStarted recorded first, so a crash in between can be rolled
  * back. A claim without one has the spec as its only effect, which an unprepare removes by
@@ -297,9 +300,114 @@ static bool changes_devices(const struct dra_claims *c, const struct dra_ckpt_cl
     return false;
 }
 
-static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
+/* Best effort: what is left is found again by the kubelet's next prepare or unprepare. */
+static void undo(struct dra_claims *c, const char *uid)
+{
+    (void)dra_cdi_remove(c->cdi_root, uid, NULL);
+    (void)dra_checkpoint_remove(&c->ckpt, uid, NULL);
+}
+
+/* After PrepareStarted: the spec, then the same record completed, and the answer. */
+static int complete(struct dra_claims *c, const char *uid, json_t *spec,
+                    struct dra_claim_result *res, struct error *err)
+{
+    int r = dra_cdi_write(c->cdi_root, uid, spec, err);
+    if (r < 0)
+        return r;
+    const struct dra_ckpt_claim *started = dra_checkpoint_find(&c->ckpt, uid);
+    struct dra_ckpt_claim completed = { .uid = xstrdup(started->uid),
+                                        .namespace_ = xstrdup(started->namespace_),
+                                        .name = xstrdup(started->name),
+                                        .state = DRA_CKPT_PREPARE_COMPLETED };
+    completed.devices = xcalloc(started->n_devices + 1, sizeof(*completed.devices));
+    for (size_t i = 0; i < started->n_devices; i++) {
+        const struct dra_ckpt_device *d = &started->devices[i];
+        completed.devices[completed.n_devices++] = (struct dra_ckpt_device){
+            .device = xstrdup(d->device), .pool = xstrdup(d->pool), .request = xstrdup(d->request),
+            .cdi_id = xstrdup(d->cdi_id), .admin_access = d->admin_access, .config = d->config,
+        };
+    }
+    if ((r = dra_checkpoint_put(&c->ckpt, &completed, err)) < 0) {
+        dra_ckpt_claim_clear(&completed);
+        return r;
+    }
+    result_from_record(res, dra_checkpoint_find(&c->ckpt, uid));
+    return 0;
+}
+
+static void apply_done(void *userdata, int r, const struct error *e);
+
+/* The sharing configs of p's claim from its record's device p->dev on, one at a time: 1
+ * when one is in flight (apply_done goes on), 0 when all are applied, -errno (err). The
+ * record is found anew each time: other claims' writes move it; a reload, the devices. */
+static int apply_next(struct dra_claims *c, struct pending *p, struct error *err)
+{
+    const char *uid = p->call->results[p->i].uid;
+    for (;; p->dev++) {
+        const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, uid);
+        if (!rec)
+            return error_set(err, -ENOENT, "its PrepareStarted record is gone");
+        if (p->dev >= rec->n_devices)
+            return 0;
+        const struct dra_ckpt_device *d = &rec->devices[p->dev];
+        if (d->config.sharing == DRA_SHARING_NONE)
+            continue;
+        const struct dra_device *dev = c->devices ? dra_devices_find(c->devices, d->device) : NULL;
+        const struct inv_gpu *gpu = dev ? &c->inv->gpus[dev->gpu] : NULL;
+        const struct inv_mig *mig = dev && dev->type == DRA_DEVICE_MIG ? &gpu->migs[dev->mig] : NULL;
+        int r = dev ? c->apply_config(c->apply_userdata, gpu, mig, &d->config, apply_done, p, &p->op, err)
+                    : error_set(err, -ENODEV, "device %s is not a device of node %s", d->device, c->node_name);
+        if (r < 0)
+            return error_prefix(err, "applying %s to %s", dra_sharing_name(d->config.sharing),
+                                d->device);
+        if (r > 0)
+            return 1;
+    }
+}
+
+/* The end of p's claim whose configs were being applied: r < 0 (err) fails it. */
+static void applied(struct pending *p, int r, struct error *err)
+{
+    struct dra_claims_call *call = p->call;
+    struct dra_claim_result *res = &call->results[p->i];
+    if (r == 0)
+        r = complete(call->c, res->uid, p->spec, res, err);
+    if (r < 0) {
+        undo(call->c, res->uid);
+        result_error(res, "preparing", p->namespace_, p->name, err);
+    }
+    json_decref(TAKE_PTR(p->spec));
+}
+
+static void apply_done(void *userdata, int r, const struct error *e)
+{
+    struct pending *p = userdata;
+    struct dra_claims_call *call = p->call;
+    struct error err = { 0 };
+    p->op = NULL;
+    if (r < 0) {
+        const struct dra_ckpt_claim *rec = dra_checkpoint_find(&call->c->ckpt, call->results[p->i].uid);
+        err = *e;
+        if (rec) /* it is: an unprepare would have cancelled the apply */
+            error_prefix(&err, "applying %s to %s",
+                         dra_sharing_name(rec->devices[p->dev].config.sharing),
+                         rec->devices[p->dev].device);
+    } else {
+        p->dev++;
+        if ((r = apply_next(call->c, p, &err)) > 0)
+            return;
+    }
+    applied(p, r, &err);
+    if (--call->outstanding == 0)
+        call_finish(call);
+}
+
+/* 1 when its sharing configs are being applied (apply_done answers res), else res is
+ * answered: its devices, or an error in err (or already in res). */
+static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
                          struct dra_claim_result *res, struct error *err)
 {
+    const char *uid = res->uid;
     const char *api_uid = json_string_value(json_object_get(json_object_get(body, "metadata"), "uid"));
     if (!api_uid || !streq(api_uid, uid))
         return error_set(err, -ESTALE, "claim got replaced: the API server has UID %s",
@@ -310,6 +418,10 @@ static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
         result_from_record(res, done);
         return 0;
     }
+    /* ... or be applying its configs now: not twice at once on one GPU. */
+    if (applying(c, uid))
+        return error_set(err, -EBUSY, "its sharing configs are being applied by another "
+                                      "prepare call; try again");
 
     struct dra_claim claim;
     int r = dra_claim_parse(body, DRA_DRIVER_NAME, c->node_name, &claim, err);
@@ -348,8 +460,10 @@ static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
         rec.state = DRA_CKPT_PREPARE_COMPLETED;
         if ((r = dra_cdi_write(c->cdi_root, uid, spec, err)) < 0)
             goto out;
-        if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
-            goto undo;
+        if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0) {
+            undo(c, uid);
+            goto out;
+        }
         rec = (struct dra_ckpt_claim){ 0 };
         result_from_record(res, dra_checkpoint_find(&c->ckpt, uid));
         goto out;
@@ -357,42 +471,16 @@ static int prepare_claim(struct dra_claims *c, const char *uid, json_t *body,
     if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
         goto out;
     rec = (struct dra_ckpt_claim){ 0 };
-    const struct dra_ckpt_claim *started = dra_checkpoint_find(&c->ckpt, uid);
-    if ((r = apply_configs(c, started, err)) < 0 ||
-        (r = dra_cdi_write(c->cdi_root, uid, spec, err)) < 0)
-        goto undo;
-
-    /* The same record, completed. */
-    struct dra_ckpt_claim completed = { .uid = xstrdup(started->uid),
-                                        .namespace_ = xstrdup(started->namespace_),
-                                        .name = xstrdup(started->name),
-                                        .state = DRA_CKPT_PREPARE_COMPLETED };
-    completed.devices = xcalloc(started->n_devices + 1, sizeof(*completed.devices));
-    for (size_t i = 0; i < started->n_devices; i++) {
-        const struct dra_ckpt_device *d = &started->devices[i];
-        completed.devices[completed.n_devices++] = (struct dra_ckpt_device){
-            .device = xstrdup(d->device), .pool = xstrdup(d->pool), .request = xstrdup(d->request),
-            .cdi_id = xstrdup(d->cdi_id), .admin_access = d->admin_access, .config = d->config,
-        };
-    }
-    if ((r = dra_checkpoint_put(&c->ckpt, &completed, err)) < 0) {
-        dra_ckpt_claim_clear(&completed);
-        goto undo;
-    }
-    result_from_record(res, dra_checkpoint_find(&c->ckpt, uid));
-    r = 0;
-    goto out;
-
-undo:
-    /* Best effort: what is left is found again by the kubelet's next prepare or unprepare. */
-    (void)dra_cdi_remove(c->cdi_root, uid, NULL);
-    (void)dra_checkpoint_remove(&c->ckpt, uid, NULL);
+    p->spec = TAKE_PTR(spec);
+    p->dev = 0;
+    if ((r = apply_next(c, p, err)) <= 0)
+        applied(p, r, err);
 out:
     json_decref(spec);
     dra_ckpt_claim_clear(&rec);
     free(devs);
     dra_claim_clear(&claim);
-    return r;
+    return r > 0 ? 1 : 0;
 }
 
 static void got_claim(struct kube *k, int status, json_t *body, void *userdata)
@@ -403,32 +491,22 @@ static void got_claim(struct kube *k, int status, json_t *body, void *userdata)
     struct error err = { 0 };
     p->req = NULL;
 
-    if (status == 200 && body)
-        (void)prepare_claim(call->c, res->uid, body, res, &err);
-    else if (status == 404)
+    if (status == 200 && body) {
+        if (prepare_claim(call->c, p, body, res, &err) > 0)
+            return; /* apply_done goes on */
+    } else if (status == 404) {
         error_set(&err, -ENOENT, "claim not found in the API server");
-    else if (status < 0)
+    } else if (status < 0) {
         error_set(&err, status, "getting the claim: %s", strerror(-status));
-    else
+    } else {
         error_set(&err, -EIO, "getting the claim: HTTP %d%s%s", status,
                   kube_status_message(body) ? ": " : "",
                   kube_status_message(body) ? kube_status_message(body) : "");
-    if (err.code)
+    }
+    if (err.code && !res->error)
         result_error(res, "preparing", p->namespace_, p->name, &err);
     if (--call->outstanding == 0)
         call_finish(call);
-}
-
-/* A namespace or name the API server could hold: a DNS subdomain. */
-static bool object_name(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > DRA_CLAIM_NAME_MAX)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
-            return false;
-    return true;
 }
 
 /* Every claim of a call past the bound gets the same error; nothing else is done. */
@@ -464,7 +542,7 @@ struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dr
             result_from_record(res, rec);
             continue;
         }
-        if (!object_name(ref->namespace_) || !object_name(ref->name)) {
+        if (!dra_claim_object_name_valid(ref->namespace_) || !dra_claim_object_name_valid(ref->name)) {
             error_set(&err, -EINVAL, "namespace or name is not a Kubernetes object name");
             result_error(res, "preparing", NULL, NULL, &err);
             continue;
@@ -500,6 +578,17 @@ struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
         /* Not a UID we could have prepared (or named a file after): nothing to undo. */
         if (!dra_claim_uid_valid(res->uid))
             continue;
+        /* A prepare of it waits for its sharing configs: the tool stopped, that prepare
+         * failed (answered from the loop), and the unprepare goes on as for any. */
+        struct pending *busy = applying(c, res->uid);
+        if (busy) {
+            c->apply_cancel(c->apply_userdata, TAKE_PTR(busy->op));
+            json_decref(TAKE_PTR(busy->spec));
+            error_set(&err, -ECANCELED, "unprepared while its sharing configs were being applied");
+            result_error(&busy->call->results[busy->i], "preparing", busy->namespace_, busy->name, &err);
+            busy->call->outstanding--;
+            call_maybe_done(busy->call);
+        }
         /* The spec goes even without a record: a checkpoint discarded as corrupt forgot
          * claims whose specs are still there. Missing is fine. */
         if (dra_cdi_remove(c->cdi_root, res->uid, &err) < 0 ||

@@ -12,6 +12,15 @@
  * (dra-cdi.h), record PrepareCompleted, answer with the CDI IDs and base request names.
  * A failure after PrepareStarted undoes the spec and the record.
  *
+ * Applying a sharing config runs a tool (nvidia-smi) for up to seconds: the claim waits
+ * for it on the loop, suspended after PrepareStarted, while other claims, calls and RPCs
+ * are served. While it waits, its devices count as held (another claim wanting one is
+ * refused as for a prepared claim), another prepare of it is refused (-EBUSY: the
+ * kubelet retries), and an unprepare of it stops the tool and fails that prepare. A call
+ * cancelled meanwhile (the kubelet gone, the plugin stopping) stops the tool and leaves
+ * PrepareStarted recorded, as a crash would: the kubelet's next prepare or unprepare of
+ * the claim finishes or undoes it.
+ *
  * Why any overlap is refused, sharing config or not (as NVIDIA's driver does, except for
  * adminAccess results): the scheduler never gives one device to two claims; pods share a
  * GPU by sharing one claim. An overlap means a race or a force-deleted pod whose claim
@@ -45,6 +54,10 @@ struct loop;
 struct kube;
 struct dra_claims;
 struct dra_claims_call;
+/* An apply_config in flight: the hook's own object. */
+struct dra_apply_op;
+/* The end of an apply_config that was started: 0, or -errno with err saying what failed. */
+typedef void (*dra_apply_done_fn)(void *done_userdata, int r, const struct error *err);
 
 struct dra_claims_options {
     const char *node_name;     /* our pool */
@@ -55,10 +68,18 @@ struct dra_claims_options {
     const char *boot_id_path;  /* NULL: /proc/sys/kernel/random/boot_id */
     /* Applies the sharing config of a prepared device (gpu, and mig for a MIG device)
      * after PrepareStarted is recorded and before the CDI spec is written: TimeSlicing's
-     * interval through NVML. Called only for devices with a sharing config; a failure
-     * fails the claim. NULL: configs are decoded, checked and recorded, not applied. */
+     * interval through NVML and nvidia-smi. Called only for devices with a sharing config,
+     * one device of a claim at a time; a failure fails the claim. Returns 0 when applied
+     * at once, -errno with err set when it failed, or 1 when it was started: *op is set,
+     * and done(done_userdata, ...) is called once, later, from the loop, unless
+     * apply_cancel(apply_userdata, *op) comes first (a cancelled call, the engine freed,
+     * an unprepare of the claim). Meanwhile the claim waits and everything else is served.
+     * gpu, mig and cfg are borrowed for the call only. NULL: configs are decoded, checked
+     * and recorded, not applied. */
     int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                        const struct dra_config *cfg, struct error *err);
+                        const struct dra_config *cfg, dra_apply_done_fn done,
+                        void *done_userdata, struct dra_apply_op **op, struct error *err);
+    void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
     void *apply_userdata;
 };
 

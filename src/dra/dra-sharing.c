@@ -8,13 +8,24 @@
 #include "nvml/nvml.h"
 
 struct dra_sharing_ctx {
+    struct loop *loop;
     char *driver_root; /* NULL: the container's own */
     unsigned timeout_ms;
+};
+
+/* nvidia-smi running for a claim's device. */
+struct dra_apply_op {
+    struct tool_run *tool;
+    char uuid[sizeof(((struct inv_gpu *)0)->uuid)]; /* a reload may free the inventory's */
+    enum dra_ts_interval interval;
+    dra_apply_done_fn done;
+    void *userdata;
 };
 
 struct dra_sharing_ctx *dra_sharing_new(const struct dra_sharing_options *o)
 {
     struct dra_sharing_ctx *s = xcalloc(1, sizeof(*s));
+    s->loop = o->loop;
     const char *root = o->driver_root;
     if (root && *root && !streq(root, "/"))
         s->driver_root = xstrdup(root);
@@ -59,8 +70,23 @@ static int set_compute_mode_default(const char *uuid, struct error *err)
     return 0;
 }
 
+static void timeslice_set(void *userdata, int r, const char *out, const struct error *err)
+{
+    struct dra_apply_op *op = userdata;
+    struct error e = { 0 };
+    if (r < 0) {
+        e = *err;
+        error_prefix(&e, "setting the time slice of %s to %s", op->uuid,
+                     dra_ts_interval_name(op->interval));
+    }
+    op->done(op->userdata, r, &e);
+    free(op);
+}
+
+/* Starts the tool: 1 (*opp set), or -errno. */
 static int set_timeslice(const struct dra_sharing_ctx *s, const char *uuid,
-                         enum dra_ts_interval interval, struct error *err)
+                         enum dra_ts_interval interval, dra_apply_done_fn done, void *userdata,
+                         struct dra_apply_op **opp, struct error *err)
 {
     _cleanup_free_ char *tool = find_nvidia_smi(s);
     char value[4];
@@ -80,16 +106,28 @@ static int set_timeslice(const struct dra_sharing_ctx *s, const char *uuid,
             envp[k++] = environ[i];
     if (s->driver_root && strchr(nvml_library_path(), '/'))
         envp[k++] = preload = xasprintf("LD_PRELOAD=%s", nvml_library_path());
-    char out[TOOL_OUTPUT_MAX];
-    int r = tool_run(argv, envp, NULL, s->timeout_ms, out, sizeof(out), err);
-    if (r < 0)
+    struct dra_apply_op *op = xcalloc(1, sizeof(*op));
+    *op = (struct dra_apply_op){ .interval = interval, .done = done, .userdata = userdata };
+    snprintf(op->uuid, sizeof(op->uuid), "%s", uuid);
+    op->tool = tool_start(s->loop, argv, envp, NULL, s->timeout_ms, timeslice_set, op, err);
+    if (!op->tool) {
+        free(op);
         return error_prefix(err, "setting the time slice of %s to %s", uuid,
                             dra_ts_interval_name(interval));
-    return 0;
+    }
+    *opp = op;
+    return 1;
+}
+
+void dra_sharing_cancel(void *sharing, struct dra_apply_op *op)
+{
+    tool_cancel(op->tool);
+    free(op);
 }
 
 int dra_sharing_apply(void *sharing, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                      const struct dra_config *cfg, struct error *err)
+                      const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
+                      struct dra_apply_op **op, struct error *err)
 {
     const struct dra_sharing_ctx *s = sharing;
     switch (cfg->sharing) {
@@ -112,5 +150,5 @@ int dra_sharing_apply(void *sharing, const struct inv_gpu *gpu, const struct inv
     opened = true;
     if ((r = set_compute_mode_default(gpu->uuid, err)) < 0)
         return r;
-    return set_timeslice(s, gpu->uuid, cfg->interval, err);
+    return set_timeslice(s, gpu->uuid, cfg->interval, done, done_userdata, op, err);
 }

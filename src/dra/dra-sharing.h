@@ -12,19 +12,21 @@
  * NO_PERMISSION and nvidia-smi exits 4, "Insufficient Permissions"); the claim then fails
  * with those words.
  *
- * Loop-only, and blocking: the hook is synchronous, so each tool run stalls the loop, at
- * most DRA_SHARING_TOOL_TIMEOUT_MS (then it is killed and the claim fails). Accepted
- * because it only happens for claims that ask for TimeSlicing, nvidia-smi answers in
- * well under a second, and the kubelet gives a prepare call 45 s. */
+ * Loop-only. The NVML call is synchronous (it answers at once); the tool runs on the loop
+ * (core/tool.h), which serves everything else meanwhile, and is killed past
+ * DRA_SHARING_TOOL_TIMEOUT_MS (the claim then fails; the kubelet gives a prepare call
+ * 45 s). */
 #pragma once
 
 #include "core/error.h"
+#include "dra/dra-claims.h"
 #include "dra/dra-config.h"
 #include "node/inventory.h"
 
 #define DRA_SHARING_TOOL_TIMEOUT_MS 10000
 
 struct dra_sharing_options {
+    struct loop *loop; /* the tools run on it */
     /* The driver root as this process sees it (--driver-root-ctr-path): NVML is opened
      * from it and nvidia-smi looked up in its usr/bin, usr/sbin, bin, sbin; NULL, "" or
      * "/": the library by its plain name and the tool on PATH. */
@@ -38,7 +40,11 @@ struct dra_sharing_ctx;
 struct dra_sharing_ctx *dra_sharing_new(const struct dra_sharing_options *o);
 void dra_sharing_free(struct dra_sharing_ctx *s);
 
-/* The apply_config hook (userdata: a struct dra_sharing_ctx). 0, or -errno with err saying
- * what failed and naming the NVML call or the tool. */
+/* The apply_config hook (userdata: a struct dra_sharing_ctx; contract in dra-claims.h):
+ * 0 when nothing is left to wait for, 1 while nvidia-smi runs (done says how it ended),
+ * or -errno; errors name the NVML call or the tool. */
 int dra_sharing_apply(void *sharing, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                      const struct dra_config *cfg, struct error *err);
+                      const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
+                      struct dra_apply_op **op, struct error *err);
+/* The apply_cancel hook: the tool killed and reaped, done not called. */
+void dra_sharing_cancel(void *sharing, struct dra_apply_op *op);

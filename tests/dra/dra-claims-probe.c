@@ -8,8 +8,11 @@
  *   unprepare ID NS/NAME/UID...   -> "done ID <JSON results>"
  *   prepare-gen ID N              -> prepare of N claims ns/c<i>/u-<i>; "done ID <JSON>"
  *   cancel ID NS/NAME/UID...      -> a prepare cancelled at once: "cancelled ID"
+ *   cancel-later ID               -> the prepare ID still in flight cancelled: "cancelled ID"
  *   count                         -> "count N" (claims in the checkpoint)
- * and, from the engine's apply_config: "applied MINOR SHARING INTERVAL" (minor 7 fails)
+ * and, from the engine's apply_config: "applied MINOR SHARING INTERVAL" when it starts;
+ * it ends from the loop (a 0 ms timer), like a tool: minor 7 fails at once, minor 6 fails
+ * from the loop, minor 5 takes 1 s ("apply-cancelled 5" when cancelled first)
  *   (end of stdin)                -> everything freed, exit 0 */
 #include <fcntl.h>
 #include <getopt.h>
@@ -25,12 +28,17 @@
 
 static struct loop *loop;
 static struct dra_claims *claims;
+/* Prepares in flight, for cancel-later: the id (the done's userdata) and the call. */
+static struct { char *id; struct dra_claims_call *call; } flight[64];
 static char inbuf[1 << 20];
 static size_t inlen;
 
 static void done_cb(void *userdata, const struct dra_claim_result *res, size_t n)
 {
     char *id = userdata;
+    for (size_t i = 0; i < ELEMENTSOF(flight); i++)
+        if (flight[i].id == id)
+            flight[i].id = NULL;
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *devs = json_array();
@@ -57,16 +65,47 @@ static void done_cb(void *userdata, const struct dra_claim_result *res, size_t n
     free(id);
 }
 
-/* The sharing configs the engine applies: said on stdout; GPU minor 7 fails. */
+/* The sharing configs the engine applies: said on stdout, ended from the loop. */
+struct dra_apply_op {
+    struct loop_timer *timer;
+    unsigned minor;
+    char uuid[sizeof(((struct inv_gpu *)0)->uuid)];
+    dra_apply_done_fn done;
+    void *userdata;
+};
+
+static void apply_end(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct dra_apply_op *op = userdata;
+    struct error err = { 0 };
+    int r = op->minor == 6 ? error_set(&err, -EIO, "simulated failure later on GPU %s", op->uuid) : 0;
+    op->done(op->userdata, r, &err);
+    free(op);
+}
+
 static int apply_config(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                        const struct dra_config *cfg, struct error *err)
+                        const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
+                        struct dra_apply_op **opp, struct error *err)
 {
     if (gpu->minor == 7)
         return error_set(err, -EIO, "simulated failure on GPU %s", gpu->uuid);
     printf("applied %u %s %s\n", gpu->minor, dra_sharing_name(cfg->sharing),
            dra_ts_interval_name(cfg->interval));
     fflush(stdout);
-    return 0;
+    struct dra_apply_op *op = xcalloc(1, sizeof(*op));
+    *op = (struct dra_apply_op){ .minor = gpu->minor, .done = done, .userdata = done_userdata };
+    snprintf(op->uuid, sizeof(op->uuid), "%s", gpu->uuid);
+    op->timer = loop_timer_add(loop, gpu->minor == 5 ? 1000 : 0, apply_end, op);
+    *opp = op;
+    return 1;
+}
+
+static void apply_cancel(void *userdata, struct dra_apply_op *op)
+{
+    printf("apply-cancelled %u\n", op->minor);
+    fflush(stdout);
+    loop_timer_cancel(loop, op->timer);
+    free(op);
 }
 
 /* "ns/name/uid" words into refs (pointing into the words). */
@@ -99,15 +138,29 @@ static void command(char *line)
                           streq(words[0], "cancel"))) {
         size_t k = parse_refs(words + 2, n - 2, refs);
         char *id = xstrdup(words[1]);
-        if (streq(words[0], "prepare"))
-            dra_claims_prepare(claims, refs, k, done_cb, id);
-        else if (streq(words[0], "unprepare"))
+        if (streq(words[0], "prepare")) {
+            struct dra_claims_call *call = dra_claims_prepare(claims, refs, k, done_cb, id);
+            for (size_t i = 0; i < ELEMENTSOF(flight); i++)
+                if (!flight[i].id) {
+                    flight[i].id = id;
+                    flight[i].call = call;
+                    break;
+                }
+        } else if (streq(words[0], "unprepare"))
             dra_claims_unprepare(claims, refs, k, done_cb, id);
         else {
             dra_claims_cancel(dra_claims_prepare(claims, refs, k, done_cb, id));
             printf("cancelled %s\n", id);
             free(id);
         }
+    } else if (n == 2 && streq(words[0], "cancel-later")) {
+        for (size_t i = 0; i < ELEMENTSOF(flight); i++)
+            if (flight[i].id && streq(flight[i].id, words[1])) {
+                dra_claims_cancel(flight[i].call);
+                free(flight[i].id);
+                flight[i].id = NULL;
+                printf("cancelled %s\n", words[1]);
+            }
     } else if (n == 3 && streq(words[0], "prepare-gen")) {
         size_t count = strtoul(words[2], NULL, 10);
         struct dra_claim_ref *many = xcalloc(count + 1, sizeof(*many));
@@ -152,7 +205,8 @@ static void stdin_cb(struct loop *l, int fd, uint32_t events, void *userdata)
 int main(int argc, char **argv)
 {
     struct kube_options ko = { .qps = 1000, .burst = 1000 };
-    struct dra_claims_options o = { .node_name = "gpu-node-1", .apply_config = apply_config };
+    struct dra_claims_options o = { .node_name = "gpu-node-1", .apply_config = apply_config,
+                                    .apply_cancel = apply_cancel };
     static const struct option opts[] = {
         { "kubeconfig", required_argument, NULL, 'k' }, { "cdi-root", required_argument, NULL, 'c' },
         { "plugin-dir", required_argument, NULL, 'p' }, { "boot-id-file", required_argument, NULL, 'b' },

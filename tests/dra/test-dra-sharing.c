@@ -2,15 +2,18 @@
  * the simulated NVML, with a recording stand-in for nvidia-smi under a made-up driver
  * root: the compute mode reaches the simulator (read back through NVML and from its
  * settings log), the tool gets NVIDIA's arguments, and every failure (the tool's exit
- * status, its timeout, its absence, NVML refusing) is an error naming what failed. */
+ * status, its timeout, its absence, NVML refusing) is an error naming what failed. The
+ * tool runs on the loop: the hook returns while it runs, and a cancel kills and reaps it. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/fs.h"
+#include "core/loop.h"
 #include "dra/dra-sharing.h"
 #include "nvml/nvml.h"
 #include "tests/common/check.h"
@@ -28,6 +31,38 @@ static const char stand_in[] =
     "*0003) exec sleep 30;;\n"
     "esac\n"
     "echo \"$*\" >> \"$(dirname \"$0\")/../../calls\"\n";
+
+static struct loop *loop;
+
+struct outcome {
+    bool called;
+    int r;
+    struct error err;
+};
+
+static void on_done(void *userdata, int r, const struct error *err)
+{
+    struct outcome *o = userdata;
+    o->called = true;
+    o->r = r;
+    o->err = *err;
+    loop_quit(loop, 0);
+}
+
+/* The hook, its end waited for on the loop when it started a tool. */
+static int apply(struct dra_sharing_ctx *s, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                 const struct dra_config *cfg, struct error *err)
+{
+    struct outcome o = { 0 };
+    struct dra_apply_op *op = NULL;
+    int r = dra_sharing_apply(s, gpu, mig, cfg, on_done, &o, &op, err);
+    if (r <= 0)
+        return r;
+    CHECK(op != NULL && !o.called);
+    CHECK(loop_run(loop) == 0 && o.called);
+    *err = o.err;
+    return o.r;
+}
 
 static char *slurp(const char *path)
 {
@@ -101,7 +136,9 @@ int main(void)
         fprintf(stderr, "nvml_open: %s\n", err.msg);
         return 1;
     }
-    struct dra_sharing_ctx *s = dra_sharing_new(&(struct dra_sharing_options){ .driver_root = root });
+    CHECK(loop_new(&loop) == 0);
+    struct dra_sharing_ctx *s = dra_sharing_new(&(struct dra_sharing_options){
+        .loop = loop, .driver_root = root });
     struct dra_config ts = { .kind = DRA_CONFIG_GPU, .sharing = DRA_SHARING_TIME_SLICING,
                              .interval = DRA_TS_MEDIUM };
 
@@ -110,13 +147,13 @@ int main(void)
     CHECK(mode_of(UUID(0)) == NVML_COMPUTE_MODE_EXCLUSIVE_PROCESS);
     struct inv_gpu g0 = gpu(UUID(0)), g1 = gpu(UUID(1)), g2 = gpu(UUID(2)), g3 = gpu(UUID(3)),
                    g4 = gpu(UUID(4));
-    CHECK(dra_sharing_apply(s, &g0, NULL, &ts, &err) == 0);
+    CHECK(apply(s, &g0, NULL, &ts, &err) == 0);
     CHECK(mode_of(UUID(0)) == NVML_COMPUTE_MODE_DEFAULT);
     /* Default is set too: an earlier claim may have left a longer slice. */
     ts.interval = DRA_TS_DEFAULT;
-    CHECK(dra_sharing_apply(s, &g1, NULL, &ts, &err) == 0);
+    CHECK(apply(s, &g1, NULL, &ts, &err) == 0);
     ts.interval = DRA_TS_LONG;
-    CHECK(dra_sharing_apply(s, &g1, NULL, &ts, &err) == 0);
+    CHECK(apply(s, &g1, NULL, &ts, &err) == 0);
     {
         _cleanup_free_ char *text = slurp(calls);
         CHECK_STR(text, "compute-policy -i " UUID(0) " --set-timeslice 2\n"
@@ -133,10 +170,10 @@ int main(void)
     struct dra_config none = { .kind = DRA_CONFIG_GPU, .sharing = DRA_SHARING_NONE };
     struct dra_config mig_ts = { .kind = DRA_CONFIG_MIG, .sharing = DRA_SHARING_TIME_SLICING };
     struct inv_mig m = { 0 };
-    CHECK(dra_sharing_apply(s, &g0, NULL, &none, &err) == 0);
-    CHECK(dra_sharing_apply(s, &g0, &m, &mig_ts, &err) == 0);
+    CHECK(apply(s, &g0, NULL, &none, &err) == 0);
+    CHECK(apply(s, &g0, &m, &mig_ts, &err) == 0);
     struct dra_config mps = { .kind = DRA_CONFIG_GPU, .sharing = DRA_SHARING_MPS };
-    CHECK(dra_sharing_apply(s, &g0, NULL, &mps, &err) == -ENOTSUP);
+    CHECK(apply(s, &g0, NULL, &mps, &err) == -ENOTSUP);
     CHECK_STR_CONTAINS(err.msg, "MPS sharing per claim is not supported");
     {
         _cleanup_free_ char *text = slurp(calls);
@@ -145,34 +182,43 @@ int main(void)
 
     /* The tool fails: its exit status and words. */
     ts.interval = DRA_TS_SHORT;
-    CHECK(dra_sharing_apply(s, &g2, NULL, &ts, &err) == -EIO);
+    CHECK(apply(s, &g2, NULL, &ts, &err) == -EIO);
     CHECK_STR_CONTAINS(err.msg, "setting the time slice of " UUID(2) " to Short: ");
     CHECK_STR_CONTAINS(err.msg, "/usr/bin/nvidia-smi failed (exit status 4): Insufficient Permissions");
     /* ... or hangs: killed at the timeout. */
     struct dra_sharing_ctx *quick = dra_sharing_new(&(struct dra_sharing_options){
-        .driver_root = root, .timeout_ms = 300 });
-    CHECK(dra_sharing_apply(quick, &g3, NULL, &ts, &err) == -ETIMEDOUT);
+        .loop = loop, .driver_root = root, .timeout_ms = 300 });
+    CHECK(apply(quick, &g3, NULL, &ts, &err) == -ETIMEDOUT);
     CHECK_STR_CONTAINS(err.msg, "nvidia-smi did not finish within 300 ms");
+    CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD); /* reaped */
+    /* ... or is cancelled while it hangs: killed and reaped, done never called. */
+    struct outcome never = { 0 };
+    struct dra_apply_op *op = NULL;
+    CHECK(dra_sharing_apply(quick, &g3, NULL, &ts, on_done, &never, &op, &err) == 1);
+    dra_sharing_cancel(quick, op);
+    CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD);
+    CHECK(!never.called);
     dra_sharing_free(quick);
     /* NVML refuses (no privilege): named, and the tool is not run. */
     control(dir, "settings-error " UUID(4) " NO_PERMISSION");
-    CHECK(dra_sharing_apply(s, &g4, NULL, &ts, &err) == -EIO);
+    CHECK(apply(s, &g4, NULL, &ts, &err) == -EIO);
     CHECK_STR_CONTAINS(err.msg, "setting compute mode DEFAULT on " UUID(4) ": nvmlDeviceSetComputeMode: ");
     control(dir, "settings-ok " UUID(4));
-    CHECK(dra_sharing_apply(s, &g4, NULL, &ts, &err) == 0);
+    CHECK(apply(s, &g4, NULL, &ts, &err) == 0);
     struct inv_gpu gone = gpu("GPU-00000000-0000-0000-0000-000000000099");
-    CHECK(dra_sharing_apply(s, &gone, NULL, &ts, &err) == -ENOENT);
+    CHECK(apply(s, &gone, NULL, &ts, &err) == -ENOENT);
     CHECK_STR_CONTAINS(err.msg, "nvmlDeviceGetHandleByUUID");
     dra_sharing_free(s);
 
     /* No driver root: the tool is looked for on PATH, and its absence is named. */
-    s = dra_sharing_new(&(struct dra_sharing_options){ .driver_root = "/" });
+    s = dra_sharing_new(&(struct dra_sharing_options){ .loop = loop, .driver_root = "/" });
     setenv("PATH", dir, 1);
-    CHECK(dra_sharing_apply(s, &g0, NULL, &ts, &err) == -ENOENT);
+    CHECK(apply(s, &g0, NULL, &ts, &err) == -ENOENT);
     CHECK_STR_CONTAINS(err.msg, "running nvidia-smi: No such file or directory (not on PATH");
     dra_sharing_free(s);
 
     nvml_close();
+    loop_free(loop);
     if (test_failures)
         fprintf(stderr, "%d check(s) failed\n", test_failures);
     return test_failures ? 1 : 0;

@@ -280,6 +280,76 @@ class Claims(unittest.TestCase):
         self.assertEqual(self.checkpoint()["preparedClaims"], {})  # nothing recorded
         self.assertEqual(os.listdir(self.cdi) if os.path.exists(self.cdi) else [], [])
 
+    def test_failed_config_apply_later_fails_the_claim(self):
+        o = copy.deepcopy(obj("resourceclaim-opaque-config-allocated"))
+        o["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-6"
+        self.load(o)
+        err = self.error(self.prepare(ref(o)))
+        self.assertIn("applying TimeSlicing to gpu-6: simulated failure later on GPU GPU-00000006", err)
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})  # rolled back
+        self.assertEqual(os.listdir(self.cdi) if os.path.exists(self.cdi) else [], [])
+
+    def slow_claim(self):
+        """A claim whose sharing config takes 1 s to apply (the probe's minor 5), prepared
+        as call "s"; returned once it is being applied."""
+        o = copy.deepcopy(obj("resourceclaim-opaque-config-allocated"))
+        o["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-5"
+        self.load(o)
+        self.p.send("prepare s " + ref(o))
+        self.p.expect(r"^applied 5 TimeSlicing Long$")
+        return o
+
+    def test_slow_config_apply_waits_on_the_loop(self):
+        t = time.monotonic()
+        slow = self.slow_claim()
+        uid = slow["metadata"]["uid"]
+        # Meanwhile: another claim is prepared, ...
+        other = self.load(obj("resourceclaim-from-template-allocated"))
+        self.assertNotIn("error", self.prepare(ref(other))[0])
+        self.assertLess(time.monotonic() - t, 0.8)
+        # ... a claim wanting its device is refused, as for a prepared claim, ...
+        thief = copy.deepcopy(obj("resourceclaim-two-gpus-allocated"))
+        thief["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-5"
+        self.load(thief)
+        self.assertIn("device gpu-5 is already prepared for claim default/shared-gpu:" + uid,
+                      self.error(self.prepare(ref(thief))))
+        # ... and another prepare of it is refused (the kubelet retries).
+        self.assertIn("its sharing configs are being applied by another prepare call",
+                      self.error(self.prepare(ref(slow))))
+        self.assertLess(time.monotonic() - t, 0.8)
+        self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareStarted")
+        res = json.loads(self.p.expect(r"^done s (.*)$").group(1))
+        self.assertGreaterEqual(time.monotonic() - t, 1.0)
+        self.assertNotIn("error", res[0])
+        self.assertEqual([d["device"] for d in res[0]["devices"]], ["gpu-5"])
+        self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareCompleted")
+        self.assertEqual(len(self.spec(uid)["devices"]), 1)
+
+    def test_unprepare_while_config_applies(self):
+        slow = self.slow_claim()
+        uid = slow["metadata"]["uid"]
+        self.assertEqual(self.call("unprepare", ref(slow)), [{"uid": uid, "devices": []}])
+        self.p.expect(r"^apply-cancelled 5$")
+        err = self.error(json.loads(self.p.expect(r"^done s (.*)$").group(1)))
+        self.assertEqual(err, "error preparing devices for claim default/shared-gpu:%s: unprepared "
+                              "while its sharing configs were being applied" % uid)
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})
+        self.assertEqual(os.listdir(self.cdi) if os.path.exists(self.cdi) else [], [])
+
+    def test_cancelled_call_stops_the_apply(self):
+        slow = self.slow_claim()
+        uid = slow["metadata"]["uid"]
+        self.p.send("cancel-later s")
+        self.p.expect(r"^apply-cancelled 5$")
+        self.p.expect(r"^cancelled s$")
+        # As after a crash: PrepareStarted stays, the kubelet's next prepare finishes it.
+        self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareStarted")
+        time.sleep(1.2)
+        self.assertNotIn("done s", " ".join(self.p.seen))
+        res = self.prepare(ref(slow))
+        self.assertNotIn("error", res[0])
+        self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareCompleted")
+
     def test_cdi_root_not_writable(self):
         blocked = os.path.join(self.dir, "not-a-dir")
         with open(blocked, "w") as f:

@@ -8,8 +8,9 @@ the registrar directory, NodePrepareResources / NodeUnprepareResources, the heal
 Also: the device-plugin side (the test kubelet) and the split between the two APIs,
 restarts of the plugin and of the kubelet stand-in (one slice write in all), the slice
 wiped by the kubelet and published again, bad input, a CDI root that is not writable, an
-Xid that takes a device out of the slice (or taints it) until it recovers, and threads /
-fds / RSS flat around the lifecycle.
+Xid that takes a device out of the slice (or taints it) until it recovers, TimeSlicing's
+nvidia-smi run off the loop (other calls answered meanwhile, the tool reaped, killed at
+stop), and threads / fds / RSS flat around the lifecycle.
 
 usage: test_dra_serve.py <fake-apiserver>"""
 import json
@@ -17,6 +18,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 
 import grpc
@@ -403,6 +405,77 @@ class DraServe(harness.PluginTestCase):
         os.unlink(smi + ".fail")
         self.assertEqual(self.kl.prepare(ref(o))[uid]["error"], "")
 
+
+    def test_timeslicing_tool_runs_off_the_loop(self):
+        """nvidia-smi taking 2 s (a stand-in) stalls only its own claim: another claim's
+        Prepare and a registration's GetInfo are answered meanwhile; the tool is reaped
+        (no zombie, fds and threads as before); a plugin stopped while it runs kills it."""
+        root = os.path.join(self.tmp, "driver-root")
+        os.makedirs(os.path.join(root, "usr", "bin"))
+        smi = os.path.join(root, "usr", "bin", "nvidia-smi")
+        calls = os.path.join(self.tmp, "smi-calls")
+        with open(smi, "w") as f:
+            f.write('#!/bin/sh\necho "$$ $*" >> "%s"\nexec sleep 2\n' % calls)
+        os.chmod(smi, 0o755)
+        p = self.start_plugin(self.dra_args() + ["--driver-root-ctr-path", root], extra_env=FAST_HEALTH)
+        p.wait_log("ResourceSlices of node %s are up to date" % NODE)
+        self.kl.register()
+        slow = self.load(on_node(obj("resourceclaim-opaque-config-allocated")))
+        other = self.load(on_node(obj("resourceclaim-from-template-allocated")))
+        uid = slow["metadata"]["uid"]
+
+        def tool_runs(n):
+            deadline = time.monotonic() + harness.TIMEOUT
+            while time.monotonic() < deadline:
+                if os.path.exists(calls):
+                    with open(calls) as f:
+                        lines = f.read().splitlines()
+                    if len(lines) >= n:
+                        return int(lines[n - 1].split()[0])
+                time.sleep(0.005)
+            raise AssertionError("nvidia-smi was not run %d times" % n)
+
+        def prepare_in_background(box):
+            def go():
+                try:
+                    box["res"] = self.kl.prepare(ref(slow))
+                except grpc.RpcError as e:
+                    box["err"] = e.code()
+            th = threading.Thread(target=go, daemon=True)
+            th.start()
+            return th
+
+        before = attacklib.Snapshot(p.pid)
+        box = {}
+        t0 = time.monotonic()
+        th = prepare_in_background(box)
+        tool_runs(1)
+        t = time.monotonic()
+        self.assertPrepared(self.kl.prepare(ref(other)), other, ["gpu-1"], ["gpu"])
+        self.assertEqual(self.kl.register().name, DRIVER)
+        took = time.monotonic() - t
+        print("\nanswered in %.1f ms while nvidia-smi ran" % (took * 1000))
+        self.assertLess(took, 0.2)
+        th.join(harness.TIMEOUT)
+        self.assertGreaterEqual(time.monotonic() - t0, 2.0)
+        self.assertEqual(box["res"][uid]["error"], "", box)
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            self.assertEqual(f.read().split(), [], "a child of the plugin is left (a zombie?)")
+        self.kl.close()
+        self.kl.register()
+        attacklib.assert_flat(self, before, attacklib.settled(p.pid, before), what="nvidia-smi run")
+
+        # Stopped while the tool runs: the plugin exits at once and the tool is gone.
+        self.assertEqual(self.kl.unprepare(ref(slow)), {uid: ""})
+        box = {}
+        th = prepare_in_background(box)
+        pid = tool_runs(2)
+        t = time.monotonic()
+        p.signal(signal.SIGTERM)
+        self.assertEqual(p.wait_exit(), 0, p.stderr.text()[-3000:])
+        self.assertLess(time.monotonic() - t, 1.5)
+        self.assertFalse(os.path.exists("/proc/%d" % pid), "nvidia-smi outlived the plugin")
+        th.join(harness.TIMEOUT)
 
 if __name__ == "__main__":
     FAKE = sys.argv.pop(1)
