@@ -167,10 +167,10 @@ static int parse_device(struct yp_ctx *c, yaml_node_t *dn, yaml_node_t *defs, un
     FIELD("board_part_number", yp_str, d->board_part, sizeof(d->board_part));
     FIELD("brand", get_named, brands, &d->brand);
     FIELD("architecture", get_named, archs, &d->arch);
-    /* What a real x86 GPU answers without a profile saying otherwise: HMM from Turing on
-     * (NVIDIA's open kernel modules, the default since R560, mirror the CPU's page tables;
-     * an H100 with 570.133.20 answers it), NOT_SUPPORTED before Turing (NVML's own
-     * documentation). Coherent systems (Grace) answer ATS; NONE: neither is active. */
+    /* Without a profile saying otherwise: HMM from Turing on, the mode NVIDIA's open kernel
+     * modules (the default since R560) give an x86 GPU by mirroring the CPU's page tables;
+     * NOT_SUPPORTED before Turing (NVML documents the call for Turing or newer).
+     * Coherent systems (Grace) answer ATS; NONE: neither is active. */
     d->addressing_mode = d->arch < NVML_DEVICE_ARCH_TURING ? SIM_ADDRESSING_UNSUPPORTED
                                                            : NVML_DEVICE_ADDRESSING_MODE_HMM;
     FIELD("addressing_mode", get_named, addressing_modes, &d->addressing_mode);
