@@ -409,13 +409,16 @@ class DraServe(harness.PluginTestCase):
     def test_timeslicing_tool_runs_off_the_loop(self):
         """nvidia-smi taking 2 s (a stand-in) stalls only its own claim: another claim's
         Prepare and a registration's GetInfo are answered meanwhile; the tool is reaped
-        (no zombie, fds and threads as before); a plugin stopped while it runs kills it."""
+        (no zombie, fds and threads as before); one that hangs is killed at the real
+        default of 10 s with the claim's timeout error; a plugin stopped while it runs
+        kills it."""
         root = os.path.join(self.tmp, "driver-root")
         os.makedirs(os.path.join(root, "usr", "bin"))
         smi = os.path.join(root, "usr", "bin", "nvidia-smi")
         calls = os.path.join(self.tmp, "smi-calls")
         with open(smi, "w") as f:
-            f.write('#!/bin/sh\necho "$$ $*" >> "%s"\nexec sleep 2\n' % calls)
+            f.write('#!/bin/sh\necho "$$ $*" >> "%s"\n[ -e "$0.hang" ] && exec sleep 60\n'
+                    'exec sleep 2\n' % calls)
         os.chmod(smi, 0o755)
         p = self.start_plugin(self.dra_args() + ["--driver-root-ctr-path", root], extra_env=FAST_HEALTH)
         p.wait_log("ResourceSlices of node %s are up to date" % NODE)
@@ -459,17 +462,31 @@ class DraServe(harness.PluginTestCase):
         th.join(harness.TIMEOUT)
         self.assertGreaterEqual(time.monotonic() - t0, 2.0)
         self.assertEqual(box["res"][uid]["error"], "", box)
+        dev = box["res"][uid]["devices"][0][1]
+        uuid = next(g["uuid"] for g in harness.load_profile("a100") if "gpu-%d" % g["index"] == dev)
         with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
             self.assertEqual(f.read().split(), [], "a child of the plugin is left (a zombie?)")
         self.kl.close()
         self.kl.register()
         attacklib.assert_flat(self, before, attacklib.settled(p.pid, before), what="nvidia-smi run")
 
-        # Stopped while the tool runs: the plugin exits at once and the tool is gone.
+        # Hanging: killed at 10 s, the claim's error says so, nothing of it is left.
         self.assertEqual(self.kl.unprepare(ref(slow)), {uid: ""})
+        open(smi + ".hang", "w").close()
+        t = time.monotonic()
+        res = self.kl.prepare(ref(slow))
+        self.assertGreaterEqual(time.monotonic() - t, 10.0)
+        self.assertIn("applying TimeSlicing to %s: setting the time slice of %s to Long: %s did "
+                      "not finish within 10000 ms" % (dev, uuid, smi), res[uid]["error"])
+        self.assertFalse(os.path.exists("/proc/%d" % tool_runs(2)), "the hung nvidia-smi lives on")
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            self.assertEqual(f.read().split(), [])
+        self.assertFalse(os.path.exists(self.spec_path(uid)))
+
+        # Stopped while the tool runs: the plugin exits at once and the tool is gone.
         box = {}
         th = prepare_in_background(box)
-        pid = tool_runs(2)
+        pid = tool_runs(3)
         t = time.monotonic()
         p.signal(signal.SIGTERM)
         self.assertEqual(p.wait_exit(), 0, p.stderr.text()[-3000:])
