@@ -28,10 +28,15 @@ struct dra_publish {
     char *node_uid;                 /* NULL until the Node was read */
     struct kube_watch *watch;
     bool synced;                    /* the watch's first list is in */
-    json_t *store;                  /* name -> slice, as the server holds it */
-    json_t *devices;                /* what the caller gave; NULL before the first set */
+    /* What is kept is text, not jansson trees: a tree takes ~9x the bytes of its compact
+     * JSON (an object and hashtable per attribute), ~40 KiB per copy of 8 GPUs' devices;
+     * each is parsed or built again only for a comparison, which is rare (a change, a
+     * restore, not the steady state). */
+    json_t *store;                  /* name -> dra_publish_record() of the slice as the
+                                     * server holds it */
+    char *devices;                  /* what the caller gave, as compact JSON with sorted
+                                     * keys; NULL before the first set */
     json_t *unhealthy;              /* device name -> its taint */
-    json_t *want;                   /* devices as they go out under the taint mode */
     long long round_gen;            /* pool generation being written; 0 between rounds */
     long long last_gen;
     struct kube_req *req;
@@ -51,9 +56,13 @@ struct dra_publish {
 
 /* The taint of an unhealthy device (NVIDIA's keys, effect NoSchedule). New reference. */
 json_t *dra_publish_taint(const struct dra_unhealthy_device *h);
-/* The device entries that go out (p->want) from the caller's devices, the unhealthy
- * ones and the taint mode. */
-void dra_publish_compute_want(struct dra_publish *p);
+/* The device entries that go out, from the caller's devices, the unhealthy ones and the
+ * taint mode. New reference; p->devices must be set. */
+json_t *dra_publish_want(const struct dra_publish *p);
+/* What the store keeps of a slice: its resourceVersion and pool generation, and what is
+ * compared of it (the content and the owner, as text). New reference. */
+json_t *dra_publish_record(json_t *slice);
+const char *dra_publish_record_version(json_t *record);
 const char *dra_publish_name_of(json_t *o);
 /* The server holds exactly the wanted slices, all of one generation. */
 bool dra_publish_steady(struct dra_publish *p);

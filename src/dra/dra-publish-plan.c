@@ -17,22 +17,32 @@ json_t *dra_publish_taint(const struct dra_unhealthy_device *h)
     return json_pack("{s:s, s:s, s:s}", "key", TAINT_XID, "value", v, "effect", "NoSchedule");
 }
 
-void dra_publish_compute_want(struct dra_publish *p)
+/* Compact JSON with sorted keys: equal text for equal values, whatever order the
+ * server or the caller put the keys in. */
+static char *text_of(json_t *v)
+{
+    char *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    if (!t)
+        oom(); /* jansson fails only to allocate for what we build */
+    return t;
+}
+
+json_t *dra_publish_want(const struct dra_publish *p)
 {
     json_t *want = json_array(), *d;
+    json_t *devices = json_loads(p->devices, 0, NULL); /* our own text: always parses */
     size_t i;
-    json_array_foreach (p->devices, i, d) {
+    json_array_foreach (devices, i, d) {
         json_t *t = json_object_get(p->unhealthy, json_string_value(json_object_get(d, "name")));
         if (!t) {
             json_array_append(want, d);
         } else if (p->stats.taints != DRA_TAINTS_DROPPED) {
-            json_t *c = json_deep_copy(d);
-            json_object_set_new(c, "taints", json_pack("[O]", t));
-            json_array_append_new(want, c);
+            json_object_set_new(d, "taints", json_pack("[O]", t));
+            json_array_append(want, d);
         } /* else withdrawn: a device the scheduler cannot be told is unhealthy is not offered */
     }
-    json_decref(p->want);
-    p->want = want;
+    json_decref(devices);
+    return want;
 }
 
 /* "<node>-<driver>-<i>", within the 253 characters of an object name. */
@@ -53,7 +63,9 @@ static json_t *desired(const struct dra_publish *p, long long gen)
 {
     struct dra_slice_pool pool = { .driver = p->driver, .node_name = p->node,
                                    .node_uid = p->node_uid, .generation = gen };
-    json_t *slices = dra_slices_build(&pool, p->want), *s;
+    json_t *want = dra_publish_want(p);
+    json_t *slices = dra_slices_build(&pool, want), *s;
+    json_decref(want);
     size_t i;
     json_array_foreach (slices, i, s) {
         json_t *md = json_object_get(s, "metadata");
@@ -90,38 +102,78 @@ static json_t *device_view(json_t *d)
     return v;
 }
 
-static bool same_content(json_t *have, json_t *want)
+/* What is compared of a slice, as text: driver, node, pool name and size, the devices
+ * as device_view() sees them. */
+static char *content_of(json_t *slice)
 {
-    json_t *hs = json_object_get(have, "spec"), *ws = json_object_get(want, "spec");
+    json_t *spec = json_object_get(slice, "spec"), *pool = json_object_get(spec, "pool");
+    json_t *v = json_object(), *pv = json_object(), *devices = json_array(), *d;
     static const char *const keys[] = { "driver", "nodeName" };
     for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-        if (!json_equal(json_object_get(hs, keys[i]), json_object_get(ws, keys[i])))
-            return false;
-    json_t *hp = json_object_get(hs, "pool"), *wp = json_object_get(ws, "pool");
-    if (!json_equal(json_object_get(hp, "name"), json_object_get(wp, "name")) ||
-        !json_equal(json_object_get(hp, "resourceSliceCount"), json_object_get(wp, "resourceSliceCount")))
-        return false;
-    json_t *wo = json_object_get(json_object_get(want, "metadata"), "ownerReferences");
-    if (wo && !json_equal(wo, json_object_get(json_object_get(have, "metadata"), "ownerReferences")))
-        return false;
-    json_t *hd = json_object_get(hs, "devices"), *wd = json_object_get(ws, "devices");
-    if (json_array_size(hd) != json_array_size(wd))
-        return false;
-    for (size_t i = 0; i < json_array_size(wd); i++) {
-        json_t *a = device_view(json_array_get(hd, i)), *b = device_view(json_array_get(wd, i));
-        bool eq = json_equal(a, b);
-        json_decref(a);
-        json_decref(b);
-        if (!eq)
-            return false;
-    }
-    return true;
+        if (json_object_get(spec, keys[i]))
+            json_object_set(v, keys[i], json_object_get(spec, keys[i]));
+    static const char *const pool_keys[] = { "name", "resourceSliceCount" };
+    for (size_t i = 0; i < ELEMENTSOF(pool_keys); i++)
+        if (json_object_get(pool, pool_keys[i]))
+            json_object_set(pv, pool_keys[i], json_object_get(pool, pool_keys[i]));
+    json_object_set_new(v, "pool", pv);
+    size_t i;
+    json_array_foreach (json_object_get(spec, "devices"), i, d)
+        json_array_append_new(devices, device_view(d));
+    json_object_set_new(v, "devices", devices);
+    char *t = text_of(v);
+    json_decref(v);
+    return t;
 }
 
-static long long generation_of(json_t *slice)
+static json_t *owners_of(json_t *slice)
 {
-    return json_integer_value(json_object_get(json_object_get(json_object_get(slice, "spec"), "pool"),
-                                              "generation"));
+    return json_object_get(json_object_get(slice, "metadata"), "ownerReferences");
+}
+
+json_t *dra_publish_record(json_t *slice)
+{
+    json_t *md = json_object_get(slice, "metadata");
+    json_t *pool = json_object_get(json_object_get(slice, "spec"), "pool");
+    json_t *r = json_object();
+    json_t *rv = json_object_get(md, "resourceVersion");
+    if (json_is_string(rv))
+        json_object_set(r, "resourceVersion", rv);
+    json_object_set_new(r, "generation",
+                        json_integer(json_integer_value(json_object_get(pool, "generation"))));
+    char *content = content_of(slice);
+    json_object_set_new(r, "content", json_string_nocheck(content));
+    free(content);
+    if (owners_of(slice)) {
+        char *owners = text_of(owners_of(slice));
+        json_object_set_new(r, "owners", json_string_nocheck(owners));
+        free(owners);
+    }
+    return r;
+}
+
+const char *dra_publish_record_version(json_t *record)
+{
+    return json_string_value(json_object_get(record, "resourceVersion"));
+}
+
+/* The record of what the server holds against a wanted slice: the same content, and the
+ * same owner where the wanted slice names one. */
+static bool same_content(json_t *have, json_t *want)
+{
+    _cleanup_free_ char *content = content_of(want);
+    if (!streq_ptr(json_string_value(json_object_get(have, "content")), content))
+        return false;
+    json_t *wo = owners_of(want);
+    if (!wo)
+        return true;
+    _cleanup_free_ char *owners = text_of(wo);
+    return streq_ptr(json_string_value(json_object_get(have, "owners")), owners);
+}
+
+static long long generation_of(json_t *record)
+{
+    return json_integer_value(json_object_get(record, "generation"));
 }
 
 const char *dra_publish_name_of(json_t *o)
@@ -177,7 +229,7 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
         act = have ? ACT_UPDATE : ACT_CREATE;
         if (have) /* at the version compared against: a concurrent writer gets 409 */
             json_object_set(json_object_get(s, "metadata"), "resourceVersion",
-                            json_object_get(json_object_get(have, "metadata"), "resourceVersion"));
+                            json_object_get(have, "resourceVersion"));
         *slice_out = json_incref(s);
         *name_out = xstrdup(dra_publish_name_of(s));
         break;

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/mem.h"
 #include "dra/dra-publish-internal.h"
 #include "dra/dra-slice.h"
 #include "kube/kube.h"
@@ -83,7 +84,7 @@ static void store_put(struct dra_publish *p, json_t *slice)
                         "track of %s and later ones, ignoring", MAX_SLICES, p->node, p->driver, name);
         return;
     }
-    json_object_set_new(p->store, name, json_deep_copy(slice));
+    json_object_set_new(p->store, name, dra_publish_record(slice));
 }
 
 /* The answer to a write that carried taints says whether the API server keeps them. */
@@ -104,7 +105,6 @@ static void learn_taints(struct dra_publish *p, json_t *body)
     else
         log_info("The API server drops device taints (DRADeviceTaints is off): unhealthy "
                  "devices are withdrawn from the ResourceSlice until they recover");
-    dra_publish_compute_want(p);
 }
 
 static void on_written(struct kube *k, int status, json_t *body, void *userdata)
@@ -171,7 +171,7 @@ static void converge(struct dra_publish *p)
         return;
     }
     p->again = false;
-    if (p->retry || !p->want || !p->synced || !p->node_uid)
+    if (p->retry || !p->devices || !p->synced || !p->node_uid)
         return; /* a retry is pending, or not everything is known yet */
     if (p->refresh_node && !dra_publish_steady(p)) {
         get_node(p);
@@ -181,9 +181,15 @@ static void converge(struct dra_publish *p)
     char *name = NULL;
     enum dra_publish_action act = dra_publish_plan(p, &slice, &name);
     if (act == ACT_NONE) {
-        if (!p->stats.converged)
+        if (!p->stats.converged) {
+            json_t *want = dra_publish_want(p);
             log_info("ResourceSlices of node %s are up to date (%zu devices, pool generation %lld)",
-                     p->node, json_array_size(p->want), p->last_gen);
+                     p->node, json_array_size(want), p->last_gen);
+            json_decref(want);
+            /* A round's bodies, answers and compared copies are freed now, below what
+             * stays; at the start the TLS handshake and the watch's list are too. */
+            mem_release_free();
+        }
         p->stats.converged = true;
         return;
     }
@@ -242,7 +248,7 @@ static void recheck(struct dra_publish *p, bool api_back)
         p->again = true;
         return;
     }
-    if (!p->want || !p->synced || !p->node_uid || dra_publish_steady(p))
+    if (!p->devices || !p->synced || !p->node_uid || dra_publish_steady(p))
         return;
     if (p->retry) {
         if (!api_back)
@@ -301,22 +307,21 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
         /* the garbage collector deletes them when the Node went and came back with a
          * new UID: read it again before restoring, or they would go again */
         p->refresh_node = true;
-        if (p->synced && p->want)
+        if (p->synced && p->devices)
             say_restore(p, name, "deleted");
         recheck(p, false);
         return;
     }
     json_t *had = json_object_get(p->store, name);
     const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
-    if (had && streq_ptr(rv, json_string_value(json_object_get(json_object_get(had, "metadata"),
-                                                                  "resourceVersion"))))
+    if (had && streq_ptr(rv, dra_publish_record_version(had)))
         return; /* the echo of our own write, already stored from its answer */
     store_put(p, obj);
     if (!p->synced)
         return;
     bool before = p->stats.converged;
     recheck(p, false);
-    if (before && !p->stats.converged && p->want)
+    if (before && !p->stats.converged && p->devices)
         say_restore(p, name, "changed");
 }
 
@@ -402,9 +407,8 @@ void dra_publish_free(struct dra_publish *p)
     kube_watch_stop(p->watch);
     loop_timer_cancel(p->loop, p->retry);
     json_decref(p->store);
-    json_decref(p->devices);
+    free(p->devices);
     json_decref(p->unhealthy);
-    json_decref(p->want);
     free(p->req_name);
     free(p->error);
     free(p->node_uid);
@@ -420,15 +424,18 @@ void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_un
     for (size_t i = 0; i < n; i++)
         if (unhealthy[i].device)
             json_object_set_new(bad, unhealthy[i].device, dra_publish_taint(&unhealthy[i]));
-    if (p->devices && json_equal(p->devices, devices) && json_equal(p->unhealthy, bad)) {
+    char *text = json_dumps(devices, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text)
+        oom(); /* jansson fails only to allocate for an array it made */
+    if (streq_ptr(p->devices, text) && json_equal(p->unhealthy, bad)) {
+        free(text);
         json_decref(bad);
         return;
     }
-    json_decref(p->devices);
-    p->devices = json_deep_copy(devices);
+    free(p->devices);
+    p->devices = text;
     json_decref(p->unhealthy);
     p->unhealthy = bad;
-    dra_publish_compute_want(p);
     converge(p);
 }
 
