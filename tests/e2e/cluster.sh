@@ -8,7 +8,11 @@
 #
 #   cluster.sh up <kube bin dir> <log dir> <nvml sim library> <profile>
 #       (env CONTAINERD_BIN_DIR: a directory with containerd, containerd-shim-runc-v2 and ctr
-#       to use instead of the ones on PATH, e.g. a containerd 1.7 for CDI)
+#       to use instead of the ones on PATH, e.g. a containerd 1.7 for CDI;
+#       env GDP_E2E_FEATURE_GATES: "Gate=true,Other=false", given to every component, e.g.
+#       DRADeviceTaints=true,ResourceHealthStatus=true on 1.34 for the dra scenario's taint and
+#       pod-status checks; env GDP_E2E_RUNTIME_CONFIG: kube-apiserver --runtime-config, e.g.
+#       resource.k8s.io/v1alpha3=true for DeviceTaintRules)
 #   cluster.sh down             stop every daemon by PID, unmount, remove cgroups and state
 #   cluster.sh kubelet-restart  stop the kubelet by PID and start it again, same arguments
 #   cluster.sh import <oci archive>...   into containerd's k8s.io namespace
@@ -131,6 +135,24 @@ failCgroupV1: false"
     # --pod-infra-container-image (the sandbox image is containerd's sandbox_image),
     # --logtostderr (removed from the components in 1.26). KubeletConfiguration stays
     # kubelet.config.k8s.io/v1beta1 throughout (there is no v1).
+    # Feature gates, the same to every component (alpha ones must agree between the API
+    # server, the scheduler and the kubelet); the kubelet takes them in its config.
+    gates=${GDP_E2E_FEATURE_GATES:-}
+    if [ -n "$gates" ]; then
+        case $gates in *[!A-Za-z0-9=,]*) die "GDP_E2E_FEATURE_GATES '$gates': want Gate=true,Other=false" ;; esac
+        APISERVER_FLAGS="$APISERVER_FLAGS --feature-gates $gates"
+        KCM_FLAGS="$KCM_FLAGS --feature-gates $gates"
+        SCHEDULER_FLAGS="$SCHEDULER_FLAGS --feature-gates $gates"
+        KUBELET_CONFIG="$KUBELET_CONFIG
+featureGates: {$(echo "$gates" | sed 's/=/: /g; s/,/, /g')}"
+        say "feature gates: $gates"
+    fi
+    rc=${GDP_E2E_RUNTIME_CONFIG:-}
+    if [ -n "$rc" ]; then
+        case $rc in *[!A-Za-z0-9=,./]*) die "GDP_E2E_RUNTIME_CONFIG '$rc': want group/version=true,..." ;; esac
+        APISERVER_FLAGS="$APISERVER_FLAGS --runtime-config $rc"
+        say "kube-apiserver --runtime-config $rc"
+    fi
     say "Kubernetes: kube-apiserver 1.$api, kube-controller-manager 1.$kcm, kube-scheduler 1.$sch, kubelet 1.$kl"
 }
 

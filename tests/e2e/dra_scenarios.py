@@ -9,7 +9,10 @@ as skipped (not applicable), never as passed. Uses scenarios.py's helpers (it is
        DeviceClasses; a pod with a claim for one GPU and one with a claim for two GPUs
        selected by CEL on productName Running, their claims allocated to our devices, and
        `ls /dev` in each shows exactly the claimed GPUs' nodes (CDI); an Xid withdraws the
-       device from the slice (no DRADeviceTaints gate) and recovery restores it; a kubelet
+       device from the slice (no DRADeviceTaints gate; with it, cluster.sh's
+       GDP_E2E_FEATURE_GATES, taints it) and recovery restores it (with ResourceHealthStatus
+       on, an Xid on the GPU of a claim held by a pod shows in the pod's
+       status, then clears); a kubelet
        restart and a plugin pod restart keep the slice and the pods (a new claim is
        prepared by the new plugin pod); deleting a pod removes its claim's CDI spec."""
 
@@ -117,11 +120,18 @@ def claim(name, count, cel=None):
             "spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}}}
 
 
-def claim_pod(name, claim_name):
+def claim_template(name, count):
+    c = claim(name, count)
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": c["metadata"], "spec": {"spec": c["spec"]}}
+
+
+def claim_pod(name, claim_name, template=False):
+    source = {"resourceClaimTemplateName" if template else "resourceClaimName": claim_name}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
             "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                      "automountServiceAccountToken": False,
-                     "resourceClaims": [{"name": "gpus", "resourceClaimName": claim_name}],
+                     "resourceClaims": [dict(name="gpus", **source)],
                      "containers": [{"name": "c", "image": h.BUSYBOX, "command": ["sleep", "3600"],
                                      "resources": {"claims": [{"name": "gpus"}]}}]}}
 
@@ -144,7 +154,39 @@ def cdi_spec(uid):
     return os.path.join(CDI_ROOT, f"k8s.gpu.nvidia.com-claim_{uid}.yaml")
 
 
-def xid_cycle(victim, uuid, all_names):
+def gates():
+    """The feature gates cluster.sh gave every component (GDP_E2E_FEATURE_GATES)."""
+    pairs = [g.split("=", 1) for g in os.environ.get("GDP_E2E_FEATURE_GATES", "").split(",") if "=" in g]
+    return {k: v.lower() == "true" for k, v in pairs}
+
+
+def device_taints():
+    """{device name: its taints} over our slices."""
+    return {d["name"]: d.get("taints", []) for s in our_slices() for d in s["spec"].get("devices", [])}
+
+
+def container_health(pod):
+    """The kubelet's allocatedResourcesStatus of the pod's container (ResourceHealthStatus)."""
+    st = h.kjson("get", "pod", pod)["status"].get("containerStatuses", [])
+    return st[0].get("allocatedResourcesStatus", []) if st else []
+
+
+def health_of(pod, claim_uid, device):
+    """The health the pod's status gives the device (None: not listed). The kubelet names
+    it by the first CDI ID Prepare returned for it, else <driver>/<pool>/<device>."""
+    ids = {f"k8s.gpu.nvidia.com/claim={claim_uid}-{device}", f"{DRIVER}/{h.NODE}/{device}"}
+    for entry in container_health(pod):
+        for r in entry.get("resources") or []:
+            if r.get("resourceID") in ids:
+                return r.get("health")
+    return None
+
+
+def xid_cycle(victim, uuid, all_names, taints_kept=False, pod=None, claim_uid=None):
+    """An Xid on victim through the simulator: with taints_kept (the DRADeviceTaints gate
+    on) the device stays in the slice with NVIDIA's NoSchedule taint, else it is withdrawn;
+    recovery after the quiet period clears the taint or restores it. pod: a pod holding
+    victim whose status (ResourceHealthStatus on) must show it Unhealthy, then Healthy."""
     ack = os.path.join(h.A.state, "driver", "run", "ack")
     acked = open(ack).read().count("\n")
     line = f"xid {uuid} 32"
@@ -154,12 +196,33 @@ def xid_cycle(victim, uuid, all_names):
     os.close(fd)
     h.wait("the simulator's ack", lambda: open(ack).read().count("\n") > acked)
     print(f"  injected through the simulator: {line}")
-    wait_devices([n for n in all_names if n != victim], f"{victim} withdrawn from the slice")
-    print(f"  {victim} withdrawn:")
-    show_slices()
-    wait_devices(all_names, f"{victim} restored after the quiet period")
-    print(f"  {victim} restored after the quiet period and a probe:")
-    show_slices()
+    if taints_kept:
+        want = {"key": "gpu.nvidia.com/xid", "value": "32", "effect": "NoSchedule"}
+        taints = h.wait(f"{victim} tainted in the slice", lambda: (lambda t: t if any(
+            all(x.get(k) == v for k, v in want.items()) for x in t.get(victim, [])) and
+            set(t) == set(all_names) else None)(device_taints()))
+        print(f"  {victim} kept in the slice, tainted: {json.dumps(taints[victim], sort_keys=True)}")
+    else:
+        wait_devices([n for n in all_names if n != victim], f"{victim} withdrawn from the slice")
+        print(f"  {victim} withdrawn:")
+        show_slices()
+    if pod:
+        h.wait(f"pod {pod}'s status showing {victim} Unhealthy",
+               lambda: health_of(pod, claim_uid, victim) == "Unhealthy")
+        print(f"  $ kubectl get pod {pod} -o jsonpath='{{.status.containerStatuses[0].allocatedResourcesStatus}}'")
+        print("    " + json.dumps(container_health(pod), sort_keys=True))
+    if taints_kept:
+        h.wait(f"{victim}'s taint removed after the quiet period", lambda: (lambda t: set(t) == set(
+            all_names) and not any(t.values()))(device_taints()))
+        print(f"  {victim}'s taint removed after the quiet period and a probe: no device has a taint")
+    else:
+        wait_devices(all_names, f"{victim} restored after the quiet period")
+        print(f"  {victim} restored after the quiet period and a probe:")
+        show_slices()
+    if pod:
+        h.wait(f"pod {pod}'s status showing {victim} Healthy",
+               lambda: health_of(pod, claim_uid, victim) == "Healthy")
+        print(f"  pod {pod}'s status: " + json.dumps(container_health(pod), sort_keys=True))
 
 
 def describe_ids(before, after):
@@ -182,7 +245,7 @@ def s_dra(ctx):
         raise h.Skip(f"skipped: Kubernetes < 1.34 has no resource.k8s.io/v1 (server {git_version})")
     with contextlib.ExitStack() as undo:
         try:
-            _dra(ctx, git_version, undo)
+            _dra(ctx, git_version, version, undo)
         except (h.Fail, subprocess.TimeoutExpired):
             # What the cleanup is about to delete, for the failure's record.
             for args in (("get", "resourceslices,resourceclaims,deviceclasses", "-o", "wide"),
@@ -192,7 +255,7 @@ def s_dra(ctx):
             raise
 
 
-def _dra(ctx, git_version, undo):
+def _dra(ctx, git_version, version, undo):
     profile = yaml.safe_load(open(h.A.profile))
     minors = [d.get("minor_number", i) for i, d in enumerate(profile["devices"])]
     by_uuid = {d["uuid"]: f"gpu-{m}" for d, m in zip(profile["devices"], minors)}
@@ -280,9 +343,41 @@ def _dra(ctx, git_version, undo):
     if any(not hp or not hp.startswith(dev_root + "/") for _, hp in nodes):
         raise h.Fail(f"CDI device nodes not under the dev root {dev_root}: {nodes}")
 
-    # Health: the API server drops taints without DRADeviceTaints, so an Xid withdraws.
+    # Health: the API server drops taints without DRADeviceTaints, so an Xid withdraws; with
+    # the gate on (GDP_E2E_FEATURE_GATES) the device is tainted. With ResourceHealthStatus
+    # on, an Xid on a held GPU shows in its pod's status.
+    g = gates()
     free = next(u for u, n in by_uuid.items() if n not in claimed)
-    xid_cycle(by_uuid[free], free, names)
+    xid_cycle(by_uuid[free], free, names, taints_kept=g.get("DRADeviceTaints", False))
+    if g.get("ResourceHealthStatus"):
+        # Which claims the kubelet reports on depends on its version: 1.34 matches the
+        # container's claim name against the ResourceClaim's own name (so the pod names
+        # its claim "health", as the object is named); later kubelets look the claim up in
+        # status.resourceClaimStatuses, which lists only claims made from a template.
+        undo.callback(lambda: h.kubectl("delete", "resourceclaimtemplate,resourceclaim", "health",
+                                        "--ignore-not-found", check=False))
+        undo.callback(lambda: h.kubectl("delete", "pod", "dra-health", "--ignore-not-found", "--wait=true",
+                                        check=False))
+        from_template = version > (1, 34)
+        pod = claim_pod("dra-health", "health", template=from_template)
+        pod["spec"]["resourceClaims"][0]["name"] = "health"
+        pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "health"}]
+        h.kubectl("apply", "-f", "-", stdin=json.dumps(
+            claim_template("health", 1) if from_template else claim("health", 1)))
+        h.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+        h.pod_running("dra-health")
+        made = (h.kjson("get", "pod", "dra-health")["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+                if from_template else "health")
+        uid, (dev,) = allocated(made, 1)
+        print(f"  pod dra-health Running with claim {made}"
+              f"{' (from template health)' if from_template else ''}: {dev}")
+        xid_cycle(dev, next(u for u, n in by_uuid.items() if n == dev), names,
+                  taints_kept=g.get("DRADeviceTaints", False), pod="dra-health", claim_uid=uid)
+        h.kubectl("delete", "pod", "dra-health", "--wait=true")
+        h.kubectl("delete", "resourceclaimtemplate,resourceclaim", "health", "--ignore-not-found",
+                  "--wait=true")
+        h.wait(f"claim {made} gone", lambda: not h.kjson(
+            "get", "resourceclaims", "--field-selector", f"metadata.name={made}")["items"])
 
     # A kubelet restart: the kubelet wipes the node's slices; they come back, pods untouched.
     before = h.containers_state(pods)
