@@ -14,8 +14,9 @@
  * describes CDI files and device state that a reboot made stale, and is discarded.
  *
  * Written after every change so that a killed plugin leaves it whole, the old one or the
- * new one, never missing: through checkpoint.json.tmp and checkpoint.json.old beside it,
- * never renamed over the old file, not fsynced (dra-checkpoint.c, replace(), says why);
+ * new one, never missing: written into a spare beside it, checkpoint.json.old (the one
+ * before the last), that trades names with it atomically; not fsynced (dra-checkpoint.c,
+ * replace(), says why);
  * bounded (DRA_CKPT_MAX_CLAIMS claims, DRA_CKPT_MAX_BYTES): a change that would pass a
  * bound is refused with an error and the checkpoint stays as it was. A file that
  * does not parse is renamed to checkpoint.json.corrupt (kept for a person to look at;
@@ -30,8 +31,7 @@
 #include "dra/dra-config.h"
 
 #define DRA_CKPT_FILE "checkpoint.json"
-#define DRA_CKPT_TMP_SUFFIX ".tmp"
-#define DRA_CKPT_OLD_SUFFIX ".old"
+#define DRA_CKPT_SPARE_SUFFIX ".old"
 #define DRA_CKPT_MAX_CLAIMS 4096
 #define DRA_CKPT_MAX_BYTES (4u << 20)
 #define DRA_CKPT_BOOT_ID_MAX 64
@@ -52,7 +52,7 @@ struct dra_ckpt_claim {
 };
 
 struct dra_checkpoint {
-    char *path, *tmp_path, *old_path;
+    char *path, *spare_path;
     char boot_id[DRA_CKPT_BOOT_ID_MAX];
     struct dra_ckpt_claim *claims;
     size_t n_claims, alloc;
@@ -62,8 +62,7 @@ struct dra_checkpoint {
  * 0 or -errno with err naming the file. */
 int dra_checkpoint_boot_id(const char *path, char out[DRA_CKPT_BOOT_ID_MAX], struct error *err);
 
-/* Opens <dir>/checkpoint.json for boot boot_id (dir created if missing; what a killed
- * save left beside it taken back or removed). Returns 0 with
+/* Opens <dir>/checkpoint.json for boot boot_id (dir created if missing). Returns 0 with
  * what the file holds (or nothing: no file yet), 1 when the file was discarded (another
  * boot's, or corrupt and moved aside): `discarded` then says which, for the caller to
  * log; -errno (err set) when dir cannot be made or the file cannot be read. */

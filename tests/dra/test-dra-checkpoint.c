@@ -1,19 +1,23 @@
 /* The DRA checkpoint against a killed plugin (src/dra/dra-checkpoint.c, replace()): a
  * child process opens the checkpoint, saves one change and is SIGKILLed at each step of
- * that save in turn (in the middle of its write, before each rename and the unlink). The
- * parent then opens what the child left and must find, whole and not discarded, either
- * the checkpoint as it was or as changed, never less; and after that open nothing beside
- * checkpoint.json, and a next save that works. (The rest of the checkpoint's behaviour
- * is test-dra-claims' "checkpoint" case.) */
+ * that save in turn (half-way through its write, before the truncation, before the
+ * exchange, before the rename). The parent then opens what the child left and must find,
+ * whole and not discarded, either the checkpoint as it was or as changed, never less, and
+ * nothing beside it but the spare; and the change made again gives the changed one. The
+ * same on a filesystem that cannot exchange two names. Then the spare: never read, its
+ * leftover content cut off, a symlink in its place not followed. (The rest of the
+ * checkpoint is test-dra-claims' "checkpoint" case.) */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "dra/dra-checkpoint.h"
 #include "tests/common/check.h"
 #include "tests/common/scratch.h"
@@ -22,9 +26,11 @@ int test_failures;
 
 /* ---- the calls a save makes, interposed ------------------------------------------------
  * Defined here, they are the ones the static libgdp is linked against; they pass through
- * to the kernel. In the child, kill_at > 0 is the call at which it dies: before a rename
- * or an unlink is made, or half-way through a write (a torn temporary file). */
+ * to the kernel. In the child, kill_at > 0 is the call at which it dies: before it is
+ * made, or half-way through a write (a torn file). no_exchange: renameat2 answers EINVAL,
+ * as a filesystem without RENAME_EXCHANGE does. */
 static int kill_at, calls;
+static bool no_exchange;
 
 static void maybe_die(int fd, const void *buf, size_t n)
 {
@@ -41,16 +47,26 @@ ssize_t write(int fd, const void *buf, size_t n)
     return syscall(SYS_write, fd, buf, n);
 }
 
+int ftruncate(int fd, off_t len)
+{
+    maybe_die(-1, NULL, 0);
+    return (int)syscall(SYS_ftruncate, fd, len);
+}
+
+int renameat2(int from_dir, const char *from, int to_dir, const char *to, unsigned flags)
+{
+    maybe_die(-1, NULL, 0);
+    if (no_exchange && (flags & RENAME_EXCHANGE)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return (int)syscall(SYS_renameat2, from_dir, from, to_dir, to, flags);
+}
+
 int rename(const char *from, const char *to)
 {
     maybe_die(-1, NULL, 0);
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 0);
-}
-
-int unlink(const char *path)
-{
-    maybe_die(-1, NULL, 0);
-    return (int)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
 }
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -92,14 +108,15 @@ static char *contents(const char *dir)
     return s;
 }
 
-/* The names in dir other than checkpoint.json, comma-separated ("" when none). */
+/* The names in dir other than checkpoint.json and its spare, comma-separated ("" when none). */
 static char *others(const char *dir)
 {
     char *s = xstrdup("");
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        if (streq(e->d_name, ".") || streq(e->d_name, "..") || streq(e->d_name, DRA_CKPT_FILE))
+        if (streq(e->d_name, ".") || streq(e->d_name, "..") || streq(e->d_name, DRA_CKPT_FILE) ||
+            streq(e->d_name, DRA_CKPT_FILE DRA_CKPT_SPARE_SUFFIX))
             continue;
         char *t = xasprintf("%s%s%s", s, *s ? "," : "", e->d_name);
         free(s);
@@ -184,57 +201,84 @@ static int killed_at_every_step(const char *dir, enum change what, enum change u
 static void test_killed(void)
 {
     const char *dir = scratch_dir("dra-ckpt-kill-");
-    /* The first save (no checkpoint.json yet): its write, the rename of checkpoint.json
-     * aside (ENOENT), the rename into place. */
-    CHECK(killed_at_every_step(dir, PUT_STARTED, WIPE, "uid-a", "", "uid-a:S") == 3);
+    /* The first save (no checkpoint.json yet): the write into the spare, its truncation,
+     * the exchange (ENOENT), the rename. */
+    CHECK(killed_at_every_step(dir, PUT_STARTED, WIPE, "uid-a", "", "uid-a:S") == 4);
     CHECK(apply(dir, PUT_STARTED, "uid-a", 0) == 0);
-    /* Replacing it: the write, both renames, the unlink of checkpoint.json.old. */
-    CHECK(killed_at_every_step(dir, PUT_STARTED, REMOVE, "uid-b", "uid-a:S", "uid-a:S,uid-b:S") == 4);
+    /* The next ones: the write, the truncation, the exchange. */
+    CHECK(killed_at_every_step(dir, PUT_STARTED, REMOVE, "uid-b", "uid-a:S", "uid-a:S,uid-b:S") == 3);
     CHECK(apply(dir, PUT_STARTED, "uid-b", 0) == 0);
     CHECK(killed_at_every_step(dir, PUT_COMPLETED, PUT_STARTED, "uid-b", "uid-a:S,uid-b:S",
-                               "uid-a:S,uid-b:C") == 4);
+                               "uid-a:S,uid-b:C") == 3);
     CHECK(apply(dir, PUT_COMPLETED, "uid-b", 0) == 0);
-    CHECK(killed_at_every_step(dir, REMOVE, PUT_COMPLETED, "uid-b", "uid-a:S,uid-b:C", "uid-a:S") == 4);
+    CHECK(killed_at_every_step(dir, REMOVE, PUT_COMPLETED, "uid-b", "uid-a:S,uid-b:C", "uid-a:S") == 3);
+    /* A filesystem that cannot exchange: the spare renamed over checkpoint.json. */
+    CHECK(apply(dir, REMOVE, "uid-b", 0) == 0);
+    no_exchange = true;
+    CHECK(killed_at_every_step(dir, PUT_COMPLETED, REMOVE, "uid-c", "uid-a:S", "uid-a:S,uid-c:C") == 4);
+    CHECK(apply(dir, WIPE, NULL, 0) == 0);
+    CHECK(killed_at_every_step(dir, PUT_STARTED, WIPE, "uid-d", "", "uid-d:S") == 4);
+    no_exchange = false;
     scratch_remove(dir);
 }
 
-/* What a killed save leaves, made by hand, as open() must take it: checkpoint.json.old
- * alone is the checkpoint (killed between the renames); a .tmp is never read, even whole. */
-static void test_leftovers(void)
+static void write_text(const char *path, const char *text)
 {
-    const char *dir = scratch_dir("dra-ckpt-left-");
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(text, f) >= 0);
+    if (f)
+        CHECK(fclose(f) == 0);
+}
+
+/* The spare (checkpoint.json.old) is never read: garbage there changes nothing, a save
+ * over a longer one leaves none of it behind, and it then holds the checkpoint before. A
+ * symlink in its place is not followed: the save fails, checkpoint.json is unchanged. */
+static void test_spare(void)
+{
+    const char *dir = scratch_dir("dra-ckpt-spare-");
     char *path = xasprintf("%s/" DRA_CKPT_FILE, dir);
-    char *tmp = xasprintf("%s" DRA_CKPT_TMP_SUFFIX, path);
-    char *old = xasprintf("%s" DRA_CKPT_OLD_SUFFIX, path);
+    char *spare = xasprintf("%s" DRA_CKPT_SPARE_SUFFIX, path);
+    char *elsewhere = xasprintf("%s/elsewhere", dir);
     CHECK(apply(dir, PUT_COMPLETED, "uid-a", 0) == 0);
-    CHECK(rename(path, old) == 0);
+    char *garbage = xcalloc(10001, 1);
+    memset(garbage, '}', 10000);
+    write_text(spare, garbage);
     char *now = contents(dir);
     CHECK_STR(now, "uid-a:C");
     free(now);
-    CHECK(access(path, F_OK) == 0 && access(old, F_OK) < 0);
-
-    /* A whole .tmp with no checkpoint.json: a first save killed before its rename. */
-    CHECK(rename(path, tmp) == 0);
-    now = contents(dir);
-    CHECK_STR(now, "");
-    free(now);
-    CHECK(access(tmp, F_OK) < 0);
-
-    /* Both beside checkpoint.json: it wins, they go. */
     CHECK(apply(dir, PUT_COMPLETED, "uid-b", 0) == 0);
-    static const char other[] = "{\"version\": 1, \"nodeBootID\": \"boot-1\", \"preparedClaims\": {}}";
-    for (const char *p = tmp; p; p = p == tmp ? old : NULL) {
-        FILE *f = fopen(p, "w");
-        CHECK(f && fputs(other, f) >= 0 && fclose(f) == 0);
-    }
     now = contents(dir);
-    CHECK_STR(now, "uid-b:C");
+    CHECK_STR(now, "uid-a:C,uid-b:C");
     free(now);
-    char *left = others(dir);
-    CHECK_STR(left, "");
-    free(left);
-    free(old);
-    free(tmp);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size < 1000 && (st.st_mode & 0777) == 0600);
+    /* The spare is the one before: moved into place, it is read as that. */
+    CHECK(rename(spare, path) == 0);
+    now = contents(dir);
+    CHECK_STR(now, "uid-a:C");
+    free(now);
+
+    CHECK(unlink(spare) < 0 && errno == ENOENT);
+    write_text(elsewhere, "not a checkpoint");
+    CHECK(symlink(elsewhere, spare) == 0);
+    struct dra_checkpoint c;
+    struct error err = { 0 }, discarded = { 0 };
+    CHECK(dra_checkpoint_open(&c, dir, "boot-1", &discarded, &err) == 0);
+    struct dra_ckpt_claim cl = claim("uid-c", DRA_CKPT_PREPARE_COMPLETED);
+    CHECK(dra_checkpoint_put(&c, &cl, &err) == -ELOOP && cl.uid && c.n_claims == 1);
+    CHECK_STR_CONTAINS(err.msg, "writing checkpoint ");
+    dra_ckpt_claim_clear(&cl);
+    dra_checkpoint_clear(&c);
+    now = contents(dir);
+    CHECK_STR(now, "uid-a:C");
+    free(now);
+    char *text = NULL;
+    size_t len;
+    CHECK(read_file_bounded(elsewhere, 100, &text, &len, NULL) == 0 && streq(text, "not a checkpoint"));
+    free(text);
+    free(garbage);
+    free(elsewhere);
+    free(spare);
     free(path);
     scratch_remove(dir);
 }
@@ -246,7 +290,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } cases[] = {
         { "killed", test_killed },
-        { "leftovers", test_leftovers },
+        { "spare", test_spare },
     };
     for (size_t i = 0; i < ELEMENTSOF(cases); i++)
         if (argc < 2 || streq(argv[1], cases[i].name))
