@@ -28,7 +28,11 @@ A benchmark: it prints figures and asserts nothing. Goals (issue 20): the whole 
 DRA on <= 3.5 MiB on this profile; no idle wakeups without a health stream; Prepare of a
 1-GPU claim <= 2 ms p50.
 
-Usage: bench-dra.py --build DIR [--runs N] [--idle S] [--claims N] [--pace S] [--json]
+The load average at the start and at the end is printed with the figures (the machine may
+be shared: the latencies are upper bounds under that load).
+
+Usage: bench-dra.py --build DIR [--runs N] [--idle S] [--claims N] [--pace S]
+                    [--only rss,prepare,idle] [--plugin-arg ARG ...] [--json]
 """
 
 import argparse
@@ -66,7 +70,7 @@ def switches(pid):
 
 
 class Bench:
-    def __init__(self, build, profile):
+    def __init__(self, build, profile, plugin_args=()):
         self.build = build
         self.host = bl.Host(build, profile)
         d = os.path.join(self.host.tmp, "api")
@@ -81,7 +85,7 @@ class Bench:
         self.dra_args = self.api_args + [
             "--dra", "--kubelet-registrar-directory-path", self.registrar,
             "--kubelet-plugins-directory-path", os.path.join(self.host.tmp, "plugins"),
-            "--cdi-root", os.path.join(self.host.tmp, "cdi")]
+            "--cdi-root", os.path.join(self.host.tmp, "cdi")] + list(plugin_args)
 
     def cmd(self, line):
         self.srv.send(line)
@@ -228,27 +232,41 @@ def main():
     ap.add_argument("--claims", type=int, default=200, help="claims in the prepare round")
     ap.add_argument("--pace", type=float, default=0.25,
                     help="seconds between two claims (> 1/--kube-api-qps: each GET finds a token)")
+    ap.add_argument("--only", default="rss,prepare,idle",
+                    help="comma-separated figures to run: rss, prepare, idle")
+    ap.add_argument("--plugin-arg", action="append", default=[],
+                    help="one more argument for serve --dra (repeat it), e.g. "
+                         "--plugin-arg=--kube-api-qps=1000 for back to back GETs")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    b = Bench(os.path.abspath(a.build), a.profile)
+    only = a.only.split(",")
+    b = Bench(os.path.abspath(a.build), a.profile, a.plugin_arg)
+    out = {"load_at_start": open("/proc/loadavg").read().split()[:3]}
     try:
-        out = {"rss": b.rss(a.runs, a.settle, min(a.claims, 50)),
-               "prepare": b.prepare(a.claims, a.pace)}
-        if a.idle > 0:
+        if "rss" in only:
+            out["rss"] = b.rss(a.runs, a.settle, min(a.claims, 50))
+        if "prepare" in only:
+            out["prepare"] = b.prepare(a.claims, a.pace)
+        if "idle" in only and a.idle > 0:
             out["idle"] = b.idle(a.idle)
+        out["load_at_end"] = open("/proc/loadavg").read().split()[:3]
     finally:
         b.close()
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    print("RSS (KiB, median of %d starts; 8-GPU a100 profile, simulated NVML):" % a.runs)
-    for k, v in out["rss"].items():
-        print("  %-34s VmRSS %5d (%.2f MiB)  RssAnon %5d  runs %s" % (
-            k, v["VmRSS_KiB"], v["VmRSS_KiB"] / 1024, v["RssAnon_KiB"], v["runs_VmRSS_KiB"]))
-    print("Prepare / Unprepare of a 1-GPU claim, one claim per call (ms):")
-    for k, v in out["prepare"].items():
-        print("  %-38s n %d  p50 %.3f  p99 %.3f  max %.3f" % (k, v["n"], v["p50_ms"], v["p99_ms"],
-                                                            v["max_ms"]))
+    print("Load average (1, 5, 15 min): %s at the start, %s at the end" % (
+        " ".join(out["load_at_start"]), " ".join(out["load_at_end"])))
+    if "rss" in out:
+        print("RSS (KiB, median of %d starts; 8-GPU a100 profile, simulated NVML):" % a.runs)
+        for k, v in out["rss"].items():
+            print("  %-34s VmRSS %5d (%.2f MiB)  RssAnon %5d  runs %s" % (
+                k, v["VmRSS_KiB"], v["VmRSS_KiB"] / 1024, v["RssAnon_KiB"], v["runs_VmRSS_KiB"]))
+    if "prepare" in out:
+        print("Prepare / Unprepare of a 1-GPU claim, one claim per call (ms):")
+        for k, v in out["prepare"].items():
+            print("  %-38s n %d  p50 %.3f  p99 %.3f  max %.3f" % (k, v["n"], v["p50_ms"],
+                                                                v["p99_ms"], v["max_ms"]))
     if "idle" in out:
         i = out["idle"]
         print("Idle context switches over %.0f s (all threads): %d with no health stream, %d with "
