@@ -159,9 +159,9 @@ static int apply(const char *dir, enum change what, const char *uid, int die_at)
 
 /* From `before` on disk, the change `what` of uid killed at each of its calls in turn.
  * Each time: open() finds `before` or `after` (a torn or missing checkpoint fails here),
- * leaves nothing beside checkpoint.json, and the change made again gives `after`; `undo`
- * then sets up `before` again. Returns the number of kill points (the calls the change
- * makes), for the caller to check that the interposition saw them. */
+ * leaves nothing beside checkpoint.json but its spare, and the change made again gives
+ * `after`; `undo` then sets up `before` again. Returns the number of kill points (the
+ * calls the change makes), for the caller to check that the interposition saw them. */
 static int killed_at_every_step(const char *dir, enum change what, enum change undo,
                                 const char *uid, const char *before, const char *after)
 {
