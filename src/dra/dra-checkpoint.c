@@ -325,6 +325,19 @@ int dra_checkpoint_put(struct dra_checkpoint *c, struct dra_ckpt_claim *claim, s
     return 0;
 }
 
+int dra_checkpoint_complete(struct dra_checkpoint *c, const char *uid, struct error *err)
+{
+    size_t i = find_index(c, uid);
+    if (i == SIZE_MAX)
+        return error_set(err, -ENOENT, "claim %s has no record in checkpoint %s", uid, c->path);
+    enum dra_ckpt_state was = c->claims[i].state;
+    c->claims[i].state = DRA_CKPT_PREPARE_COMPLETED;
+    int r = save(c, err);
+    if (r < 0)
+        c->claims[i].state = was;
+    return r;
+}
+
 int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err)
 {
     size_t i = find_index(c, uid);

@@ -75,6 +75,9 @@ const struct dra_ckpt_claim *dra_checkpoint_find(const struct dra_checkpoint *c,
 /* Records *claim (taken over: *claim is zeroed), replacing a record of the same UID, and
  * saves. On failure (err set) nothing changes, and *claim is still the caller's. */
 int dra_checkpoint_put(struct dra_checkpoint *c, struct dra_ckpt_claim *claim, struct error *err);
+/* Marks the record of uid PrepareCompleted and saves (-ENOENT: not recorded). On failure
+ * nothing changes. */
+int dra_checkpoint_complete(struct dra_checkpoint *c, const char *uid, struct error *err);
 /* Forgets uid (not recorded: 0) and saves. On failure nothing changes. */
 int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err);
 

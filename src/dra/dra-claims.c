@@ -314,23 +314,8 @@ static int complete(struct dra_claims *c, const char *uid, json_t *spec,
     int r = dra_cdi_write(c->cdi_root, uid, spec, err);
     if (r < 0)
         return r;
-    const struct dra_ckpt_claim *started = dra_checkpoint_find(&c->ckpt, uid);
-    struct dra_ckpt_claim completed = { .uid = xstrdup(started->uid),
-                                        .namespace_ = xstrdup(started->namespace_),
-                                        .name = xstrdup(started->name),
-                                        .state = DRA_CKPT_PREPARE_COMPLETED };
-    completed.devices = xcalloc(started->n_devices + 1, sizeof(*completed.devices));
-    for (size_t i = 0; i < started->n_devices; i++) {
-        const struct dra_ckpt_device *d = &started->devices[i];
-        completed.devices[completed.n_devices++] = (struct dra_ckpt_device){
-            .device = xstrdup(d->device), .pool = xstrdup(d->pool), .request = xstrdup(d->request),
-            .cdi_id = xstrdup(d->cdi_id), .admin_access = d->admin_access, .config = d->config,
-        };
-    }
-    if ((r = dra_checkpoint_put(&c->ckpt, &completed, err)) < 0) {
-        dra_ckpt_claim_clear(&completed);
+    if ((r = dra_checkpoint_complete(&c->ckpt, uid, err)) < 0)
         return r;
-    }
     result_from_record(res, dra_checkpoint_find(&c->ckpt, uid));
     return 0;
 }
