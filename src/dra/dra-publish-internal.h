@@ -54,6 +54,9 @@ struct dra_publish {
     struct dra_publish_stats stats;
 };
 
+/* Compact JSON with sorted keys: equal text for equal values, whatever order the server
+ * or the caller put the keys in. */
+char *dra_publish_text(json_t *v);
 /* The taint of an unhealthy device (NVIDIA's keys, effect NoSchedule). New reference. */
 json_t *dra_publish_taint(const struct dra_unhealthy_device *h);
 /* The device entries that go out, from the caller's devices, the unhealthy ones and the

@@ -17,9 +17,7 @@ json_t *dra_publish_taint(const struct dra_unhealthy_device *h)
     return json_pack("{s:s, s:s, s:s}", "key", TAINT_XID, "value", v, "effect", "NoSchedule");
 }
 
-/* Compact JSON with sorted keys: equal text for equal values, whatever order the
- * server or the caller put the keys in. */
-static char *text_of(json_t *v)
+char *dra_publish_text(json_t *v)
 {
     char *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     if (!t)
@@ -121,7 +119,7 @@ static char *content_of(json_t *slice)
     json_array_foreach (json_object_get(spec, "devices"), i, d)
         json_array_append_new(devices, device_view(d));
     json_object_set_new(v, "devices", devices);
-    char *t = text_of(v);
+    char *t = dra_publish_text(v);
     json_decref(v);
     return t;
 }
@@ -145,7 +143,7 @@ json_t *dra_publish_record(json_t *slice)
     json_object_set_new(r, "content", json_string_nocheck(content));
     free(content);
     if (owners_of(slice)) {
-        char *owners = text_of(owners_of(slice));
+        char *owners = dra_publish_text(owners_of(slice));
         json_object_set_new(r, "owners", json_string_nocheck(owners));
         free(owners);
     }
@@ -167,7 +165,7 @@ static bool same_content(json_t *have, json_t *want)
     json_t *wo = owners_of(want);
     if (!wo)
         return true;
-    _cleanup_free_ char *owners = text_of(wo);
+    _cleanup_free_ char *owners = dra_publish_text(wo);
     return streq_ptr(json_string_value(json_object_get(have, "owners")), owners);
 }
 

@@ -424,9 +424,7 @@ void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_un
     for (size_t i = 0; i < n; i++)
         if (unhealthy[i].device)
             json_object_set_new(bad, unhealthy[i].device, dra_publish_taint(&unhealthy[i]));
-    char *text = json_dumps(devices, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!text)
-        oom(); /* jansson fails only to allocate for an array it made */
+    char *text = dra_publish_text(devices);
     if (streq_ptr(p->devices, text) && json_equal(p->unhealthy, bad)) {
         free(text);
         json_decref(bad);
