@@ -347,6 +347,24 @@ int dra_service_kubelet_restarted(struct dra_service *s, struct error *err)
     return rebound;
 }
 
+/* An event that can mean a socket of ours is gone: one naming either socket, or one about
+ * a watched directory itself (removed, moved, its watch dropped) or the queue overflowing
+ * (no name). The plugin directory also holds the checkpoint, whose every save (a rename
+ * exchange: two events) would otherwise make each Prepare and Unprepare check both
+ * sockets. */
+static bool about_a_socket(const struct dra_service *s, const struct inotify_event *ev)
+{
+    if (!ev->len)
+        return true;
+    const char *paths[] = { s->path, dra_registrar_path(s->registrar) };
+    for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+        const char *slash = strrchr(paths[i], '/');
+        if (streq(ev->name, slash ? slash + 1 : paths[i]))
+            return true;
+    }
+    return false;
+}
+
 static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
 {
     struct dra_service *s = userdata;
@@ -356,11 +374,15 @@ static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n <= 0)
             break;
-        any = true;
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            any = any || about_a_socket(s, ev);
+            p += sizeof(*ev) + ev->len;
+        }
     }
     if (!any)
         return;
-    /* Whatever happened in either directory: check both sockets (two stat calls). */
+    /* Whatever happened to either socket: check both (two stat calls). */
     struct error err = { 0 };
     if (dra_service_kubelet_restarted(s, &err) < 0)
         log_error("DRA: rebinding a removed socket: %s", err.msg);
