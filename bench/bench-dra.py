@@ -22,7 +22,10 @@ directory, NodePrepareResources / NodeUnprepareResources with grpcio).
            timed from this process (grpcio's own overhead included): a first Prepare (GET
            of the claim, CDI spec and checkpoint written), a repeated Prepare (answered from
            the checkpoint), an Unprepare; then 30 first Prepares back to back, which the
-           rate limit paces once the burst of 10 is spent.
+           rate limit paces once the burst of 10 is spent. Then the floor under a first
+           Prepare, paced the same: the GET of a claim alone through our API client
+           (tests/kube/kube-probe, timed from this process) and the probe's own pipe round
+           trip (the GET's time to the server and back is the difference).
 
 A benchmark: it prints figures and asserts nothing. Goals (issue 20): the whole daemon with
 DRA on <= 3.5 MiB on this profile; no idle wakeups without a health stream; Prepare of a
@@ -203,6 +206,36 @@ class Bench:
             unprep.append((t3 - t2) * 1e3)
         return first, again, unprep
 
+    def get_round(self, n, pace):
+        """The floor under a first Prepare: the GET of a claim alone through our API client
+        (tests/kube/kube-probe, the client on our loop, the plugin's kubeconfig) to the same
+        fake server, one every pace seconds, and the probe's own pipe round trip (a request
+        line it refuses before any network), each timed from this process: two lists of ms."""
+        refs = self.load_claims(n, first_uid=1000000)
+        probe = kt.Probe(os.path.join(self.build, "tests", "kube", "kube-probe"),
+                         *self.api_args[:2])
+        get, pipe = [], []
+        try:
+            path = "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s"
+            probe.request("GET", path % refs[0][:2])  # connected before timing starts
+            for ns, name, _ in refs:
+                time.sleep(pace)
+                t0 = time.perf_counter()
+                status, _ = probe.request("GET", path % (ns, name))
+                t1 = time.perf_counter()
+                if status != 200:
+                    raise bl.BenchError("GET %s/%s: status %d" % (ns, name, status))
+                time.sleep(pace)
+                t2 = time.perf_counter()
+                probe.send("req pipe NONE /")
+                probe.expect(r"^error bad req$")
+                t3 = time.perf_counter()
+                get.append((t1 - t0) * 1e3)
+                pipe.append((t3 - t2) * 1e3)
+        finally:
+            probe.stop()
+        return get, pipe
+
     def prepare(self, n, pace):
         p, kl, close = self.start_dra()
         try:
@@ -213,10 +246,13 @@ class Bench:
             b2b = self.prepare_round(kl, 30, first_uid=n)[0]
         finally:
             close()
+        get, pipe = self.get_round(n, pace)
         fig = {}
         for name, v in (("prepare (GET, CDI spec, checkpoint)", first),
                         ("prepare again (from the checkpoint)", again), ("unprepare", unprep),
-                        ("prepare, 30 back to back", b2b)):
+                        ("prepare, 30 back to back", b2b),
+                        ("GET of a claim alone (kube-probe)", get),
+                        ("kube-probe's pipe round trip", pipe)):
             fig[name] = {"n": len(v), "p50_ms": round(bl.pct(v, 50), 3),
                          "p99_ms": round(bl.pct(v, 99), 3), "max_ms": round(max(v), 3)}
         return fig
