@@ -116,32 +116,52 @@ merge() {
     done
 }
 
+# One target for SECONDS; its final stats, or the log's tail and a line in $dir/failed.
+fuzz_one() {
+    name=$1 secs=$2
+    t=$(echo "$targets" | grep "^$name|")
+    mkdir -p "$dir/found/$name"
+    dict=""
+    [ -f "tests/fuzz/dict/$name.dict" ] && dict="-dict=tests/fuzz/dict/$name.dict"
+    # shellcheck disable=SC2046,SC2086
+    if ! "$dir/$(field "$t" 2)" -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 \
+            -malloc_limit_mb=512 -print_final_stats=1 $dict \
+            -artifact_prefix="$dir/artifacts/$name-" "$dir/found/$name" \
+            $(field "$t" 4) >"$dir/$name.log" 2>&1; then
+        { echo "== fuzzing $name for ${secs}s: FAILED"; tail -n 60 "$dir/$name.log"; } >&2
+        echo "$name" >>"$dir/failed"
+    else
+        { echo "== fuzzed $name for ${secs}s"
+          grep -E '^stat::number_of_executed_units|^#[0-9]+.*DONE' "$dir/$name.log" || true; } >&2
+    fi
+}
+
+# Each target runs for the whole SECONDS; libFuzzer uses one core, so the targets run in
+# as many lanes as there are cores (nproc; at most 4), each lane one target after another.
 run() {
     secs=$1
     dir=build-fuzz
     mkdir -p "$dir/artifacts"
+    rm -f "$dir/failed"
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-    failed=""
-    for name in $(echo "$targets" | cut -d'|' -f1); do
-        t=$(echo "$targets" | grep "^$name|")
-        mkdir -p "$dir/found/$name"
-        dict=""
-        [ -f "tests/fuzz/dict/$name.dict" ] && dict="-dict=tests/fuzz/dict/$name.dict"
-        echo "== fuzzing $name for ${secs}s" >&2
-        # shellcheck disable=SC2046,SC2086
-        if ! "$dir/$(field "$t" 2)" -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 \
-                -malloc_limit_mb=512 -print_final_stats=1 $dict \
-                -artifact_prefix="$dir/artifacts/$name-" "$dir/found/$name" \
-                $(field "$t" 4) >"$dir/$name.log" 2>&1; then
-            tail -n 60 "$dir/$name.log" >&2
-            failed="$failed $name"
-        else
-            grep -E '^stat::number_of_executed_units|^#[0-9]+.*DONE' "$dir/$name.log" >&2 || true
-        fi
+    lanes=$(nproc 2>/dev/null || echo 1)
+    [ "$lanes" -ge 1 ] || lanes=1
+    [ "$lanes" -le 4 ] || lanes=4
+    lane=0
+    while [ "$lane" -lt "$lanes" ]; do
+        (
+            i=0
+            for name in $(echo "$targets" | cut -d'|' -f1); do
+                [ $((i % lanes)) -eq "$lane" ] && fuzz_one "$name" "$secs"
+                i=$((i + 1))
+            done
+        ) &
+        lane=$((lane + 1))
     done
-    if [ -n "$failed" ]; then
-        echo "fuzz: crashes in:$failed (inputs in $dir/artifacts/)" >&2
+    wait
+    if [ -s "$dir/failed" ]; then
+        echo "fuzz: crashes in: $(tr '\n' ' ' <"$dir/failed")(inputs in $dir/artifacts/)" >&2
         exit 1
     fi
 }
