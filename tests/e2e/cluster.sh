@@ -312,10 +312,11 @@ serializeImagePulls: false
 # Device health reaches the node's allocatable at the kubelet's next status check: every
 # 2 s instead of 10 s, so that the Xid scenario sees a short Unhealthy window.
 nodeStatusUpdateFrequency: 2s
-# A deleted pod's object goes only when its pod worker runs again after its containers are
-# gone: at the periodic resync, every syncFrequency (1 min, plus up to half of it as
-# jitter). Replacing a DaemonSet's pod (a new one comes only once the old object is gone)
-# then took 45-60 s of idle waiting in several scenarios, for a plugin that exits in 1 s.
+# A deleted pod's object goes only once the container GC (every minute, fixed) has removed
+# its sandbox and then its pod worker runs again: at the periodic resync, every
+# syncFrequency (1 min, plus up to half of it as jitter). Replacing a DaemonSet's pod (a
+# new one comes only once the old object is gone) took 45-60 s of idle waiting in several
+# scenarios, for a plugin that exits in 1 s; 10 s leaves the GC's share.
 syncFrequency: 10s
 # No KUBE-* iptables chains: they would outlive the run on a machine that is not a node.
 makeIPTablesUtilChains: false
