@@ -22,7 +22,11 @@ directory, NodePrepareResources / NodeUnprepareResources with grpcio).
            timed from this process (grpcio's own overhead included): a first Prepare (GET
            of the claim, CDI spec and checkpoint written), a repeated Prepare (answered from
            the checkpoint), an Unprepare; then 30 first Prepares back to back, which the
-           rate limit paces once the burst of 10 is spent. Then the floor under a first
+           rate limit paces once the burst of 10 is spent. Then the same paced round
+           with grpc-go, the kubelet's own gRPC library (DIR/tools/go-client/go-client
+           bench-prepare, which paces and times in its own process): the figure for the
+           goal, since grpcio spends most of a millisecond of its own per call once this
+           process has slept between claims. Then the floor under a first
            Prepare, paced the same: the GET of a claim alone through our API client
            (tests/kube/kube-probe, timed from this process) and the probe's own pipe round
            trip (the GET's time to the server and back is the difference).
@@ -41,6 +45,7 @@ Usage: bench-dra.py --build DIR [--runs N] [--idle S] [--claims N] [--pace S]
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -206,6 +211,25 @@ class Bench:
             unprep.append((t3 - t2) * 1e3)
         return first, again, unprep
 
+    def go_round(self, n, pace, first_uid):
+        """The same as prepare_round, driven by go-client bench-prepare: grpc-go, the
+        kubelet's own gRPC library, pacing and timing in that process. Three lists of ms,
+        or None when DIR/tools/go-client/go-client is not built (needs Debian's grpc-go)."""
+        client = os.path.join(self.build, "tools", "go-client", "go-client")
+        if not os.access(client, os.X_OK):
+            return None
+        refs = self.load_claims(n, first_uid)
+        sock = os.path.join(self.host.tmp, "plugins", "gpu.nvidia.com", "dra.sock")
+        r = subprocess.run([client, "bench-prepare", sock, "%g" % (pace * 1e3)],
+                           input="".join("%s %s %s\n" % ref for ref in refs),
+                           capture_output=True, text=True, timeout=60 + n * (pace + 1))
+        if r.returncode != 0:
+            raise bl.BenchError("go-client bench-prepare: %s" % r.stderr.strip())
+        rows = [[int(x) / 1e3 for x in line.split()] for line in r.stdout.splitlines()]
+        if len(rows) != n:
+            raise bl.BenchError("go-client bench-prepare: %d results for %d claims" % (len(rows), n))
+        return [list(col) for col in zip(*rows)]
+
     def get_round(self, n, pace):
         """The floor under a first Prepare: the GET of a claim alone through our API client
         (tests/kube/kube-probe, the client on our loop, the plugin's kubeconfig) to the same
@@ -244,6 +268,7 @@ class Bench:
             # The same back to back: past the burst, the API client's rate limit
             # (--kube-api-qps 5, --kube-api-burst 10, as NVIDIA's) paces the GETs.
             b2b = self.prepare_round(kl, 30, first_uid=n)[0]
+            go = self.go_round(n, pace, first_uid=n + 30)
         finally:
             close()
         get, pipe = self.get_round(n, pace)
@@ -251,8 +276,13 @@ class Bench:
         for name, v in (("prepare (GET, CDI spec, checkpoint)", first),
                         ("prepare again (from the checkpoint)", again), ("unprepare", unprep),
                         ("prepare, 30 back to back", b2b),
+                        ("grpc-go: prepare (GET, CDI spec, checkpoint)", go and go[0]),
+                        ("grpc-go: prepare again", go and go[1]),
+                        ("grpc-go: unprepare", go and go[2]),
                         ("GET of a claim alone (kube-probe)", get),
                         ("kube-probe's pipe round trip", pipe)):
+            if not v:
+                continue  # go-client not built
             fig[name] = {"n": len(v), "p50_ms": round(bl.pct(v, 50), 3),
                          "p99_ms": round(bl.pct(v, 99), 3), "max_ms": round(max(v), 3)}
         return fig

@@ -10,6 +10,7 @@
 //	                                              "<CLOCK_MONOTONIC ns> <unhealthy ids, comma-joined or ->"
 //	go-client kubelet-restarts <dir> <n>          the kubelet's side of n restarts (kubelet.go)
 //	go-client smoke <dir>                         the kubelet's side of one start (smoke.go)
+//	go-client bench-prepare <socket> <pace ms>    DRA Prepare / Unprepare timed (dra.go)
 package main
 
 import (
@@ -256,6 +257,8 @@ func main() {
 			fail("bench-allocate <socket> <n> <id>...")
 		}
 		benchAllocate(os.Args[2], n, os.Args[4:])
+	case "bench-prepare":
+		benchPrepareMain(os.Args[2:])
 	case "smoke":
 		smoke(os.Args[2])
 	case "kubelet-restarts":
