@@ -4,6 +4,9 @@
 #                               (default 60) from its checked-in corpus; exit 1 on any crash,
 #                               leak, UB report or timeout (the input is left in
 #                               build-fuzz/artifacts/; add it to the corpus once fixed)
+#   scripts/fuzz.sh --deps      only install clang and llvm (idempotent)
+#   scripts/fuzz.sh --build     only build the fuzz targets (.ci/run makes them early, at
+#                               a low priority, while the test suites wait on timers)
 #   scripts/fuzz.sh --merge     after a run: add the inputs libFuzzer found that reach new
 #                               code to the checked-in corpora (libFuzzer -merge=1)
 #   scripts/fuzz.sh --coverage  clang source-based coverage build in build-fuzzcov/: replay
@@ -169,5 +172,7 @@ run() {
 case "${1:-}" in
 --coverage) deps; coverage ;;
 --merge) merge ;;
+--deps) deps ;;
+--build) build ;;
 *) build; run "${1:-60}" ;;
 esac
