@@ -151,7 +151,7 @@ def s_rbac(ctx):
     h.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(role))
     h.kubectl("label", "node", h.NODE, f"{GPU_COUNT}-")  # a label of ours gone: the plugin must patch
     old = h.wait_one_plugin_pod()
-    h.kubectl("delete", "pod", "-n", "kube-system", old["metadata"]["name"], "--wait=true")
+    h.delete_pod("kube-system", old["metadata"]["name"])
     h.wait_one_plugin_pod(not_uid=old["metadata"]["uid"])
     line = h.wait("the plugin's 403 line", lambda: [
         l for l in plugin_log().splitlines() if 'grant verb "patch" on resource "nodes"' in l])

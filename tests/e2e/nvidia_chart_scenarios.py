@@ -67,7 +67,7 @@ GFD_DS = "nvdp-nvidia-device-plugin-gpu-feature-discovery"
 
 def pods(ds):
     """The pods of DaemonSet ds (the chart gives all its DaemonSets' pods the same labels)."""
-    return [p for p in h.kjson("get", "pods", "-n", NS)["items"]
+    return [p for p in h.reaped(h.kjson("get", "pods", "-n", NS)["items"])
             if [o.get("name") for o in p["metadata"].get("ownerReferences", [])] == [ds]
             and not p["metadata"].get("deletionTimestamp")]
 
@@ -152,7 +152,7 @@ DRIVER_READY_FILE = os.path.join(VALIDATIONS, "driver-ready")
 
 def op_pods(app=OP_DS):
     """The pods of the operator's DaemonSet app (each labels its pods app=<its name>)."""
-    return [p for p in h.kjson("get", "pods", "-n", OP_NS)["items"]
+    return [p for p in h.reaped(h.kjson("get", "pods", "-n", OP_NS)["items"])
             if p["metadata"].get("labels", {}).get("app") == app
             and not p["metadata"].get("deletionTimestamp")]
 
