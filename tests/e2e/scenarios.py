@@ -158,7 +158,7 @@ def reaped(pods):
         sts = st.get("containerStatuses", []) + st.get("initContainerStatuses", [])
         if md.get("deletionTimestamp") and sts and not any("running" in c.get("state", {}) for c in sts):
             kubectl("delete", "pod", "-n", md["namespace"], md["name"], "--grace-period=0",
-                    "--force", "--wait=false", check=False)
+                    "--force", "--wait=false", "--ignore-not-found")
             continue
         keep.append(p)
     return keep

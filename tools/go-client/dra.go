@@ -110,6 +110,9 @@ func benchPrepare(socket string, pace time.Duration) {
 			took[2].Microseconds())
 		out.Flush()
 	}
+	if err := in.Err(); err != nil {
+		fail("bench-prepare: reading claims: %v", err)
+	}
 }
 
 func benchPrepareMain(args []string) {
