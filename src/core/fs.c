@@ -83,23 +83,50 @@ bool fs_same_file(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync)
+static char *dir_of(const char *path)
 {
-    _cleanup_free_ char *copy = xstrdup(path);
+    char *copy = xstrdup(path);
     char *slash = strrchr(copy, '/');
-    const char *base = slash ? slash + 1 : copy;
-    if (slash == copy)
-        copy[1] = 0; /* "/file": the directory is "/" */
-    else if (slash)
-        *slash = 0;
-    const char *dir = slash ? copy : ".";
-    _cleanup_free_ char *tmp = xasprintf("%s/.%s.XXXXXX", dir, base);
-    _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
+    if (!slash)
+        return strcpy(copy, ".");
+    slash[slash == copy] = 0; /* "/file": the directory is "/" */
+    return copy;
+}
+
+int fs_stage_open(struct fs_stage *s, const char *path)
+{
+    fs_stage_abort(s);
+    const char *slash = strrchr(path, '/');
+    int dlen = slash ? (int)(slash - path) : 1;
+    char *tmp = xasprintf("%.*s/.%s.XXXXXX", dlen, slash ? path : ".", slash ? slash + 1 : path);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        int r = -errno;
+        free(tmp);
+        return r;
+    }
+    *s = (struct fs_stage){ .fd = fd, .path = xstrdup(path), .tmp = tmp };
+    return 0;
+}
+
+void fs_stage_abort(struct fs_stage *s)
+{
+    if (!s->tmp)
+        return;
+    (void)unlink(s->tmp);
+    close(s->fd);
+    free(s->path);
+    free(s->tmp);
+    *s = (struct fs_stage){ 0 };
+}
+
+int fs_stage_commit(struct fs_stage *s, const void *data, size_t len, mode_t mode, bool sync)
+{
+    if (!s->tmp)
+        return -EBADF;
     int r = 0;
     for (const char *p = data; len > 0;) {
-        ssize_t n = RETRY_EINTR(write(fd, p, len));
+        ssize_t n = RETRY_EINTR(write(s->fd, p, len));
         if (n < 0) {
             r = -errno;
             break;
@@ -107,16 +134,28 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
         p += n;
         len -= (size_t)n;
     }
-    if (r == 0 && (fchmod(fd, mode) < 0 || (sync && fsync(fd) < 0) || rename(tmp, path) < 0))
+    if (r == 0 && (fchmod(s->fd, mode) < 0 || (sync && fsync(s->fd) < 0) || rename(s->tmp, s->path) < 0))
         r = -errno;
     if (r < 0) {
-        unlink(tmp);
+        fs_stage_abort(s);
         return r;
     }
-    if (!sync)
-        return 0;
-    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0)
-        (void)fsync(dfd);
+    _cleanup_free_ char *dir = sync ? dir_of(s->path) : NULL;
+    close(s->fd);
+    free(s->path);
+    free(s->tmp);
+    *s = (struct fs_stage){ 0 };
+    if (dir) {
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0)
+            (void)fsync(dfd);
+    }
     return 0;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync)
+{
+    struct fs_stage s = { 0 };
+    int r = fs_stage_open(&s, path);
+    return r < 0 ? r : fs_stage_commit(&s, data, len, mode, sync);
 }

@@ -32,3 +32,19 @@ bool fs_same_file(const struct stat *a, const struct stat *b);
  * after it, for what must survive an OS crash or power loss as well. On failure path is
  * unchanged and the temporary file removed. 0 or -errno. */
 int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync);
+
+/* write_file_atomic in two steps, for a writer that can make the file before it knows the
+ * content: fs_stage_open creates the hidden temporary file beside path (a new inode, the
+ * costly part on ext4), fs_stage_commit writes, (fsyncs,) renames and closes it later.
+ * fs_stage_abort removes an open stage; on a closed one (zeroed, committed, aborted) it
+ * does nothing, so it can run on every path out. Open while tmp is set: a zeroed struct
+ * is closed, and its fd 0 is never taken for ours. */
+struct fs_stage {
+    int fd;
+    char *path, *tmp;
+};
+/* 0 or -errno (-ENOENT: path's directory is missing). Opening an open stage aborts it first. */
+int fs_stage_open(struct fs_stage *s, const char *path);
+/* 0 or -errno; the stage is closed either way, and on failure path is unchanged. */
+int fs_stage_commit(struct fs_stage *s, const void *data, size_t len, mode_t mode, bool sync);
+void fs_stage_abort(struct fs_stage *s);

@@ -1,8 +1,11 @@
 /* Per-claim CDI specs (see dra-cdi.h). */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 
 #include "dra/dra-cdi.h"
+#include "dra/dra-claim.h"
 #include "dra/dra-types.h"
 #include "output/cdi.h"
 #include "policy/resources.h"
@@ -21,7 +24,8 @@ char *dra_cdi_file_name(const char *uid)
 }
 
 json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, const char *uid,
-                     const struct dra_device *const *devs, size_t n, struct error *err)
+                     const struct dra_device *const *devs, size_t n, json_t *common,
+                     struct error *err)
 {
     json_t *spec = json_object();
     json_object_set_new(spec, "cdiVersion", json_string(CDI_VERSION));
@@ -45,19 +49,32 @@ json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, cons
             free(*p);
         free(paths);
     }
-    json_object_set_new(spec, "containerEdits", cdi_common_edits(cfg));
+    json_object_set_new(spec, "containerEdits", common ? json_incref(common) : cdi_common_edits(cfg));
     return spec;
 }
 
-int dra_cdi_write(const char *cdi_root, const char *uid, json_t *spec, struct error *err)
+int dra_cdi_stage(const char *cdi_root, const char *uid, struct fs_stage *st, struct error *err)
 {
     _cleanup_free_ char *file = dra_cdi_file_name(uid);
+    int r = cdi_stage_spec_file(cdi_root, file, st, err);
+    return r < 0 ? error_prefix(err, "CDI spec %s", file) : 0;
+}
+
+int dra_cdi_write(const char *cdi_root, const char *uid, json_t *spec, struct fs_stage *st,
+                  struct error *err)
+{
+    _cleanup_free_ char *file = dra_cdi_file_name(uid);
+    _cleanup_free_ char *path = xasprintf("%s/%s", cdi_root, file);
     int r = cdi_validate(spec, err);
+    /* Staged for this claim's file, or made now. */
+    if (r >= 0 && (!st->tmp || !streq(st->path, path)))
+        r = cdi_stage_spec_file(cdi_root, file, st, err);
+    /* No fsync (as the checkpoint, dra-checkpoint.c): the runtime reads the page cache,
+     * and after an OS crash the kubelet prepares the claim again on the new boot, which
+     * rewrites the spec. An fsync here was 1-14 ms of every Prepare. */
     if (r >= 0)
-        /* No fsync (as the checkpoint, dra-checkpoint.c): the runtime reads the page
-         * cache, and after an OS crash the kubelet prepares the claim again on the new
-         * boot, which rewrites the spec. An fsync here was 1-14 ms of every Prepare. */
-        r = cdi_write_spec_file(cdi_root, file, spec, false, err);
+        r = cdi_commit_spec_file(st, spec, false, err);
+    fs_stage_abort(st);
     return r < 0 ? error_prefix(err, "CDI spec %s", file) : 0;
 }
 
@@ -71,4 +88,36 @@ int dra_cdi_remove(const char *cdi_root, const char *uid, struct error *err)
     if (unlink(path) < 0 && errno != ENOENT && errno != ENOTDIR)
         return error_set(err, -errno, "removing CDI spec %s: %s", path, strerror(errno));
     return 0;
+}
+
+/* ".<file of a claim>.XXXXXX": the temporary name fs_stage_open gives a spec's file. */
+static bool staged_name(const char *name)
+{
+    static const char prefix[] = "." DRA_CDI_VENDOR "-" DRA_CDI_CLASS "_", suffix[] = ".yaml.";
+    size_t n = strlen(name), pre = sizeof(prefix) - 1, suf = sizeof(suffix) - 1;
+    if (n <= pre + suf + 6 || strncmp(name, prefix, pre) != 0 ||
+        strncmp(name + n - 6 - suf, suffix, suf) != 0 || n - pre - suf - 6 > DRA_CLAIM_UID_MAX)
+        return false;
+    char uid[DRA_CLAIM_UID_MAX + 1];
+    memcpy(uid, name + pre, n - pre - suf - 6);
+    uid[n - pre - suf - 6] = 0;
+    for (const char *p = name + n - 6; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+            return false;
+    return dra_claim_uid_valid(uid);
+}
+
+int dra_cdi_sweep(const char *cdi_root)
+{
+    _cleanup_close_ int dfd = open(cdi_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d)
+        return 0;
+    dfd = -1; /* the DIR owns it now */
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (staged_name(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            n++;
+    closedir(d);
+    return n;
 }

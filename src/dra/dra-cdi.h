@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "dra/dra-devices.h"
 #include "node/inventory.h"
 
@@ -24,14 +25,25 @@ char *dra_cdi_device_id(const char *uid, const char *device);
 /* "k8s.gpu.nvidia.com-claim_<uid>.yaml" (malloc'd). */
 char *dra_cdi_file_name(const char *uid);
 
-/* The spec for claim uid with the n devices devs (of inv). NULL (err set, naming the
+/* The spec for claim uid with the n devices devs (of inv). common: the spec-wide edits,
+ * cdi_common_edits() made earlier (borrowed; NULL: made now). NULL (err set, naming the
  * device) when a MIG device's capability nodes are unknown. New reference. */
 json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, const char *uid,
-                     const struct dra_device *const *devs, size_t n, struct error *err);
+                     const struct dra_device *const *devs, size_t n, json_t *common,
+                     struct error *err);
+
+/* The claim's file created under cdi_root (made if missing), for dra_cdi_write to fill:
+ * a Prepare makes it while the claim's GET is in flight. 0 or -errno, err naming it. */
+int dra_cdi_stage(const char *cdi_root, const char *uid, struct fs_stage *st, struct error *err);
 
 /* Validates spec (cdi_validate) and writes it atomically as the claim's file under
- * cdi_root (created if missing), without fsync (dra-cdi.c says why). 0 or -errno, err
- * naming the file. */
-int dra_cdi_write(const char *cdi_root, const char *uid, json_t *spec, struct error *err);
+ * cdi_root, into st when dra_cdi_stage opened it (else made now), without fsync
+ * (dra-cdi.c says why). st is closed either way. 0 or -errno, err naming the file. */
+int dra_cdi_write(const char *cdi_root, const char *uid, json_t *spec, struct fs_stage *st,
+                  struct error *err);
+/* Removes the temporary files of specs staged by an earlier run that ended before it
+ * wrote them (killed while a claim's GET was in flight): only names dra_cdi_stage makes.
+ * The number removed; a root that cannot be read has none. */
+int dra_cdi_sweep(const char *cdi_root);
 /* Removes the claim's file; a missing one is fine. 0 or -errno, err naming the file. */
 int dra_cdi_remove(const char *cdi_root, const char *uid, struct error *err);

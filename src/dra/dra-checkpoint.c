@@ -356,3 +356,25 @@ int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct erro
     dra_ckpt_claim_clear(&old);
     return 0;
 }
+
+static char **strv1(const char *s)
+{
+    char **v = xcalloc(2, sizeof(char *));
+    v[0] = xstrdup(s);
+    return v;
+}
+
+void dra_ckpt_claim_result(const struct dra_ckpt_claim *rec, struct dra_claim_result *res)
+{
+    res->devices = xcalloc(rec->n_devices + 1, sizeof(*res->devices));
+    res->n_devices = rec->n_devices;
+    for (size_t i = 0; i < rec->n_devices; i++)
+        res->devices[i] = (struct dra_prepared_device){
+            .request_names = strv1(rec->devices[i].request),
+            .n_request_names = 1,
+            .pool_name = xstrdup(rec->devices[i].pool),
+            .device_name = xstrdup(rec->devices[i].device),
+            .cdi_device_ids = strv1(rec->devices[i].cdi_id),
+            .n_cdi_device_ids = 1,
+        };
+}

@@ -29,6 +29,7 @@
 
 #include "core/error.h"
 #include "dra/dra-config.h"
+#include "dra/dra-types.h"
 
 #define DRA_CKPT_FILE "checkpoint.json"
 #define DRA_CKPT_SPARE_SUFFIX ".old"
@@ -82,3 +83,7 @@ int dra_checkpoint_complete(struct dra_checkpoint *c, const char *uid, struct er
 int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err);
 
 void dra_ckpt_claim_clear(struct dra_ckpt_claim *claim);
+
+/* The answer of a prepared claim from its record (res's uid and error untouched): what a
+ * repeated Prepare returns. */
+void dra_ckpt_claim_result(const struct dra_ckpt_claim *rec, struct dra_claim_result *res);

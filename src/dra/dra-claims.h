@@ -49,6 +49,10 @@
 #include "node/inventory.h"
 
 #define DRA_CLAIMS_MAX_PER_CALL 256
+/* Spec files created while their claims' GETs are in flight, at most, across the calls:
+ * held open until written, so bounded (a pod has a few claims); the others are created
+ * when written. */
+#define DRA_CLAIMS_STAGED_MAX 16
 
 struct loop;
 struct kube;

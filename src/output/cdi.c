@@ -258,46 +258,44 @@ int cdi_validate(json_t *spec, struct error *err)
 /* ---- writing ---------------------------------------------------------------------- */
 
 
-int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, bool sync,
-                        struct error *err)
+int cdi_stage_spec_file(const char *dir, const char *file, struct fs_stage *st, struct error *err)
 {
-    int r = mkdir_p(dir, 0755);
-    if (r < 0)
-        return error_set(err, r, "creating %s: %s", dir, strerror(-r));
-
     _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
-    _cleanup_free_ char *tmp = xasprintf("%s/.%s.XXXXXX", dir, file);
-    _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
-        return error_set(err, -errno, "creating temporary file in %s: %s", dir, strerror(errno));
+    /* The directory nearly always exists: made only when the file cannot be. */
+    int r = fs_stage_open(st, path);
+    if (r == -ENOENT) {
+        if ((r = mkdir_p(dir, 0755)) < 0)
+            return error_set(err, r, "creating %s: %s", dir, strerror(-r));
+        r = fs_stage_open(st, path);
+    }
+    if (r < 0)
+        return error_set(err, r, "creating temporary file in %s: %s", dir, strerror(-r));
+    return 0;
+}
 
+int cdi_commit_spec_file(struct fs_stage *st, json_t *spec, bool sync, struct error *err)
+{
+    _cleanup_free_ char *path = xstrdup(st->path ? st->path : "(no file)");
     /* One buffer, written whole: json_dumpfd makes one write() per token (~130 for a
      * one-GPU spec), on DRA's Prepare path. */
     _cleanup_free_ char *text = json_dumps(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (!text) {
-        r = -ENOMEM;
-        goto fail;
+    int r = -ENOMEM;
+    if (text) {
+        size_t len = strlen(text);
+        text[len] = '\n'; /* over the terminator: written by length */
+        /* 0644: readable by the container runtime, whatever our umask is. */
+        r = fs_stage_commit(st, text, len + 1, 0644, sync);
     }
-    size_t len = strlen(text);
-    text[len] = '\n'; /* over the terminator: written by length */
-    for (const char *p = text; len > 0;) {
-        ssize_t n = RETRY_EINTR(write(fd, p, len));
-        if (n < 0) {
-            r = -errno;
-            goto fail;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    /* Readable by the container runtime, whatever our umask is. */
-    if (fchmod(fd, 0644) < 0 || (sync && fsync(fd) < 0) || rename(tmp, path) < 0) {
-        r = -errno;
-        goto fail;
-    }
-    return 0;
-fail:
-    unlink(tmp);
-    return error_set(err, r, "writing %s: %s", path, strerror(-r));
+    fs_stage_abort(st);
+    return r < 0 ? error_set(err, r, "writing %s: %s", path, strerror(-r)) : 0;
+}
+
+int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, bool sync,
+                        struct error *err)
+{
+    struct fs_stage st = { 0 };
+    int r = cdi_stage_spec_file(dir, file, &st, err);
+    return r < 0 ? r : cdi_commit_spec_file(&st, spec, sync, err);
 }
 
 static int write_or_remove(const char *dir, const char *cls, json_t *spec, struct error *err)

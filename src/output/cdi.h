@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "policy/resources.h"
 
 #define CDI_VERSION "0.5.0"
@@ -33,6 +34,11 @@ json_t *cdi_common_edits(const struct config *cfg);
  * creates dir. */
 int cdi_write_spec_file(const char *dir, const char *file, json_t *spec, bool sync,
                         struct error *err);
+/* The same in two steps (core/fs.h, fs_stage): the file made first, the spec written
+ * into it later. Stage: creates dir when missing; 0 or -errno, err naming it. Commit:
+ * the stage is closed either way; 0 or -errno, err naming the file. */
+int cdi_stage_spec_file(const char *dir, const char *file, struct fs_stage *st, struct error *err);
+int cdi_commit_spec_file(struct fs_stage *st, json_t *spec, bool sync, struct error *err);
 
 /* When a cdi-* device list strategy is on: write every spec that applies to
  * cfg->cdi_spec_dir and remove ours that no longer apply. No-op otherwise. */

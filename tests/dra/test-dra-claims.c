@@ -347,8 +347,14 @@ static void test_cdi(void)
     CHECK_STR(file, "k8s.gpu.nvidia.com-claim_u-1.yaml");
     free(file);
 
-    json_t *spec = dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, &err);
+    json_t *spec = dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, NULL, &err);
     CHECK(spec != NULL);
+    /* The common edits made earlier (while a GET is in flight) are the ones used. */
+    json_t *common = json_pack("{s:[s]}", "env", "X=1");
+    json_t *with = dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, common, &err);
+    CHECK(with && json_object_get(with, "containerEdits") == common);
+    json_decref(with);
+    json_decref(common);
     CHECK_STR(json_string_value(json_object_get(spec, "kind")), "k8s.gpu.nvidia.com/claim");
     json_t *devices = json_object_get(spec, "devices");
     CHECK(json_array_size(devices) == 2);
@@ -367,7 +373,8 @@ static void test_cdi(void)
     /* Written atomically under a root made for it, removed, removed again (missing: ok). */
     const char *dir = scratch_dir("dra-cdi-");
     char *root = xasprintf("%s/run/cdi", dir), *path = xasprintf("%s/k8s.gpu.nvidia.com-claim_u-1.yaml", root);
-    CHECK(dra_cdi_write(root, "u-1", spec, &err) == 0);
+    struct fs_stage stage = { 0 };
+    CHECK(dra_cdi_write(root, "u-1", spec, &stage, &err) == 0 && !stage.tmp);
     char *text = slurp(path);
     CHECK(text != NULL);
     json_t *back = text ? json_loads(text, 0, NULL) : NULL;
@@ -379,20 +386,41 @@ static void test_cdi(void)
     CHECK(dra_cdi_remove(root, "u-1", &err) == 0 && access(path, F_OK) < 0);
     CHECK(dra_cdi_remove(root, "u-1", &err) == 0);
 
+    /* Staged first (a hidden file), then written into the same file; a stage of another
+     * claim's file given to the write is dropped, not renamed to this claim's name. */
+    CHECK(dra_cdi_stage(root, "u-1", &stage, &err) == 0 && stage.tmp && access(path, F_OK) < 0);
+    char *staged = xstrdup(stage.tmp);
+    CHECK(dra_cdi_write(root, "u-1", spec, &stage, &err) == 0 && !stage.tmp);
+    CHECK(access(staged, F_OK) < 0 && access(path, F_OK) == 0);
+    free(staged);
+    CHECK(dra_cdi_stage(root, "u-2", &stage, &err) == 0);
+    staged = xstrdup(stage.tmp);
+    CHECK(dra_cdi_write(root, "u-1", spec, &stage, &err) == 0 && !stage.tmp);
+    CHECK(access(staged, F_OK) < 0);
+    free(staged);
+    char *path2 = xasprintf("%s/k8s.gpu.nvidia.com-claim_u-2.yaml", root);
+    CHECK(access(path2, F_OK) < 0);
+    free(path2);
+    CHECK(dra_cdi_remove(root, "u-1", &err) == 0);
+
     /* A root that cannot be written: the error names the file. */
     char *blocked = xasprintf("%s/file", dir);
     int fd = open(blocked, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
     close(fd);
-    CHECK(dra_cdi_write(blocked, "u-1", spec, &err) < 0);
+    CHECK(dra_cdi_write(blocked, "u-1", spec, &stage, &err) < 0);
+    CHECK(dra_cdi_stage(blocked, "u-1", &stage, &err) < 0 && !stage.tmp);
     CHECK_STR_CONTAINS(err.msg, "CDI spec k8s.gpu.nvidia.com-claim_u-1.yaml: creating ");
     /* A spec that is not one is not written. */
     json_object_del(spec, "kind");
-    CHECK(dra_cdi_write(root, "u-1", spec, &err) == -EINVAL && access(path, F_OK) < 0);
+    CHECK(dra_cdi_stage(root, "u-1", &stage, &err) == 0);
+    CHECK(dra_cdi_write(root, "u-1", spec, &stage, &err) == -EINVAL && access(path, F_OK) < 0);
+    CHECK(!stage.tmp);
+    CHECK(rmdir(root) == 0); /* empty: no spec, no temporary file left by any case above */
     json_decref(spec);
 
     /* A MIG device whose capability nodes discovery could not find. */
     migs[0].ci_cap_minor = -1;
-    CHECK(dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, &err) == NULL);
+    CHECK(dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, NULL, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "device gpu-5-mig-1g5gb-19-0: MIG device MIG-x");
 
     free(blocked);

@@ -324,6 +324,48 @@ class Claims(unittest.TestCase):
         self.assertEqual([d["device"] for d in res[0]["devices"]], ["gpu-5"])
         self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareCompleted")
         self.assertEqual(len(self.spec(uid)["devices"]), 1)
+        # The specs, written into the files staged while their GETs were in flight; no
+        # temporary file left.
+        self.assertEqual(sorted(os.listdir(self.cdi)), sorted(
+            "k8s.gpu.nvidia.com-claim_%s.yaml" % o["metadata"]["uid"] for o in (slow, other)))
+
+    def test_spec_file_staged_while_the_get_waits(self):
+        o = self.load(obj("resourceclaim-from-template-allocated"))
+        uid = o["metadata"]["uid"]
+        self.cmd("stop")  # the GET waits: no server
+        self.p.send("prepare w " + ref(o))
+        staged = ".k8s.gpu.nvidia.com-claim_%s.yaml." % uid
+        deadline = time.monotonic() + 5
+        while not (os.path.isdir(self.cdi) and any(f.startswith(staged) for f in os.listdir(self.cdi))):
+            self.assertLess(time.monotonic(), deadline, "no spec file staged during the GET")
+            time.sleep(0.01)
+        # The kubelet gives up on the call: the staged file goes, nothing else was written.
+        self.p.send("cancel-later w")
+        self.p.expect(r"^cancelled w$")
+        self.assertEqual(os.listdir(self.cdi), [])
+        # Bounded: 16 files open at most (DRA_CLAIMS_STAGED_MAX), over two calls of 10.
+        many = []
+        for i in range(20):
+            m = copy.deepcopy(o)
+            m["metadata"].update(name="many-%d" % i, uid="aaaaaaaa-0000-0000-0000-%012d" % (100 + i))
+            many.append(ref(m))
+        self.p.send("prepare m1 " + " ".join(many[:10]))
+        self.p.send("prepare m2 " + " ".join(many[10:]))
+        while len(os.listdir(self.cdi)) < 16:
+            self.assertLess(time.monotonic(), deadline + 5, "not staged: %s" % os.listdir(self.cdi))
+            time.sleep(0.01)
+        time.sleep(0.2)
+        self.assertEqual(len(os.listdir(self.cdi)), 16)
+        for c in ("m1", "m2"):
+            self.p.send("cancel-later " + c)
+            self.p.expect(r"^cancelled %s$" % c)
+        self.assertEqual(os.listdir(self.cdi), [])
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})
+        # A GET that fails: its staged file goes too.
+        self.cmd("start")
+        self.cmd("rc-fail default %s 500" % o["metadata"]["name"])
+        self.assertIn("HTTP 500", self.error(self.prepare(ref(o))))
+        self.assertEqual(os.listdir(self.cdi), [])
 
     def test_unprepare_while_config_applies(self):
         slow = self.slow_claim()
@@ -342,6 +384,7 @@ class Claims(unittest.TestCase):
         self.p.send("cancel-later s")
         self.p.expect(r"^apply-cancelled 5$")
         self.p.expect(r"^cancelled s$")
+        self.assertEqual(os.listdir(self.cdi), [])  # its staged spec file went with the call
         # As after a crash: PrepareStarted stays, the kubelet's next prepare finishes it.
         self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareStarted")
         time.sleep(1.2)
@@ -349,6 +392,29 @@ class Claims(unittest.TestCase):
         res = self.prepare(ref(slow))
         self.assertNotIn("error", res[0])
         self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareCompleted")
+
+    def test_start_removes_staged_files_of_an_earlier_run(self):
+        os.makedirs(self.cdi, exist_ok=True)
+        ours = [".k8s.gpu.nvidia.com-claim_aaaaaaaa-0000-0000-0000-000000000001.yaml.Ab12Zq",
+                ".k8s.gpu.nvidia.com-claim_u-2.yaml.xxxxxx"]
+        kept = ["k8s.gpu.nvidia.com-claim_u-2.yaml",           # a written spec
+                ".k8s.gpu.nvidia.com-claim_u-2.yaml",          # no temporary suffix
+                ".k8s.gpu.nvidia.com-claim_u_2.yaml.xxxxxx",   # not a UID
+                ".k8s.gpu.nvidia.com-claim_u-2.yaml.xxxxx",    # 5, not 6
+                ".k8s.gpu.nvidia.com-claim_u-2.yaml.xx-xxx",   # not mkstemp's letters
+                ".k8s.gpu.nvidia.com-claim_.yaml.xxxxxx",      # no UID
+                ".nvidia.com-gpu.json.xxxxxx", "other.yaml"]
+        for f in ours + kept:
+            with open(os.path.join(self.cdi, f), "w") as fh:
+                fh.write("x")
+        os.mkdir(os.path.join(self.cdi, ".k8s.gpu.nvidia.com-claim_u-3.yaml.dirdir"))
+        kept.append(".k8s.gpu.nvidia.com-claim_u-3.yaml.dirdir")  # a directory: not ours
+        self.restart()
+        self.assertNotIn("error", self.prepare(ref(self.load(obj("resourceclaim-from-template-allocated"))))[0])
+        self.assertEqual(sorted(os.listdir(self.cdi)), sorted(kept + [
+            "k8s.gpu.nvidia.com-claim_%s.yaml" % obj("resourceclaim-from-template-allocated")["metadata"]["uid"]]))
+        self.assertIn("removed 2 CDI spec file(s) an earlier run staged under %s and never wrote" % self.cdi,
+                      "\n".join(self.p.errlines))
 
     def test_cdi_root_not_writable(self):
         blocked = os.path.join(self.dir, "not-a-dir")

@@ -1,10 +1,15 @@
 /* core/fs: mkdir_p. An existing directory is success, its mode untouched; missing
  * parents are made with the mode; a component that is a file fails with -ENOTDIR, at
- * once and after the first missing parent alike; nothing is left behind. */
+ * once and after the first missing parent alike; nothing is left behind.
+ * fs_stage: the file appears only at the commit, whole, with the mode, over an old one;
+ * until then only a hidden temporary file is there, and an abort or a failed commit
+ * leaves neither it nor a changed file; a zeroed stage is closed. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +22,73 @@ static mode_t mode_of(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? st.st_mode & 07777 : (mode_t)-1;
+}
+
+/* Entries of dir other than . and .. */
+static int entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return d ? n : -1;
+}
+
+static char *slurp(const char *path)
+{
+    static char buf[256];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    return n >= 0 ? buf : NULL;
+}
+
+static void test_stage(const char *root)
+{
+    char dir[4200], path[4200], missing[4200];
+    snprintf(dir, sizeof(dir), "%s/s", root);
+    snprintf(path, sizeof(path), "%s/s/spec.yaml", root);
+    snprintf(missing, sizeof(missing), "%s/s/no/spec.yaml", root);
+    CHECK(mkdir(dir, 0755) == 0);
+
+    struct fs_stage st = { 0 };
+    fs_stage_abort(&st); /* closed: nothing, and fd 0 untouched */
+    CHECK(fcntl(0, F_GETFD) >= 0 || errno != EBADF);
+    CHECK(fs_stage_commit(&st, "x", 1, 0644, false) == -EBADF);
+
+    /* staged: a hidden file only; committed: the file, whole, with the mode */
+    CHECK(fs_stage_open(&st, path) == 0);
+    CHECK(entries(dir) == 1 && access(path, F_OK) < 0);
+    CHECK(st.tmp && strncmp(st.tmp, dir, strlen(dir)) == 0 && st.tmp[strlen(dir) + 1] == '.');
+    CHECK(fs_stage_commit(&st, "one\n", 4, 0640, false) == 0);
+    CHECK(st.tmp == NULL && entries(dir) == 1);
+    CHECK(slurp(path) && strcmp(slurp(path), "one\n") == 0);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0640);
+
+    /* over the old file, synced; an abort after it does nothing */
+    CHECK(fs_stage_open(&st, path) == 0 && entries(dir) == 2);
+    CHECK(fs_stage_commit(&st, "two\n", 4, 0644, true) == 0);
+    fs_stage_abort(&st);
+    CHECK(entries(dir) == 1 && strcmp(slurp(path), "two\n") == 0);
+
+    /* aborted: the old file as it was, no temporary left; opening again aborts first */
+    CHECK(fs_stage_open(&st, path) == 0 && fs_stage_open(&st, path) == 0);
+    CHECK(entries(dir) == 2);
+    fs_stage_abort(&st);
+    CHECK(entries(dir) == 1 && strcmp(slurp(path), "two\n") == 0);
+
+    /* a directory that is not there; a commit whose rename fails (a directory in the way) */
+    CHECK(fs_stage_open(&st, missing) == -ENOENT && st.tmp == NULL);
+    CHECK(unlink(path) == 0 && mkdir(path, 0755) == 0);
+    CHECK(fs_stage_open(&st, path) == 0);
+    CHECK(fs_stage_commit(&st, "x", 1, 0644, false) == -EISDIR);
+    CHECK(st.tmp == NULL && entries(dir) == 1);
+    CHECK(rmdir(path) == 0 && rmdir(dir) == 0);
 }
 
 int main(void)
@@ -54,6 +126,8 @@ int main(void)
     CHECK(fd >= 0);
     close(fd);
     CHECK(mkdir_p(deeper, 0755) == -ENOTDIR);
+
+    test_stage(root);
 
     unlink(f2);
     unlink(file);
