@@ -422,6 +422,11 @@ def _dra(ctx, git_version, version, undo):
         h.kubectl("delete", "pod", pname, "--wait=true")
         h.wait(f"{spec} removed after {pname} was deleted", lambda: not os.path.exists(spec))
         print(f"  pod {pname} deleted: {os.path.basename(spec)} removed from {CDI_ROOT}")
+    # Each spec was written into a file made while its claim's GET was in flight: none of
+    # those temporary files is left, through the plugin pod's restart too.
+    left = [f for f in os.listdir(CDI_ROOT) if f.startswith(".k8s.gpu.nvidia.com-claim_")]
+    if left:
+        raise h.Fail(f"staged spec files left in {CDI_ROOT}: {left}")
     h.kubectl("delete", "resourceclaim", "one-gpu", "two-gpus", "three", "--wait=true")
 
 
