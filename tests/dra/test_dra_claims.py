@@ -332,6 +332,9 @@ class Claims(unittest.TestCase):
     def test_spec_file_staged_while_the_get_waits(self):
         o = self.load(obj("resourceclaim-from-template-allocated"))
         uid = o["metadata"]["uid"]
+        fds = os.path.join("/proc", str(self.p.p.pid), "fd")
+        self.assertNotIn("error", self.prepare(ref(self.load(obj("resourceclaim-two-gpus-allocated"))))[0])
+        before = len(os.listdir(fds))  # connected to the API server, nothing staged
         self.cmd("stop")  # the GET waits: no server
         self.p.send("prepare w " + ref(o))
         staged = ".k8s.gpu.nvidia.com-claim_%s.yaml." % uid
@@ -342,7 +345,7 @@ class Claims(unittest.TestCase):
         # The kubelet gives up on the call: the staged file goes, nothing else was written.
         self.p.send("cancel-later w")
         self.p.expect(r"^cancelled w$")
-        self.assertEqual(os.listdir(self.cdi), [])
+        self.assertEqual(len([f for f in os.listdir(self.cdi) if f.startswith(".")]), 0)
         # Bounded: 16 files open at most (DRA_CLAIMS_STAGED_MAX), over two calls of 10.
         many = []
         for i in range(20):
@@ -351,21 +354,25 @@ class Claims(unittest.TestCase):
             many.append(ref(m))
         self.p.send("prepare m1 " + " ".join(many[:10]))
         self.p.send("prepare m2 " + " ".join(many[10:]))
-        while len(os.listdir(self.cdi)) < 16:
-            self.assertLess(time.monotonic(), deadline + 5, "not staged: %s" % os.listdir(self.cdi))
+        staged = lambda: [f for f in os.listdir(self.cdi) if f.startswith(".")]  # noqa: E731
+        while len(staged()) < 16:
+            self.assertLess(time.monotonic(), deadline + 5, "not staged: %s" % staged())
             time.sleep(0.01)
         time.sleep(0.2)
-        self.assertEqual(len(os.listdir(self.cdi)), 16)
+        self.assertEqual(len(staged()), 16)
         for c in ("m1", "m2"):
             self.p.send("cancel-later " + c)
             self.p.expect(r"^cancelled %s$" % c)
-        self.assertEqual(os.listdir(self.cdi), [])
-        self.assertEqual(self.checkpoint()["preparedClaims"], {})
+        self.assertEqual(len([f for f in os.listdir(self.cdi) if f.startswith(".")]), 0)
+        self.assertEqual(list(self.checkpoint()["preparedClaims"]),
+                         [obj("resourceclaim-two-gpus-allocated")["metadata"]["uid"]])
         # A GET that fails: its staged file goes too.
         self.cmd("start")
         self.cmd("rc-fail default %s 500" % o["metadata"]["name"])
         self.assertIn("HTTP 500", self.error(self.prepare(ref(o))))
-        self.assertEqual(os.listdir(self.cdi), [])
+        self.assertEqual(sorted(os.listdir(self.cdi)), ["k8s.gpu.nvidia.com-claim_%s.yaml" % (
+            obj("resourceclaim-two-gpus-allocated")["metadata"]["uid"])])
+        self.assertEqual(len(os.listdir(fds)), before)  # every staged file's fd closed
 
     def test_unprepare_while_config_applies(self):
         slow = self.slow_claim()
