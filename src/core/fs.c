@@ -96,9 +96,9 @@ static char *dir_of(const char *path)
 int fs_stage_open(struct fs_stage *s, const char *path)
 {
     fs_stage_abort(s);
+    _cleanup_free_ char *dir = dir_of(path);
     const char *slash = strrchr(path, '/');
-    int dlen = slash ? (int)(slash - path) : 1;
-    char *tmp = xasprintf("%.*s/.%s.XXXXXX", dlen, slash ? path : ".", slash ? slash + 1 : path);
+    char *tmp = xasprintf("%s/.%s.XXXXXX", dir, slash ? slash + 1 : path);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         int r = -errno;
@@ -109,15 +109,20 @@ int fs_stage_open(struct fs_stage *s, const char *path)
     return 0;
 }
 
+static void stage_close(struct fs_stage *s)
+{
+    close(s->fd);
+    free(s->path);
+    free(s->tmp);
+    *s = (struct fs_stage){ 0 };
+}
+
 void fs_stage_abort(struct fs_stage *s)
 {
     if (!s->tmp)
         return;
     (void)unlink(s->tmp);
-    close(s->fd);
-    free(s->path);
-    free(s->tmp);
-    *s = (struct fs_stage){ 0 };
+    stage_close(s);
 }
 
 int fs_stage_commit(struct fs_stage *s, const void *data, size_t len, mode_t mode, bool sync)
@@ -141,10 +146,7 @@ int fs_stage_commit(struct fs_stage *s, const void *data, size_t len, mode_t mod
         return r;
     }
     _cleanup_free_ char *dir = sync ? dir_of(s->path) : NULL;
-    close(s->fd);
-    free(s->path);
-    free(s->tmp);
-    *s = (struct fs_stage){ 0 };
+    stage_close(s);
     if (dir) {
         _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0)
