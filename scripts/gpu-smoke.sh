@@ -4,15 +4,17 @@
 #
 #   scripts/gpu-smoke.sh bundle [--build-dir DIR] [--no-build] [OUT.tar.gz]
 #       HERE, in the source tree: build (default: a release build in build-gpu-smoke/),
-#       collect the plugin, the static go-client, bench-topo and bench-metrics with every
-#       shared library they need (glibc included, libnvidia-ml excluded) and the ELF
+#       collect the plugin, the static go-client, bench-topo, bench-metrics and the fake
+#       API server of tests/kube with every shared library they need (glibc included, libnvidia-ml excluded) and the ELF
 #       loader into DIR/gpu-smoke/, and write OUT (default DIR/gpu-smoke.tar.gz) with this
 #       script inside. Build it right before use: a bundle is never committed.
 #   ./gpu-smoke.sh run [--driver-root DIR] [--quick]
 #       ON THE GPU HOST, from the unpacked bundle: GPU model and driver version, `list`,
 #       `labels`, one registration with a kubelet stand-in (go-client smoke) and one
-#       Allocate, the registered Xid event set, and the figures of bench/ that need no
-#       cluster. Every step has a timeout; all of it stays under 5 minutes. Works in a
+#       Allocate, the registered Xid event set, the figures of bench/ that need no
+#       cluster, and DRA (serve --dra against the fake API server: the ResourceSlice as
+#       written, registration, health, one claim prepared and unprepared with its CDI
+#       spec shown, Prepare timed over 40 claims). Every step has a timeout; all of it stays under 5 minutes. Works in a
 #       temp dir it removes; exits non-zero when any check fails. --driver-root: where the
 #       driver is installed when it is not /, e.g. /run/nvidia/driver. --quick: fewer
 #       Allocate calls, a 2 s idle window and one bench-topo topology (the test's mode).
@@ -26,8 +28,9 @@
 # persistence or compute mode, no ECC, no reset, nothing injected. The plugin only reads
 # NVML: `bundle` refuses binaries that name any NVML function outside the read-only set
 # (check-nvml below; the list travels as nvml-functions.txt), nvidia-smi is only queried,
-# and the plugin runs with its kubelet socket, plugin sockets and CDI directory inside the
-# temp dir, so it writes nothing outside it.
+# and the plugin runs with its kubelet socket, plugin sockets, DRA directories and CDI
+# directories inside the temp dir, so it writes nothing outside it. The fake API server
+# listens on 127.0.0.1 only, on a port the kernel picks.
 #
 # The run side is POSIX sh with coreutils or busybox only (mktemp, timeout, sleep with
 # fractions, awk, sed, grep). Binaries run through the bundled loader:
@@ -77,13 +80,14 @@ bundle() {
             meson setup "$build" "$src" --buildtype=release -Dwerror=true >/dev/null ||
             die "meson setup $build failed"
         ninja -C "$build" src/gpu-device-plugin-readonly tools/go-client/go-client bench/bench-topo \
-            bench/bench-metrics >/dev/null || die "building in $build failed"
+            bench/bench-metrics tests/kube/fake-apiserver >/dev/null || die "building in $build failed"
     fi
     set -e
     # The plugin without the NVML calls that change a GPU setting (src/meson.build).
     plugin="$build/src/gpu-device-plugin-readonly"
     gc="$build/tools/go-client/go-client"
-    for f in "$plugin" "$build/bench/bench-topo" "$build/bench/bench-metrics"; do
+    api="$build/tests/kube/fake-apiserver"
+    for f in "$plugin" "$build/bench/bench-topo" "$build/bench/bench-metrics" "$api"; do
         [ -x "$f" ] || die "missing $f (build it, or drop --no-build)"
     done
     [ -x "$gc" ] || die "missing $gc: go-client needs Debian's Go and grpc-go (scripts/deps.sh)"
@@ -92,7 +96,7 @@ bundle() {
     stage="$build/gpu-smoke"
     rm -rf "$stage"
     mkdir -p "$stage/bin" "$stage/lib"
-    for f in "$plugin" "$build/bench/bench-topo" "$build/bench/bench-metrics" "$gc"; do
+    for f in "$plugin" "$build/bench/bench-topo" "$build/bench/bench-metrics" "$gc" "$api"; do
         strip -o "$stage/bin/${f##*/}" "$f" 2>/dev/null || cp "$f" "$stage/bin/"
     done
     # Run as gpu-device-plugin (its name picks its mode: src/main.c).
@@ -219,7 +223,7 @@ children_cpu_s() { # user + system seconds of the waited-for children, from `tim
 }
 
 cleanup() {
-    for p in ${pid:-} ${gc_pid:-}; do kill -9 "$p" 2>/dev/null; done
+    for p in ${pid:-} ${gc_pid:-} ${dra_pid:-} ${api_pid:-}; do kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
     rm -rf "$T"
 }
@@ -245,6 +249,8 @@ run() {
     T=$(mktemp -d "${TMPDIR:-/tmp}/gpu-smoke.XXXXXX") || die "run: mktemp failed"
     pid=''
     gc_pid=''
+    dra_pid=''
+    api_pid=''
     trap cleanup EXIT
     trap 'exit 130' INT TERM HUP
     : >"$T/checks"
@@ -328,7 +334,13 @@ run() {
 
     section "6. Figures (bench/ without a cluster)"
     figures
-    section "7. Summary"
+    section "7. DRA (serve --dra; the bundled fake API server as the cluster)"
+    if budget_ok 240; then
+        dra
+    else
+        check "DRA" 1 "skipped: the run is already $(elapsed_s) s old"
+    fi
+    section "8. Summary"
     summary
 }
 
@@ -419,6 +431,124 @@ figures() {
     echo "| Figure | Value |"
     echo "|---|---|"
     cat "$T/figures"
+}
+
+# claim NAME UID DEVICE: a ResourceClaim allocated to DEVICE of this node's pool, as the
+# scheduler leaves it (one line of JSON).
+claim() {
+    printf '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"%s","namespace":"default","uid":"%s","resourceVersion":"1"},' "$1" "$2"
+    printf '"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.nvidia.com","allocationMode":"ExactCount","count":1}}]}},'
+    printf '"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.nvidia.com","pool":"%s","device":"%s"}]},' "$dra_node" "$3"
+    printf '"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":["%s"]}]}]}},' "$dra_node"
+    printf '"reservedFor":[{"resource":"pods","name":"%s","uid":"%s"}]}}\n' "$1" "$2"
+}
+# api COMMAND...: one command to the fake API server, waited for ("ok COMMAND").
+api() {
+    n=$(grep -c "^ok $1\$" "$T/api.out")
+    echo "$*" >&7
+    i=0
+    while [ "$(grep -c "^ok $1\$" "$T/api.out")" -le "$n" ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+quantile() { sort -n | awk -v q="$1" '{ v[NR] = $1 } END { i = int(NR * q + 0.999); if (i < 1) i = 1; printf "%.3f", v[i] / 1000 }'; }
+
+# Section 7: the GPUs served through DRA. The fake API server (tests/kube/fake-apiserver:
+# TLS, HTTP/2, every ResourceSlice write checked against the rules of Kubernetes 1.34)
+# stands in for the cluster, go-client dra-smoke for the kubelet.
+dra() {
+    dra_node=gpu-smoke-node
+    mkdir -p "$T/api" "$T/reg" "$T/plugins" "$T/cdi-dra"
+    mkfifo "$T/api.in" || { check "DRA" 1 "mkfifo failed"; return; }
+    ldso 200 "$B/bin/fake-apiserver" "$T/api" <"$T/api.in" >"$T/api.out" 2>&1 &
+    api_pid=$!
+    exec 7>"$T/api.in"
+    wait_for "$T/api.out" '^listening ' 10
+    port=$(sed -n 's/^listening \([0-9]*\)$/\1/p' "$T/api.out")
+    if [ -z "$port" ]; then
+        check "DRA" 1 "the fake API server did not start: $(head -c 300 "$T/api.out" | tr '\n' ' ')"
+        return
+    fi
+    api add "$dra_node"
+    printf '{"apiVersion":"v1","kind":"Config","current-context":"t","contexts":[{"name":"t","context":{"cluster":"t","user":"t"}}],"clusters":[{"name":"t","cluster":{"server":"https://127.0.0.1:%s","certificate-authority":"%s"}}],"users":[{"name":"t","user":{"token":"tok1"}}]}\n' \
+        "$port" "$T/api/ca.crt" >"$T/api/kubeconfig"
+    "$B/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$B/bin/gpu-device-plugin" \
+        --driver-root="$driver_root" --driver-root-ctr-path="$driver_root" \
+        --kubelet-socket="$T/dp/kubelet.sock" --cdi-spec-dir="$T/cdi" --dra \
+        --kubeconfig="$T/api/kubeconfig" --node-name="$dra_node" \
+        --kubelet-registrar-directory-path="$T/reg" --kubelet-plugins-directory-path="$T/plugins" \
+        --cdi-root="$T/cdi-dra" >"$T/dra.log" 2>&1 &
+    dra_pid=$!
+    wait_for "$T/dra.log" "ResourceSlices of node $dra_node are up to date" 20
+    rc=$?
+    api rs-dump
+    grep '^rs ' "$T/api.out" | cut -d' ' -f3- >"$T/slices"
+    devices=$(grep -o '"name":"gpu-[0-9][0-9]*"' "$T/slices" | sed 's/.*:"\(.*\)"/\1/')
+    echo "ResourceSlices as written (every write checked against the 1.34 rules):"
+    sed 's/^/  /' "$T/slices"
+    check "DRA ResourceSlice" $rc "$(sed -n 's/.*ResourceSlices of node [^ ]* are up to date (\(.*\))$/\1/p' "$T/dra.log" | head -n 1)${devices:+; }$(echo $devices | tr ' ' ',')"
+    dev=$(echo "$devices" | head -n 1)
+    if [ $rc != 0 ] || [ -z "$dev" ]; then
+        check "DRA Prepare" 1 "no published GPU to claim"
+        sed 's/^/  /' "$T/dra.log"
+        return
+    fi
+
+    uid=5a0e0000-0000-4000-8000-000000000000
+    api rc-json "$(claim smoke "$uid" "$dev")"
+    timeout 30 "$B/bin/go-client" dra-smoke "$T/reg" "$T/cdi-dra" default smoke "$uid" >"$T/dra-kubelet.out" 2>&1
+    rc=$?
+    cat "$T/dra-kubelet.out"
+    check "DRA registration, health, Prepare and Unprepare" $rc "$(sed -n 's/^prepare: [0-9]* µs, //p' "$T/dra-kubelet.out")$(sed -n 's/^health: \(.*\)/, health \1/p' "$T/dra-kubelet.out")"
+
+    # 250 ms apart, as bench/bench-dra.py paces them: a kubelet prepares when a pod starts,
+    # and each claim's GET then finds a token of the API client's rate limit (--kube-api-qps
+    # 5, burst 10, client-go's defaults), which would otherwise pace the run itself.
+    n=40
+    [ $quick = 0 ] || n=8
+    i=1
+    : >"$T/claims"
+    while [ $i -le $n ]; do
+        u=5a0e0000-0000-4000-8000-$(printf '%012d' $i)
+        echo "rc-json $(claim "bench-$i" "$u" "$dev")" >&7
+        echo "default bench-$i $u" >>"$T/claims"
+        i=$((i + 1))
+    done
+    i=0 # until every claim is stored (one "ok rc-json" each, the first claim's included)
+    while [ "$(grep -c '^ok rc-json$' "$T/api.out")" -le $n ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    timeout 60 "$B/bin/go-client" bench-prepare "$T/plugins/gpu.nvidia.com/dra.sock" 250 \
+        <"$T/claims" >"$T/prepare" 2>"$T/prepare.err"
+    rc=$?
+    check "DRA Prepare benchmark" $rc "$(wc -l <"$T/prepare") of $n claims prepared, prepared again and unprepared, 250 ms apart$(head -c 300 "$T/prepare.err" | tr '\n' ' ' | sed 's/^./: &/')"
+    if [ -s "$T/prepare" ]; then
+        figure "DRA: first Prepare of a 1-GPU claim, grpc-go, 250 ms apart (p50 / p99)" \
+            "$(cut -d' ' -f1 "$T/prepare" | quantile 0.5) / $(cut -d' ' -f1 "$T/prepare" | quantile 0.99) ms"
+        figure "DRA: Prepare again (checkpointed) / Unprepare, p50" \
+            "$(cut -d' ' -f2 "$T/prepare" | quantile 0.5) / $(cut -d' ' -f3 "$T/prepare" | quantile 0.5) ms"
+    fi
+    pid=$dra_pid
+    figure "DRA: serve --dra RSS after the claims (VmRSS / VmHWM), threads" \
+        "$(status_kib VmRSS) / $(status_kib VmHWM) KiB, $(status_kib Threads)"
+    pid=''
+    kill -TERM "$dra_pid"
+    wait "$dra_pid"
+    rc=$?
+    dra_pid=''
+    left=$(ls "$T/cdi-dra" | grep -c 'claim_')
+    [ $rc = 0 ] && [ "$left" = 0 ]
+    check "DRA SIGTERM" $? "exit status $rc, $left claim spec(s) left in the CDI root"
+    echo "serve --dra log:"
+    sed 's/^/  /' "$T/dra.log"
+    exec 7>&-
+    wait "$api_pid" 2>/dev/null
+    api_pid=''
+    echo "| Figure | Value |"
+    echo "|---|---|"
+    grep '^| DRA' "$T/figures"
 }
 
 summary() {

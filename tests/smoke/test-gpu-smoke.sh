@@ -2,7 +2,7 @@
 # gpu-smoke: scripts/gpu-smoke.sh bundle, then `run` from the unpacked bundle with
 # `env -i PATH=/usr/bin:/bin`, the simulated libnvidia-ml.so.1 under a driver root
 # (--driver-root, found the way a real host's driver is), and the a100 mock profile.
-# Asserts every section and check, exit 0, and that the run removed its temp dir; then
+# Asserts every section and check (DRA's against the bundled fake API server too), exit 0, and that the run removed its temp dir; then
 # that a host without NVML fails with the line that says so, and that check-nvml refuses
 # a binary naming an NVML setter.
 set -u
@@ -21,7 +21,7 @@ mkdir -p "$T/host" "$T/driver/usr/lib/x86_64-linux-gnu" "$T/empty-driver" "$T/tm
 tar -xzf "$T/gpu-smoke.tar.gz" -C "$T/host" || { echo "FAIL: unpack"; exit 1; }
 ln -s "$GDP_BUILD_DIR/sim/nvml/libnvidia-ml.so.1" "$T/driver/usr/lib/x86_64-linux-gnu/"
 for f in gpu-smoke.sh MANIFEST nvml-functions.txt bin/gpu-device-plugin bin/go-client \
-    bin/bench-topo bin/bench-metrics lib/ld-linux-x86-64.so.2 lib/libc.so.6; do
+    bin/bench-topo bin/bench-metrics bin/fake-apiserver lib/ld-linux-x86-64.so.2 lib/libc.so.6; do
     [ -e "$T/host/gpu-smoke/$f" ] || fail "the bundle lacks $f"
 done
 
@@ -41,7 +41,14 @@ for want in '^== 1\. Host, GPU and driver ==$' '^GPU models: 8 x NVIDIA A100-SXM
     '^| threads | [0-9]* |$' '^| Allocate, grpc-go, unpinned (p50 / p99 / max) | [0-9.]* / [0-9.]* / [0-9.]* µs |$' \
     '^| plugin CPU per Allocate (all threads) | [0-9.]* µs |$' '^| go-client CPU per Allocate .* | [0-9.]* µs |$' \
     '^| bench-topo dgx-a100: ' '^| bench-metrics: per RPC' \
-    '^== 7\. Summary ==$' '^GPU settings changed: none' '^checks: 10 passed, 0 failed'; do
+    '^== 7\. DRA ' 'PASS  DRA ResourceSlice: 8 devices, pool generation 1; gpu-0,gpu-1,' \
+    '^getinfo: type=DRAPlugin name=gpu\.nvidia\.com endpoint=.*/plugins/gpu\.nvidia\.com/dra\.sock versions=v1\.DRAPlugin,' \
+    '^health: gpu-smoke-node/gpu-0=Healthy ' \
+    '^prepare: [0-9]* µs, gpu-smoke-node/gpu-0 cdi=k8s\.gpu\.nvidia\.com/claim=5a0e0000-0000-4000-8000-000000000000-gpu-0$' \
+    '^  spec|             "path": "/dev/nvidia0",$' '^unprepare: [0-9]* µs, the spec file removed$' '^dra-smoke ok$' \
+    'PASS  DRA Prepare benchmark: 8 of 8 claims' 'PASS  DRA SIGTERM: exit status 0, 0 claim spec(s) left' \
+    '^| DRA: first Prepare of a 1-GPU claim, grpc-go, 250 ms apart (p50 / p99) | [0-9.]* / [0-9.]* ms |$' \
+    '^== 8\. Summary ==$' '^GPU settings changed: none' '^checks: 14 passed, 0 failed'; do
     grep -q -- "$want" "$T/out" || fail "no line matching: $want"
 done
 grep -q '^FAIL' "$T/out" && fail "a check failed"

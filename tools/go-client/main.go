@@ -261,6 +261,8 @@ func main() {
 		benchPrepareMain(os.Args[2:])
 	case "smoke":
 		smoke(os.Args[2])
+	case "dra-smoke":
+		draSmoke(os.Args[2:])
 	case "kubelet-restarts":
 		n, err := strconv.Atoi(os.Args[3])
 		if err != nil || n < 1 {

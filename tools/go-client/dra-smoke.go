@@ -1,0 +1,162 @@
+// The kubelet's side of DRA for one claim, for scripts/gpu-smoke.sh on a host that has
+// no Python: find the plugin's registration socket the way the kubelet's plugin watcher
+// does, GetInfo and NotifyRegistrationStatus on it, dial the DRA endpoint it names,
+// read the first NodeWatchResources list (the health the kubelet puts in pod status),
+// prepare one claim, read the CDI spec file the plugin wrote for it, unprepare it and
+// check that the file is gone. Each step prints one "<step>: ..." line; the spec file's
+// lines are printed with a "  spec| " prefix; the last line is "dra-smoke ok". Any
+// failure is one "go-client: ..." line on stderr and exit status 1.
+//
+//	go-client dra-smoke <registrar dir> <cdi root> <namespace> <name> <uid>
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+const draDriver = "gpu.nvidia.com"
+
+func invoke(conn *grpc.ClientConn, method string, req []byte) []byte {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var resp []byte
+	if err := conn.Invoke(ctx, method, &req, &resp); err != nil {
+		fail("%s: %v", method, err)
+	}
+	return resp
+}
+
+// register plays the plugin watcher: GetInfo, then the registration reported as done.
+// Returns the DRA endpoint.
+func draRegister(dir string) string {
+	sock := filepath.Join(dir, draDriver+"-reg.sock")
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if i == 100 {
+			fail("no registration socket %s after 10 s", sock)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	conn := dial(sock)
+	defer conn.Close()
+	info := invoke(conn, "/pluginregistration.Registration/GetInfo", []byte{})
+	var versions []string
+	for _, v := range fields(info, 4) {
+		versions = append(versions, string(v))
+	}
+	typ, name, endpoint := str(info, 1), str(info, 2), str(info, 3)
+	fmt.Printf("getinfo: type=%s name=%s endpoint=%s versions=%s\n", typ, name, endpoint,
+		strings.Join(versions, ","))
+	if typ != "DRAPlugin" || name != draDriver || endpoint == "" {
+		fail("GetInfo: want type DRAPlugin, name %s and an endpoint", draDriver)
+	}
+	var st []byte
+	st = protowire.AppendTag(st, 1, protowire.VarintType)
+	st = protowire.AppendVarint(st, 1)
+	invoke(conn, "/pluginregistration.Registration/NotifyRegistrationStatus", st)
+	fmt.Printf("registration: reported registered\n")
+	return endpoint
+}
+
+var healthNames = map[uint64]string{0: "Unknown", 1: "Healthy", 2: "Unhealthy"}
+
+// draHealth reads the first list of the health stream, as the kubelet does on connect.
+func draHealth(conn *grpc.ClientConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true},
+		"/v1alpha1.DRAResourceHealth/NodeWatchResources")
+	if err != nil {
+		fail("NodeWatchResources: %v", err)
+	}
+	empty := []byte{}
+	if err := stream.SendMsg(&empty); err != nil {
+		fail("NodeWatchResources send: %v", err)
+	}
+	stream.CloseSend()
+	var list []byte
+	if err := stream.RecvMsg(&list); err != nil {
+		fail("NodeWatchResources: %v", err)
+	}
+	var devs []string
+	for _, d := range fields(list, 1) {
+		id := fields(d, 1)
+		if len(id) != 1 {
+			fail("NodeWatchResources: a device without its identifier")
+		}
+		devs = append(devs, fmt.Sprintf("%s/%s=%s", str(id[0], 1), str(id[0], 2),
+			healthNames[scalar(d, 2)]))
+	}
+	if len(devs) == 0 {
+		fail("NodeWatchResources: an empty first list")
+	}
+	fmt.Printf("health: %s\n", strings.Join(devs, " "))
+}
+
+func draSmoke(args []string) {
+	if len(args) != 5 {
+		fail("dra-smoke <registrar dir> <cdi root> <namespace> <name> <uid>")
+	}
+	cdiRoot, ns, name, uid := args[1], args[2], args[3], args[4]
+	endpoint := draRegister(args[0])
+	conn := dial(endpoint)
+	defer conn.Close()
+	draHealth(conn)
+
+	req := claimsRequest(ns, name, uid)
+	took, resp := draCall(conn, "NodePrepareResources", req)
+	var result []byte
+	for _, entry := range fields(resp, 1) {
+		if str(entry, 1) == uid {
+			if v := fields(entry, 2); len(v) > 0 {
+				result = v[0]
+			}
+		}
+	}
+	if msg := str(result, 2); msg != "" {
+		fail("NodePrepareResources %s/%s: %s", ns, name, msg)
+	}
+	var devs []string
+	for _, d := range fields(result, 1) {
+		var ids []string
+		for _, id := range fields(d, 4) {
+			ids = append(ids, string(id))
+		}
+		devs = append(devs, fmt.Sprintf("%s/%s cdi=%s", str(d, 2), str(d, 3), strings.Join(ids, ",")))
+	}
+	if len(devs) == 0 {
+		fail("NodePrepareResources %s/%s: no devices", ns, name)
+	}
+	fmt.Printf("prepare: %d µs, %s\n", took.Microseconds(), strings.Join(devs, "; "))
+
+	spec := filepath.Join(cdiRoot, "k8s.gpu.nvidia.com-claim_"+uid+".yaml")
+	text, err := os.ReadFile(spec)
+	if err != nil {
+		fail("the claim's CDI spec: %v", err)
+	}
+	fmt.Printf("cdi spec: %s (%d bytes)\n", spec, len(text))
+	for _, line := range strings.Split(strings.TrimRight(string(text), "\n"), "\n") {
+		fmt.Printf("  spec| %s\n", line)
+	}
+
+	took, resp = draCall(conn, "NodeUnprepareResources", req)
+	msg, _, found := claimResult(resp, uid, 1)
+	if !found || msg != "" {
+		fail("NodeUnprepareResources %s/%s: %q (answered: %t)", ns, name, msg, found)
+	}
+	if _, err := os.Stat(spec); !os.IsNotExist(err) {
+		fail("the claim's CDI spec is still there after NodeUnprepareResources")
+	}
+	fmt.Printf("unprepare: %d µs, the spec file removed\n", took.Microseconds())
+	fmt.Println("dra-smoke ok")
+}
