@@ -32,8 +32,8 @@
 # directories inside the temp dir, so it writes nothing outside it. The fake API server
 # listens on 127.0.0.1 only, on a port the kernel picks.
 #
-# The run side is POSIX sh with coreutils or busybox only (mktemp, timeout, sleep with
-# fractions, awk, sed, grep). Binaries run through the bundled loader:
+# The run side is POSIX sh with coreutils or busybox only (mktemp, mkfifo, timeout, sleep
+# with fractions, awk, sed, grep, sort, cut). Binaries run through the bundled loader:
 #   lib/ld-linux-x86-64.so.2 --library-path lib:<dir of libnvidia-ml.so.1> bin/<program>
 # so the host's glibc version does not matter and the driver's NVML is used as found.
 set -u
