@@ -74,16 +74,7 @@ var healthNames = map[uint64]string{0: "Unknown", 1: "Healthy", 2: "Unhealthy"}
 func draHealth(conn *grpc.ClientConn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true},
-		"/v1alpha1.DRAResourceHealth/NodeWatchResources")
-	if err != nil {
-		fail("NodeWatchResources: %v", err)
-	}
-	empty := []byte{}
-	if err := stream.SendMsg(&empty); err != nil {
-		fail("NodeWatchResources send: %v", err)
-	}
-	stream.CloseSend()
+	stream := serverStream(ctx, conn, "/v1alpha1.DRAResourceHealth/NodeWatchResources")
 	var list []byte
 	if err := stream.RecvMsg(&list); err != nil {
 		fail("NodeWatchResources: %v", err)

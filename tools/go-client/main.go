@@ -119,15 +119,7 @@ func interop(socket string, ids []string) {
 	// ListAndWatch: the first message lists every device.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/v1beta1.DevicePlugin/ListAndWatch")
-	if err != nil {
-		fail("ListAndWatch: %v", err)
-	}
-	empty := []byte{}
-	if err := stream.SendMsg(&empty); err != nil {
-		fail("ListAndWatch send: %v", err)
-	}
-	stream.CloseSend()
+	stream := serverStream(ctx, conn, "/v1beta1.DevicePlugin/ListAndWatch")
 	var list []byte
 	if err := stream.RecvMsg(&list); err != nil {
 		fail("ListAndWatch recv: %v", err)
@@ -199,20 +191,25 @@ func monotonicNs() int64 {
 	return ts.Nano()
 }
 
-// listAndWatch opens the ListAndWatch stream the way the kubelet does: one Empty sent,
-// the send side closed, the responses read by the caller.
-func listAndWatch(conn *grpc.ClientConn) grpc.ClientStream {
-	stream, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true},
-		"/v1beta1.DevicePlugin/ListAndWatch")
+// serverStream opens a server-streaming method the way the kubelet does (ListAndWatch,
+// NodeWatchResources): one empty request sent, the send side closed, the responses read
+// by the caller.
+func serverStream(ctx context.Context, conn *grpc.ClientConn, method string) grpc.ClientStream {
+	name := method[strings.LastIndex(method, "/")+1:]
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method)
 	if err != nil {
-		fail("ListAndWatch: %v", err)
+		fail("%s: %v", name, err)
 	}
 	empty := []byte{}
 	if err := stream.SendMsg(&empty); err != nil {
-		fail("ListAndWatch send: %v", err)
+		fail("%s send: %v", name, err)
 	}
 	stream.CloseSend()
 	return stream
+}
+
+func listAndWatch(conn *grpc.ClientConn) grpc.ClientStream {
+	return serverStream(context.Background(), conn, "/v1beta1.DevicePlugin/ListAndWatch")
 }
 
 func watch(socket string) {
