@@ -29,7 +29,8 @@
 # NVML: `bundle` refuses binaries that name any NVML function outside the read-only set
 # (check-nvml below; the list travels as nvml-functions.txt), nvidia-smi is only queried,
 # and the plugin runs with its kubelet socket, plugin sockets, DRA directories and CDI
-# directories inside the temp dir, so it writes nothing outside it. The fake API server
+# directories inside the run's temp dirs (the DRA sockets' own one is in /tmp when TMPDIR
+# is too long for a socket path), so it writes nothing outside them. The fake API server
 # listens on 127.0.0.1 only, on a port the kernel picks.
 #
 # The run side is POSIX sh with coreutils or busybox only (mktemp, mkfifo, timeout, sleep
@@ -225,7 +226,7 @@ children_cpu_s() { # user + system seconds of the waited-for children, from `tim
 cleanup() {
     for p in ${pid:-} ${gc_pid:-} ${dra_pid:-} ${api_pid:-}; do kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
-    rm -rf "$T"
+    rm -rf "$T" ${S:+"$S"}
 }
 
 run() {
@@ -251,6 +252,7 @@ run() {
     gc_pid=''
     dra_pid=''
     api_pid=''
+    S=''
     trap cleanup EXIT
     trap 'exit 130' INT TERM HUP
     : >"$T/checks"
@@ -459,7 +461,13 @@ quantile() { sort -n | awk -v q="$1" '{ v[NR] = $1 } END { i = int(NR * q + 0.99
 # stands in for the cluster, go-client dra-smoke for the kubelet.
 dra() {
     dra_node=gpu-smoke-node
-    mkdir -p "$T/api" "$T/reg" "$T/plugins" "$T/cdi-dra"
+    mkdir -p "$T/api" "$T/cdi-dra"
+    # The registration and DRA sockets' directories: the plugin takes at most 64 bytes for
+    # each (a socket path has 108), so under a long TMPDIR they go to a short one of /tmp.
+    d=${TMPDIR:-/tmp}
+    [ ${#d} -le 32 ] || d=/tmp
+    S=$(mktemp -d "$d/gdp-dra.XXXXXX") || { check "DRA" 1 "mktemp in $d failed"; return; }
+    mkdir -p "$S/reg" "$S/plugins"
     mkfifo "$T/api.in" || { check "DRA" 1 "mkfifo failed"; return; }
     ldso 200 "$B/bin/fake-apiserver" "$T/api" <"$T/api.in" >"$T/api.out" 2>&1 &
     api_pid=$!
@@ -477,7 +485,7 @@ dra() {
         --driver-root="$driver_root" --driver-root-ctr-path="$driver_root" \
         --kubelet-socket="$T/dp/kubelet.sock" --cdi-spec-dir="$T/cdi" --dra \
         --kubeconfig="$T/api/kubeconfig" --node-name="$dra_node" \
-        --kubelet-registrar-directory-path="$T/reg" --kubelet-plugins-directory-path="$T/plugins" \
+        --kubelet-registrar-directory-path="$S/reg" --kubelet-plugins-directory-path="$S/plugins" \
         --cdi-root="$T/cdi-dra" >"$T/dra.log" 2>&1 &
     dra_pid=$!
     wait_for "$T/dra.log" "ResourceSlices of node $dra_node are up to date" 20
@@ -487,7 +495,12 @@ dra() {
     devices=$(grep -o '"name":"gpu-[0-9][0-9]*"' "$T/slices" | sed 's/.*:"\(.*\)"/\1/')
     echo "ResourceSlices as written (every write checked against the 1.34 rules):"
     sed 's/^/  /' "$T/slices"
-    check "DRA ResourceSlice" $rc "$(sed -n 's/.*ResourceSlices of node [^ ]* are up to date (\(.*\))$/\1/p' "$T/dra.log" | head -n 1)${devices:+; }$(echo $devices | tr ' ' ',')"
+    if kill -0 "$dra_pid" 2>/dev/null; then
+        detail="$(sed -n 's/.*ResourceSlices of node [^ ]* are up to date (\(.*\))$/\1/p' "$T/dra.log" | head -n 1)${devices:+; }$(echo $devices | tr ' ' ',')"
+    else
+        detail="serve --dra exited: $(tail -n 1 "$T/dra.log")"
+    fi
+    check "DRA ResourceSlice" $rc "${detail:-no slice written in 20 s}"
     dev=$(echo "$devices" | head -n 1)
     if [ $rc != 0 ] || [ -z "$dev" ]; then
         check "DRA Prepare" 1 "no published GPU to claim"
@@ -497,7 +510,7 @@ dra() {
 
     uid=5a0e0000-0000-4000-8000-000000000000
     api rc-json "$(claim smoke "$uid" "$dev")"
-    timeout 30 "$B/bin/go-client" dra-smoke "$T/reg" "$T/cdi-dra" default smoke "$uid" >"$T/dra-kubelet.out" 2>&1
+    timeout 30 "$B/bin/go-client" dra-smoke "$S/reg" "$T/cdi-dra" default smoke "$uid" >"$T/dra-kubelet.out" 2>&1
     rc=$?
     cat "$T/dra-kubelet.out"
     check "DRA registration, health, Prepare and Unprepare" $rc "$(sed -n 's/^prepare: [0-9]* µs, //p' "$T/dra-kubelet.out")$(sed -n 's/^health: \(.*\)/, health \1/p' "$T/dra-kubelet.out")"
@@ -520,7 +533,7 @@ dra() {
         sleep 0.1
         i=$((i + 1))
     done
-    timeout 60 "$B/bin/go-client" bench-prepare "$T/plugins/gpu.nvidia.com/dra.sock" 250 \
+    timeout 60 "$B/bin/go-client" bench-prepare "$S/plugins/gpu.nvidia.com/dra.sock" 250 \
         <"$T/claims" >"$T/prepare" 2>"$T/prepare.err"
     rc=$?
     check "DRA Prepare benchmark" $rc "$(wc -l <"$T/prepare") of $n claims prepared, prepared again and unprepared, 250 ms apart$(head -c 300 "$T/prepare.err" | tr '\n' ' ' | sed 's/^./: &/')"

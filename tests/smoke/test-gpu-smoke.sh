@@ -25,9 +25,13 @@ for f in gpu-smoke.sh MANIFEST nvml-functions.txt bin/gpu-device-plugin bin/go-c
     [ -e "$T/host/gpu-smoke/$f" ] || fail "the bundle lacks $f"
 done
 
+# Under a TMPDIR longer than 32 bytes the DRA sockets' directory is made in /tmp.
+dra_dirs() { ls -d /tmp/gdp-dra.* 2>/dev/null | sort; }
+dra_dirs >"$T/dra-dirs-before"
 env -i PATH=/usr/bin:/bin TMPDIR="$T/tmp" MOCK_NVML_CONFIG="$profile" \
     "$T/host/gpu-smoke/gpu-smoke.sh" run --quick --driver-root "$T/driver" >"$T/out" 2>&1
 rc=$?
+dra_dirs | comm -13 "$T/dra-dirs-before" - | grep . && fail "the run left the above in /tmp"
 cat "$T/out"
 [ $rc = 0 ] || fail "run exited $rc"
 for want in '^== 1\. Host, GPU and driver ==$' '^GPU models: 8 x NVIDIA A100-SXM4-40GB$' \
