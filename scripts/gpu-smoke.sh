@@ -492,7 +492,7 @@ dra() {
     rc=$?
     api rs-dump
     grep '^rs ' "$T/api.out" | cut -d' ' -f3- >"$T/slices"
-    devices=$(grep -o '"name":"gpu-[0-9][0-9]*"' "$T/slices" | sed 's/.*:"\(.*\)"/\1/')
+    devices=$(grep -o '"name":"gpu-[0-9][0-9a-z-]*"' "$T/slices" | sed 's/.*:"\(.*\)"/\1/')
     echo "ResourceSlices as written (every write checked against the 1.34 rules):"
     sed 's/^/  /' "$T/slices"
     if kill -0 "$dra_pid" 2>/dev/null; then
