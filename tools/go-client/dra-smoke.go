@@ -24,17 +24,15 @@ import (
 
 const draDriver = "gpu.nvidia.com"
 
-func invoke(conn *grpc.ClientConn, method string, req []byte) []byte {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var resp []byte
-	if err := conn.Invoke(ctx, method, &req, &resp); err != nil {
+func registrationCall(conn *grpc.ClientConn, method string, req []byte) []byte {
+	resp, _, err := invoke(conn, "/pluginregistration.Registration/"+method, req, 10*time.Second)
+	if err != nil {
 		fail("%s: %v", method, err)
 	}
 	return resp
 }
 
-// register plays the plugin watcher: GetInfo, then the registration reported as done.
+// draRegister plays the plugin watcher: GetInfo, then the registration reported as done.
 // Returns the DRA endpoint.
 func draRegister(dir string) string {
 	sock := filepath.Join(dir, draDriver+"-reg.sock")
@@ -49,7 +47,7 @@ func draRegister(dir string) string {
 	}
 	conn := dial(sock)
 	defer conn.Close()
-	info := invoke(conn, "/pluginregistration.Registration/GetInfo", []byte{})
+	info := registrationCall(conn, "GetInfo", []byte{})
 	var versions []string
 	for _, v := range fields(info, 4) {
 		versions = append(versions, string(v))
@@ -63,7 +61,7 @@ func draRegister(dir string) string {
 	var st []byte
 	st = protowire.AppendTag(st, 1, protowire.VarintType)
 	st = protowire.AppendVarint(st, 1)
-	invoke(conn, "/pluginregistration.Registration/NotifyRegistrationStatus", st)
+	registrationCall(conn, "NotifyRegistrationStatus", st)
 	fmt.Printf("registration: reported registered\n")
 	return endpoint
 }

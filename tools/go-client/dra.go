@@ -13,7 +13,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -62,12 +61,7 @@ func claimResult(resp []byte, uid string, errField protowire.Number) (string, in
 }
 
 func draCall(conn *grpc.ClientConn, method string, req []byte) (time.Duration, []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
-	var resp []byte
-	t0 := time.Now()
-	err := conn.Invoke(ctx, draService+method, &req, &resp)
-	took := time.Since(t0)
+	resp, took, err := invoke(conn, draService+method, req, 45*time.Second)
 	if err != nil {
 		fail("%s: %v", method, err)
 	}

@@ -101,11 +101,19 @@ func fields(msg []byte, num protowire.Number) [][]byte {
 	return out
 }
 
-func call(conn *grpc.ClientConn, method string, req []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// invoke is every unary call of this client: the method's full path, its deadline, the
+// answer and how long it took.
+func invoke(conn *grpc.ClientConn, path string, req []byte, timeout time.Duration) ([]byte, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var resp []byte
-	err := conn.Invoke(ctx, "/v1beta1.DevicePlugin/"+method, &req, &resp)
+	t0 := time.Now()
+	err := conn.Invoke(ctx, path, &req, &resp)
+	return resp, time.Since(t0), err
+}
+
+func call(conn *grpc.ClientConn, method string, req []byte) ([]byte, error) {
+	resp, _, err := invoke(conn, "/v1beta1.DevicePlugin/"+method, req, 10*time.Second)
 	return resp, err
 }
 
