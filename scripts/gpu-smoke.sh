@@ -170,12 +170,16 @@ ldso() {
 # plugin SECONDS ARGS: the plugin through the bundled loader; everything it writes stays
 # inside $T. Outside a container the driver root is also where this process sees it
 # (--driver-root-ctr-path: where the plugin looks for libnvidia-ml.so.1 when it is not /).
+# SECONDS 0: no timeout, and the plugin replaces the shell that runs the function: start
+# it as `plugin 0 ... &`, so that $! is the plugin itself (for /proc).
 plugin() {
     secs=$1
     shift
-    ldso "$secs" "$B/bin/gpu-device-plugin" --driver-root="$driver_root" \
+    set -- "$B/bin/gpu-device-plugin" --driver-root="$driver_root" \
         --driver-root-ctr-path="$driver_root" --kubelet-socket="$T/dp/kubelet.sock" \
         --cdi-spec-dir="$T/cdi" "$@"
+    [ "$secs" != 0 ] || exec "$B/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$@"
+    ldso "$secs" "$@"
 }
 
 find_nvml() {
@@ -305,10 +309,7 @@ run() {
     "$B/bin/go-client" smoke "$T/dp" >"$T/kubelet.out" 2>&1 &
     gc_pid=$!
     wait_for "$T/kubelet.out" '^kubelet: serving' 10
-    # no timeout(1) in between: $pid must be the plugin itself, for /proc
-    "$B/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$B/bin/gpu-device-plugin" \
-        --driver-root="$driver_root" --driver-root-ctr-path="$driver_root" \
-        --kubelet-socket="$T/dp/kubelet.sock" --cdi-spec-dir="$T/cdi" >"$T/plugin.log" 2>&1 &
+    plugin 0 >"$T/plugin.log" 2>&1 &
     pid=$!
     i=0 # until the kubelet stand-in is done, exits, or 45 s pass
     while [ $i -lt 450 ] && kill -0 "$gc_pid" 2>/dev/null && ! grep -q '^smoke ok' "$T/kubelet.out"; do
@@ -444,15 +445,19 @@ claim() {
     printf '"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":["%s"]}]}]}},' "$dra_node"
     printf '"reservedFor":[{"resource":"pods","name":"%s","uid":"%s"}]}}\n' "$1" "$2"
 }
+# wait_count FILE PATTERN N: until more than N lines of FILE match, 10 s at most.
+wait_count() {
+    i=0
+    while [ "$(grep -c -- "$2" "$1")" -le "$3" ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
 # api COMMAND...: one command to the fake API server, waited for ("ok COMMAND").
 api() {
     n=$(grep -c "^ok $1\$" "$T/api.out")
     echo "$*" >&7
-    i=0
-    while [ "$(grep -c "^ok $1\$" "$T/api.out")" -le "$n" ] && [ $i -lt 100 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_count "$T/api.out" "^ok $1\$" "$n"
 }
 quantile() { sort -n | awk -v q="$1" '{ v[NR] = $1 } END { i = int(NR * q + 0.999); if (i < 1) i = 1; printf "%.3f", v[i] / 1000 }'; }
 
@@ -481,10 +486,7 @@ dra() {
     api add "$dra_node"
     printf '{"apiVersion":"v1","kind":"Config","current-context":"t","contexts":[{"name":"t","context":{"cluster":"t","user":"t"}}],"clusters":[{"name":"t","cluster":{"server":"https://127.0.0.1:%s","certificate-authority":"%s"}}],"users":[{"name":"t","user":{"token":"tok1"}}]}\n' \
         "$port" "$T/api/ca.crt" >"$T/api/kubeconfig"
-    "$B/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$B/bin/gpu-device-plugin" \
-        --driver-root="$driver_root" --driver-root-ctr-path="$driver_root" \
-        --kubelet-socket="$T/dp/kubelet.sock" --cdi-spec-dir="$T/cdi" --dra \
-        --kubeconfig="$T/api/kubeconfig" --node-name="$dra_node" \
+    plugin 0 --dra --kubeconfig="$T/api/kubeconfig" --node-name="$dra_node" \
         --kubelet-registrar-directory-path="$S/reg" --kubelet-plugins-directory-path="$S/plugins" \
         --cdi-root="$T/cdi-dra" >"$T/dra.log" 2>&1 &
     dra_pid=$!
@@ -528,11 +530,8 @@ dra() {
         echo "default bench-$i $u" >>"$T/claims"
         i=$((i + 1))
     done
-    i=0 # until every claim is stored (one "ok rc-json" each, the first claim's included)
-    while [ "$(grep -c '^ok rc-json$' "$T/api.out")" -le $n ] && [ $i -lt 100 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
+    # until every claim is stored (one "ok rc-json" each, the first claim's included)
+    wait_count "$T/api.out" '^ok rc-json$' $n
     timeout 60 "$B/bin/go-client" bench-prepare "$S/plugins/gpu.nvidia.com/dra.sock" 250 \
         <"$T/claims" >"$T/prepare" 2>"$T/prepare.err"
     rc=$?
