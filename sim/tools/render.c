@@ -1,5 +1,6 @@
 /* nvml-sim-render: build the host files a plugin reads next to NVML (sysfs NUMA
- * nodes, the nvidia-caps MIG minor table, /dev nodes) from a simulator profile. */
+ * nodes, the nvidia-caps MIG minor table, /dev nodes, a driver root with the driver's
+ * user-space stand-ins) from a simulator profile. */
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -9,15 +10,9 @@
 
 #include "core/fs.h"
 #include "core/macro.h"
+#include "render-driver.h"
+#include "sim-caps.h"
 #include "sim-model.h"
-
-/* The driver numbers capability minors in a fixed grid: 1 config, 2 monitor, then per
- * GPU 15 GIs × (1 GI entry + 8 CI entries). */
-#define CAP_GIS 15
-#define CAP_CIS 8
-static unsigned gi_minor(unsigned gpu, unsigned gi) { return 3 + gpu * CAP_GIS * (1 + CAP_CIS) + gi * (1 + CAP_CIS); }
-static unsigned ci_minor(unsigned gpu, unsigned gi, unsigned ci) { return gi_minor(gpu, gi) + 1 + ci; }
-
 
 /* Write len bytes of `data` to dir/name, creating dir. */
 static int write_bytes(const char *dir, const char *name, const void *data, size_t len)
@@ -87,10 +82,10 @@ static int render_proc(const struct sim_node *nd, const char *root)
     APPEND("config 1\nmonitor 2\n");
     for (unsigned i = 0; i < nd->n_devs; i++) {
         unsigned g = nd->devs[i].minor;
-        for (unsigned gi = 0; gi < CAP_GIS; gi++) {
-            APPEND("gpu%u/gi%u/access %u\n", g, gi, gi_minor(g, gi));
-            for (unsigned ci = 0; ci < CAP_CIS; ci++)
-                APPEND("gpu%u/gi%u/ci%u/access %u\n", g, gi, ci, ci_minor(g, gi, ci));
+        for (unsigned gi = 0; gi < SIM_CAP_GIS; gi++) {
+            APPEND("gpu%u/gi%u/access %u\n", g, gi, sim_cap_gi_minor(g, gi));
+            for (unsigned ci = 0; ci < SIM_CAP_CIS; ci++)
+                APPEND("gpu%u/gi%u/ci%u/access %u\n", g, gi, ci, sim_cap_ci_minor(g, gi, ci));
         }
     }
 #undef APPEND
@@ -104,14 +99,14 @@ static int render_proc(const struct sim_node *nd, const char *root)
             char name[128], text[128];
             snprintf(name, sizeof(name), "driver/nvidia/capabilities/gpu%u/mig/gi%u/access", d->minor, gi->id);
             snprintf(text, sizeof(text), "DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n",
-                     gi_minor(d->minor, gi->id));
+                     sim_cap_gi_minor(d->minor, gi->id));
             if (write_file(root, name, text) < 0)
                 return -EIO;
             for (unsigned c = 0; c < gi->n_cis; c++) {
                 snprintf(name, sizeof(name), "driver/nvidia/capabilities/gpu%u/mig/gi%u/ci%u/access", d->minor,
                          gi->id, gi->cis[c].id);
                 snprintf(text, sizeof(text), "DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n",
-                         ci_minor(d->minor, gi->id, gi->cis[c].id));
+                         sim_cap_ci_minor(d->minor, gi->id, gi->cis[c].id));
                 if (write_file(root, name, text) < 0)
                     return -EIO;
             }
@@ -134,12 +129,12 @@ static int render_dev(const struct sim_node *nd, const char *root)
         if (write_file(root, name, "") < 0)
             return -EIO;
         for (unsigned k = 0; k < d->n_gis; k++) {
-            snprintf(name, sizeof(name), "nvidia-caps/nvidia-cap%u", gi_minor(d->minor, d->gis[k].id));
+            snprintf(name, sizeof(name), "nvidia-caps/nvidia-cap%u", sim_cap_gi_minor(d->minor, d->gis[k].id));
             if (write_file(root, name, "") < 0)
                 return -EIO;
             for (unsigned c = 0; c < d->gis[k].n_cis; c++) {
                 snprintf(name, sizeof(name), "nvidia-caps/nvidia-cap%u",
-                         ci_minor(d->minor, d->gis[k].id, d->gis[k].cis[c].id));
+                         sim_cap_ci_minor(d->minor, d->gis[k].id, d->gis[k].cis[c].id));
                 if (write_file(root, name, "") < 0)
                     return -EIO;
             }
@@ -148,19 +143,38 @@ static int render_dev(const struct sim_node *nd, const char *root)
     return 0;
 }
 
+/* The stand-ins' build outputs (sim/cuda/meson.build), compiled in: the tool is never
+ * installed, and a test can name other files with the options. */
+#ifndef SIM_STANDIN_DIR
+#error "SIM_STANDIN_DIR: the build directory of sim/cuda"
+#endif
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nvml-sim-render --profile FILE [--sysfs-root DIR] [--proc-root DIR] [--dev-root DIR]\n");
+    fprintf(f, "usage: nvml-sim-render --profile FILE [--sysfs-root DIR] [--proc-root DIR] [--dev-root DIR]\n"
+               "         [--driver-root DIR [--libdir REL] [--no-host-links] [--libcuda FILE]\n"
+               "          [--libnvidia-ml FILE] [--nvidia-smi FILE]]\n");
 }
 
 int main(int argc, char **argv)
 {
+    enum { OPT_LIBDIR = 256, OPT_NO_LINKS, OPT_LIBCUDA, OPT_NVML, OPT_SMI };
     static const struct option opts[] = {
         { "profile", required_argument, NULL, 'p' },    { "sysfs-root", required_argument, NULL, 's' },
         { "proc-root", required_argument, NULL, 'r' },  { "dev-root", required_argument, NULL, 'd' },
+        { "driver-root", required_argument, NULL, 'D' }, { "libdir", required_argument, NULL, OPT_LIBDIR },
+        { "no-host-links", no_argument, NULL, OPT_NO_LINKS }, { "libcuda", required_argument, NULL, OPT_LIBCUDA },
+        { "libnvidia-ml", required_argument, NULL, OPT_NVML }, { "nvidia-smi", required_argument, NULL, OPT_SMI },
         { "help", no_argument, NULL, 'h' },             { 0 },
     };
     const char *profile = NULL, *sysfs = NULL, *proc = NULL, *dev = NULL;
+    struct driver_root_opts drv = {
+        .libdir = "usr/lib/x86_64-linux-gnu",
+        .host_links = true,
+        .libcuda = SIM_STANDIN_DIR "/libcuda.so.1",
+        .libnvidia_ml = SIM_STANDIN_DIR "/libnvidia-ml-driver.so",
+        .nvidia_smi = SIM_STANDIN_DIR "/nvidia-smi",
+    };
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -168,6 +182,12 @@ int main(int argc, char **argv)
         case 's': sysfs = optarg; break;
         case 'r': proc = optarg; break;
         case 'd': dev = optarg; break;
+        case 'D': drv.root = optarg; break;
+        case OPT_LIBDIR: drv.libdir = optarg; break;
+        case OPT_NO_LINKS: drv.host_links = false; break;
+        case OPT_LIBCUDA: drv.libcuda = optarg; break;
+        case OPT_NVML: drv.libnvidia_ml = optarg; break;
+        case OPT_SMI: drv.nvidia_smi = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -188,6 +208,8 @@ int main(int argc, char **argv)
     if (!r && proc && render_proc(nd, proc) < 0)
         r = 1;
     if (!r && dev && render_dev(nd, dev) < 0)
+        r = 1;
+    if (!r && drv.root && render_driver_root(nd->driver_version, &drv) < 0)
         r = 1;
     sim_node_free(nd);
     return r;
