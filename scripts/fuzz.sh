@@ -21,6 +21,8 @@ root=$(pwd)
 # files ("file@TEXT": only the lines before the first line containing TEXT)
 targets="dp|tests/fuzz/fuzz-dp-libfuzzer|tests/fuzz/fuzz-dp|tests/fuzz/corpus/dp|src/kubelet/dp_service.c src/output/allocate.c src/policy/placement.c src/policy/topo.c src/policy/replicas.c
 http|tests/fuzz/fuzz-http-libfuzzer|tests/fuzz/fuzz-http|tests/fuzz/corpus/http|src/http/http.c src/metrics/metrics.c
+ldcache|tests/fuzz/fuzz-ldcache-libfuzzer|tests/fuzz/fuzz-ldcache|tests/fuzz/corpus/ldcache|src/node/ldcache.c
+elf|tests/fuzz/fuzz-elf-libfuzzer|tests/fuzz/fuzz-elf|tests/fuzz/corpus/elf|src/node/elf.c
 grpc-server|tests/fuzz/fuzz-grpc-server-libfuzzer|tests/fuzz/fuzz-grpc-server|tests/fuzz/corpus/grpc-server|src/grpc/grpc_server.c src/grpc/grpc_server_stream.c src/grpc/grpc_common.c
 config|tests/config/fuzz-config-libfuzzer|tests/config/fuzz-config|tests/config/corpus|src/config/config-file.c src/config/config-file-sections.c src/config/config-health.c src/config/config-options.c src/config/config-load.c src/config/config-check.c src/config/config.c src/config/config-print.c src/config/config-args.c src/config/config-cm.c
 vgpu|tests/labels/fuzz-vgpu-libfuzzer|tests/labels/fuzz-vgpu|tests/labels/corpus|src/node/host.c@discover_vgpu src/labels/labels.c
