@@ -7,6 +7,7 @@
 #include "dra/dra-cdi.h"
 #include "dra/dra-claim.h"
 #include "dra/dra-types.h"
+#include "output/cdi-edits.h"
 #include "output/cdi.h"
 #include "policy/resources.h"
 
@@ -21,6 +22,21 @@ char *dra_cdi_file_name(const char *uid)
 {
     /* The CDI library's transient spec name: "<vendor>-<class>_<id>.yaml". */
     return xasprintf(DRA_CDI_VENDOR "-" DRA_CDI_CLASS "_%s.yaml", uid);
+}
+
+/* A GPU's edits are the device plugin's; a MIG device's are its parent GPU's node and its
+ * two capability nodes in NVIDIA's DRA form (cdi_cap_node), which needs no host node. */
+static json_t *device_edits(const struct config *cfg, const struct inv_mig *mig, char **paths)
+{
+    if (!mig)
+        return cdi_device_edits(cfg, paths);
+    char *parent[] = { paths[0], NULL };
+    json_t *edits = cdi_device_edits(cfg, parent);
+    json_t *nodes = json_object_get(edits, "deviceNodes");
+    json_array_append_new(nodes, cdi_cap_node(cfg, paths[1], (unsigned)mig->gi_cap_minor));
+    json_array_append_new(nodes, cdi_cap_node(cfg, paths[2], (unsigned)mig->ci_cap_minor));
+    cdi_edits_finish(cfg, edits);
+    return edits;
 }
 
 json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, const char *uid,
@@ -43,13 +59,13 @@ json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, cons
         }
         json_t *d = json_object();
         json_object_set_new(d, "name", json_sprintf("%s-%s", uid, devs[i]->name));
-        json_object_set_new(d, "containerEdits", cdi_device_edits(cfg, paths));
+        json_object_set_new(d, "containerEdits", device_edits(cfg, mig, paths));
         json_array_append_new(devices, d);
         for (char **p = paths; *p; p++)
             free(*p);
         free(paths);
     }
-    json_object_set_new(spec, "containerEdits", common ? json_incref(common) : cdi_common_edits(cfg));
+    json_object_set_new(spec, "containerEdits", common ? json_incref(common) : cdi_common_edits(cfg, inv));
     return spec;
 }
 

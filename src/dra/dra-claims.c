@@ -503,7 +503,7 @@ static void early_work(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct dra_claims_call *call = userdata;
     call->early = NULL;
-    call->common = cdi_common_edits(call->c->cfg);
+    call->common = cdi_common_edits(call->c->cfg, call->c->inv);
     size_t staged = 0; /* at most DRA_CLAIMS_STAGED_MAX files open, across the calls */
     for (const struct dra_claims_call *o = call->c->calls; o; o = o->next)
         for (size_t i = 0; i < o->n; i++)

@@ -18,6 +18,7 @@ void inventory_clear(struct inventory *inv)
         free(inv->gpus[i].migs);
     free(inv->gpus);
     free(inv->links);
+    driver_files_clear(&inv->driver);
     memset(inv, 0, sizeof(*inv));
 }
 

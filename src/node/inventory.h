@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "node/driver-files.h"
+
 #define INV_UUID_MAX 96
 #define INV_NAME_MAX 96
 #define INV_BUSID_MAX 32
@@ -90,6 +92,9 @@ struct inventory {
     struct inv_gpu *gpus;
     size_t n_gpus;
     struct inv_link *links;           /* n_gpus * n_gpus, row-major; diagonal unused */
+    /* The driver's user-space files under the driver root, for the CDI specs: found by
+     * node_state_build when something writes specs (node/driver-files.h). */
+    struct driver_files driver;
 };
 
 static inline struct inv_link *inventory_link(const struct inventory *inv, size_t a, size_t b)

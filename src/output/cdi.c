@@ -8,20 +8,10 @@
 
 #include "core/fs.h"
 #include "output/allocate.h"
+#include "output/cdi-edits.h"
 #include "output/cdi.h"
 
 #define CDI_KIND_PREFIX ALLOC_CDI_VENDOR "/"
-
-/* {"path": p, "hostPath": <dev_root>/p} (hostPath only when it differs). */
-static json_t *device_node(const struct config *cfg, const char *path)
-{
-    json_t *n = json_object();
-    json_object_set_new(n, "path", json_string(path));
-    _cleanup_free_ char *host = alloc_join_root(cfg->dev_root, path);
-    if (!streq(host, path))
-        json_object_set_new(n, "hostPath", json_string(host));
-    return n;
-}
 
 static json_t *new_spec(const char *cls)
 {
@@ -52,7 +42,8 @@ static bool has_path(json_t *nodes, const char *path)
     return false;
 }
 
-json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg)
+json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg,
+                     const struct inventory *inv)
 {
     json_t *spec = new_spec("gpu");
     json_t *all_nodes = json_array();
@@ -67,7 +58,7 @@ json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg)
             json_object_set_new(seen, d->base_id, json_true());
             for (char **p = d->paths; p && *p; p++)
                 if (!has_path(all_nodes, *p))
-                    json_array_append_new(all_nodes, device_node(cfg, *p));
+                    json_array_append_new(all_nodes, cdi_device_node(cfg, *p));
             add_device(spec, d->base_id, cdi_device_edits(cfg, d->paths));
         }
     }
@@ -75,8 +66,9 @@ json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg)
 
     json_t *edits = json_object();
     json_object_set_new(edits, "deviceNodes", all_nodes);
+    cdi_edits_finish(cfg, edits);
     add_device(spec, "all", edits);
-    json_object_set_new(spec, "containerEdits", cdi_common_edits(cfg));
+    json_object_set_new(spec, "containerEdits", cdi_common_edits(cfg, inv));
     return spec;
 }
 
@@ -84,26 +76,31 @@ json_t *cdi_device_edits(const struct config *cfg, char *const *paths)
 {
     json_t *nodes = json_array();
     for (char *const *p = paths; p && *p; p++)
-        json_array_append_new(nodes, device_node(cfg, *p));
+        json_array_append_new(nodes, cdi_device_node(cfg, *p));
     json_t *edits = json_object();
     json_object_set_new(edits, "deviceNodes", nodes);
+    cdi_edits_finish(cfg, edits);
     return edits;
 }
 
-json_t *cdi_common_edits(const struct config *cfg)
+json_t *cdi_common_edits(const struct config *cfg, const struct inventory *inv)
 {
-    /* The control nodes every GPU user needs, as nvcdi puts there. */
+    json_t *driver = cdi_driver_edits(cfg, inv);
     json_t *common = json_object();
+    json_object_set(common, "env", json_object_get(driver, "env"));
+    /* The control nodes every GPU user needs, as nvcdi puts there. */
     json_t *ctl = json_array();
     const char *present[ALLOC_CONTROL_NODES_MAX];
     size_t n_present = alloc_control_nodes(cfg, present);
     for (size_t i = 0; i < n_present; i++)
-        json_array_append_new(ctl, device_node(cfg, present[i]));
+        json_array_append_new(ctl, cdi_device_node(cfg, present[i]));
     json_object_set_new(common, "deviceNodes", ctl);
-    /* Keeps a legacy-mode nvidia runtime from injecting GPUs on top of CDI. */
-    json_t *env = json_array();
-    json_array_append_new(env, json_string("NVIDIA_VISIBLE_DEVICES=void"));
-    json_object_set_new(common, "env", env);
+    static const char *const rest[] = { "hooks", "mounts" };
+    for (size_t i = 0; i < ELEMENTSOF(rest); i++)
+        if (json_object_get(driver, rest[i]))
+            json_object_set(common, rest[i], json_object_get(driver, rest[i]));
+    json_decref(driver);
+    cdi_edits_finish(cfg, common);
     return common;
 }
 
@@ -117,9 +114,10 @@ json_t *cdi_imex_spec(const struct config *cfg)
         snprintf(name, sizeof(name), "%d", cfg->imex_channel_ids[i]);
         snprintf(path, sizeof(path), ALLOC_IMEX_CHANNEL_DIR "/channel%d", cfg->imex_channel_ids[i]);
         json_t *nodes = json_array();
-        json_array_append_new(nodes, device_node(cfg, path));
+        json_array_append_new(nodes, cdi_device_node(cfg, path));
         json_t *edits = json_object();
         json_object_set_new(edits, "deviceNodes", nodes);
+        cdi_edits_finish(cfg, edits);
         add_device(spec, name, edits);
     }
     return spec;
@@ -136,7 +134,7 @@ static void add_matching_nodes(const struct config *cfg, json_t *nodes, const ch
     for (int i = 0; i < n; i++) {
         if (list[i]->d_name[0] != '.' && startswith(list[i]->d_name, prefix)) {
             _cleanup_free_ char *p = xasprintf("%s/%s", ctr_dir, list[i]->d_name);
-            json_array_append_new(nodes, device_node(cfg, p));
+            json_array_append_new(nodes, cdi_device_node(cfg, p));
         }
         free(list[i]);
     }
@@ -165,6 +163,7 @@ json_t *cdi_mode_spec(const struct config *cfg, const char *mode)
     json_t *envs = json_array();
     json_array_append_new(envs, json_string(env));
     json_object_set_new(edits, "env", envs);
+    cdi_edits_finish(cfg, edits);
     add_device(spec, "all", edits);
     return spec;
 }
@@ -276,6 +275,8 @@ int cdi_stage_spec_file(const char *dir, const char *file, struct fs_stage *st, 
 int cdi_commit_spec_file(struct fs_stage *st, json_t *spec, bool sync, struct error *err)
 {
     _cleanup_free_ char *path = xstrdup(st->path ? st->path : "(no file)");
+    /* The lowest version that holds what the spec uses, decided once it is whole. */
+    json_object_set_new(spec, "cdiVersion", json_string(cdi_spec_version(spec)));
     /* One buffer, written whole: json_dumpfd makes one write() per token (~130 for a
      * one-GPU spec), on DRA's Prepare path. */
     _cleanup_free_ char *text = json_dumps(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -316,13 +317,14 @@ static int write_or_remove(const char *dir, const char *cls, json_t *spec, struc
     return 0;
 }
 
-int cdi_write_specs(const struct resource_set *rs, const struct config *cfg, struct error *err)
+int cdi_write_specs(const struct resource_set *rs, const struct inventory *inv,
+                    const struct config *cfg, struct error *err)
 {
     if (!(cfg->device_list_strategy & (DEVICE_LIST_CDI_ANNOTATIONS | DEVICE_LIST_CDI_CRI)))
         return 0;
     const char *dir = cfg->cdi_spec_dir && *cfg->cdi_spec_dir ? cfg->cdi_spec_dir : "/var/run/cdi";
     int r;
-    if ((r = write_or_remove(dir, "gpu", cdi_gpu_spec(rs, cfg), err)) < 0)
+    if ((r = write_or_remove(dir, "gpu", cdi_gpu_spec(rs, cfg, inv), err)) < 0)
         return r;
     if ((r = write_or_remove(dir, "imex-channel", cdi_imex_spec(cfg), err)) < 0)
         return r;

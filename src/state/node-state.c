@@ -90,6 +90,41 @@ static void read_host_facts(struct node_state *s, const struct node_state_option
     host_discover(&hopt, &s->inv.host);
 }
 
+static bool has_entry(char *const *v, const char *name)
+{
+    for (; v && *v; v++)
+        if (streq(*v, name))
+            return true;
+    return false;
+}
+
+/* The driver's files every CDI spec carries, looked for once per node state, under the
+ * driver root as this process sees it (--driver-root-ctr-path, or --driver-root itself
+ * when that is not mounted here: the plugin run on the host). */
+static void find_driver_files(const struct config *cfg, struct inventory *inv)
+{
+    const char *root = cfg->driver_root_ctr_path;
+    struct stat st;
+    if (!root || !*root || stat(root, &st) < 0 || !S_ISDIR(st.st_mode))
+        root = cfg->driver_root;
+    struct driver_find_options o = {
+        .root = root,
+        .version = inv->driver_version,
+        .sysfs_root = cfg->sysfs_root,
+        .no_ipc = has_entry(cfg->cdi_feature_flags, "disable-ipc-discoverer"),
+        .hook_path = has_entry(cfg->cdi_disable_hooks, "all") ? NULL
+                     : cfg->nvidia_cdi_hook_path && *cfg->nvidia_cdi_hook_path
+                           ? cfg->nvidia_cdi_hook_path : "/usr/bin/nvidia-ctk",
+    };
+    driver_files_find(&o, &inv->driver);
+    for (char **w = inv->driver.warnings; w && *w; w++)
+        log_warning("%s", *w);
+    if (inv->driver.libcuda_dir)
+        log_info("driver %s: %zu files under %s for the CDI specs (libraries in %s)",
+                 inv->driver.version, inv->driver.n_mounts, *root ? root : "/",
+                 inv->driver.libcuda_dir);
+}
+
 int node_state_build(struct node_state *s, const struct node_state_options *opt,
                      struct error *err)
 {
@@ -134,8 +169,11 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
         return 0;
     if ((r = topo_model_build(&s->inv, &s->topo)) < 0)
         return error_set(err, r, "building the topology model: %s", strerror(-r));
-    if (cfg->device_list_strategy & (DEVICE_LIST_CDI_ANNOTATIONS | DEVICE_LIST_CDI_CRI)) {
-        if ((r = cdi_write_specs(&s->rs, cfg, err)) < 0)
+    bool cdi = cfg->device_list_strategy & (DEVICE_LIST_CDI_ANNOTATIONS | DEVICE_LIST_CDI_CRI);
+    if (cdi || cfg->dra.enabled)
+        find_driver_files(cfg, &s->inv);
+    if (cdi) {
+        if ((r = cdi_write_specs(&s->rs, &s->inv, cfg, err)) < 0)
             return error_prefix(err, "writing CDI specs");
     }
     return 0;

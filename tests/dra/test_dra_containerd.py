@@ -337,8 +337,13 @@ class ContainerdInjectsPreparedClaim(unittest.TestCase):
         want = {}
         for e in edits:
             for n in e.get("deviceNodes", []):
+                if n.get("type") == "c":  # NVIDIA's MIG capability form: no host node needed
+                    self.assertNotIn("hostPath", n)
+                    want[n["path"]] = (n["major"], n.get("minor", 0))
+                    continue
                 st = os.stat(n.get("hostPath", n["path"]))
                 want[n["path"]] = (os.major(st.st_rdev), os.minor(st.st_rdev))
+                self.assertEqual((n.get("major", 0), n.get("minor", 0)), want[n["path"]], n)
         caps = sorted(p for p in want if p.startswith("/dev/nvidia-caps/"))
         self.assertEqual(len(caps), 2, want)  # the MIG device's GI and CI capabilities
         self.assertEqual({p: w for p, w in got["node"].items() if p in want},

@@ -197,7 +197,7 @@ static void test_specs(void)
     CHECK(resources_build(&inv, &cfg, &rs, &err) == 0);
 
     /* envvar only: nothing written */
-    CHECK(cdi_write_specs(&rs, &cfg, &err) == 0);
+    CHECK(cdi_write_specs(&rs, &inv, &cfg, &err) == 0);
     struct stat st;
     CHECK(stat(spec_dir, &st) < 0);
 
@@ -205,7 +205,7 @@ static void test_specs(void)
     cfg.gds_enabled = true;
     cfg.imex_channel_ids = xcalloc(1, sizeof(int));
     cfg.n_imex_channel_ids = 1;
-    CHECK(cdi_write_specs(&rs, &cfg, &err) == 0);
+    CHECK(cdi_write_specs(&rs, &inv, &cfg, &err) == 0);
     CHECK(count_files(spec_dir) == 3);
 
     json_t *gpu = load(spec_dir, "k8s.device-plugin.nvidia.com-gpu.json");
@@ -253,7 +253,7 @@ static void test_specs(void)
     cfg.gds_enabled = false;
     cfg.device_id_strategy = DEVICE_ID_INDEX;
     CHECK(resources_build(&inv, &cfg, &rs, &err) == 0);
-    CHECK(cdi_write_specs(&rs, &cfg, &err) == 0);
+    CHECK(cdi_write_specs(&rs, &inv, &cfg, &err) == 0);
     CHECK(count_files(spec_dir) == 2);
     gpu = load(spec_dir, "k8s.device-plugin.nvidia.com-gpu.json");
     CHECK(gpu && has_device(gpu, "0") && has_device(gpu, "1:0") && has_device(gpu, "1:1"));
@@ -273,7 +273,7 @@ static void test_specs(void)
     /* unwritable spec dir: error names the path */
     free(cfg.cdi_spec_dir);
     cfg.cdi_spec_dir = xasprintf("%s/nvidiactl/sub", dev);
-    CHECK(cdi_write_specs(&rs, &cfg, &err) < 0 && strstr(err.msg, "nvidiactl"));
+    CHECK(cdi_write_specs(&rs, &inv, &cfg, &err) < 0 && strstr(err.msg, "nvidiactl"));
 
     resources_clear(&rs);
     config_free(&cfg);
