@@ -1,4 +1,5 @@
-/* The prepare / unprepare engine (see dra-claims.h). */
+/* The claim engine, its calls, and prepare (see dra-claims.h; unprepare is in
+ * dra-claims-unprepare.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,49 +9,9 @@
 #include "dra/dra-cdi.h"
 #include "dra/dra-checkpoint.h"
 #include "dra/dra-claim.h"
-#include "dra/dra-claims.h"
+#include "dra/dra-claims-internal.h"
 #include "kube/kube.h"
 #include "output/cdi.h"
-
-struct dra_claims {
-    struct loop *loop;
-    struct kube *kube;
-    char *node_name, *cdi_root;
-    const struct config *cfg;
-    int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                        const struct dra_config *cfg, dra_apply_done_fn done,
-                        void *done_userdata, struct dra_apply_op **op, struct error *err);
-    void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
-    void *apply_userdata;
-    const struct inventory *inv;
-    const struct dra_device_set *devices;
-    struct dra_checkpoint ckpt;
-    struct dra_claims_call *calls;   /* in flight, for dra_claims_free */
-};
-
-struct pending {
-    struct dra_claims_call *call;
-    size_t i;
-    char *namespace_, *name;
-    struct kube_req *req;
-    struct fs_stage stage; /* its CDI spec's file, made while its GET is in flight */
-    /* While its sharing configs apply: the spec to write after, the record's device now. */
-    json_t *spec;
-    size_t dev;
-    struct dra_apply_op *op;
-};
-
-struct dra_claims_call {
-    struct dra_claims *c;
-    struct dra_claim_result *results;
-    struct pending *pend;
-    size_t n, outstanding;
-    struct loop_timer *timer, *early;
-    json_t *common; /* the specs' common edits, made while the GETs are in flight */
-    dra_claims_done_fn done;
-    void *userdata;
-    struct dra_claims_call *next, **pprev;
-};
 
 int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_options *o,
                    struct dra_claims **out, struct error *err)
@@ -112,7 +73,7 @@ size_t dra_claims_prepared_count(const struct dra_claims *c)
 
 /* ---- calls ----------------------------------------------------------------------------- */
 
-static struct dra_claims_call *call_new(struct dra_claims *c, const struct dra_claim_ref *claims,
+struct dra_claims_call *claims_call_new(struct dra_claims *c, const struct dra_claim_ref *claims,
                                         size_t n, dra_claims_done_fn done, void *userdata)
 {
     struct dra_claims_call *call = xcalloc(1, sizeof(*call));
@@ -156,7 +117,7 @@ static void call_free(struct dra_claims_call *call)
     free(call);
 }
 
-static void call_finish(struct dra_claims_call *call)
+void claims_call_finish(struct dra_claims_call *call)
 {
     call->done(call->userdata, call->results, call->n);
     call_free(call);
@@ -166,11 +127,10 @@ static void finish_timer(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct dra_claims_call *call = userdata;
     call->timer = NULL;
-    call_finish(call);
+    claims_call_finish(call);
 }
 
-/* Answer from the loop when nothing is outstanding (never from inside the starter). */
-static struct dra_claims_call *call_maybe_done(struct dra_claims_call *call)
+struct dra_claims_call *claims_call_maybe_done(struct dra_claims_call *call)
 {
     if (call->outstanding == 0 && !call->timer)
         call->timer = loop_timer_add(call->c->loop, 0, finish_timer, call);
@@ -195,8 +155,7 @@ void dra_claims_free(struct dra_claims *c)
     free(c);
 }
 
-/* error = "<prefix> <ns>/<name>:<uid>: <err>" (NVIDIA's form). */
-static void result_error(struct dra_claim_result *res, const char *verb, const char *ns,
+void claims_result_error(struct dra_claim_result *res, const char *verb, const char *ns,
                          const char *name, const struct error *err)
 {
     free(res->error);
@@ -207,10 +166,7 @@ static void result_error(struct dra_claim_result *res, const char *verb, const c
         res->error = xasprintf("error %s devices for claim %s: %s", verb, res->uid, err->msg);
 }
 
-/* ---- prepare ---------------------------------------------------------------------------- */
-
-/* The call's pending claim of uid whose sharing configs are being applied, or NULL. */
-static struct pending *applying(const struct dra_claims *c, const char *uid)
+struct pending *claims_busy(const struct dra_claims *c, const char *uid)
 {
     for (struct dra_claims_call *call = c->calls; call; call = call->next)
         for (size_t i = 0; i < call->n; i++)
@@ -218,6 +174,21 @@ static struct pending *applying(const struct dra_claims *c, const char *uid)
                 return &call->pend[i];
     return NULL;
 }
+
+int claims_device(const struct dra_claims *c, const char *device, const struct inv_gpu **gpu,
+                  const struct inv_mig **mig, struct error *err)
+{
+    if (!c->devices || !c->inv)
+        return error_set(err, -EAGAIN, "devices not discovered yet");
+    const struct dra_device *dev = dra_devices_find(c->devices, device);
+    if (!dev)
+        return error_set(err, -ENODEV, "device %s is not a device of node %s", device, c->node_name);
+    *gpu = &c->inv->gpus[dev->gpu];
+    *mig = dev->type == DRA_DEVICE_MIG ? &(*gpu)->migs[dev->mig] : NULL;
+    return 0;
+}
+
+/* ---- prepare ---------------------------------------------------------------------------- */
 
 /* The other claim holding a device of claim (prepared, or its configs being applied), or
  * NULL. */
@@ -227,7 +198,7 @@ static const struct dra_ckpt_claim *overlap(const struct dra_claims *c, const st
     for (size_t k = 0; k < c->ckpt.n_claims; k++) {
         const struct dra_ckpt_claim *o = &c->ckpt.claims[k];
         if (streq(o->uid, claim->uid) ||
-            (o->state != DRA_CKPT_PREPARE_COMPLETED && !applying(c, o->uid)))
+            (o->state != DRA_CKPT_PREPARE_COMPLETED && !claims_busy(c, o->uid)))
             continue;
         for (size_t i = 0; i < claim->n_allocs; i++) {
             if (claim->allocs[i].admin_access)
@@ -324,11 +295,11 @@ static int apply_next(struct dra_claims *c, struct pending *p, struct error *err
         const struct dra_ckpt_device *d = &rec->devices[p->dev];
         if (d->config.sharing == DRA_SHARING_NONE)
             continue;
-        const struct dra_device *dev = c->devices ? dra_devices_find(c->devices, d->device) : NULL;
-        const struct inv_gpu *gpu = dev ? &c->inv->gpus[dev->gpu] : NULL;
-        const struct inv_mig *mig = dev && dev->type == DRA_DEVICE_MIG ? &gpu->migs[dev->mig] : NULL;
-        int r = dev ? c->apply_config(c->apply_userdata, gpu, mig, &d->config, apply_done, p, &p->op, err)
-                    : error_set(err, -ENODEV, "device %s is not a device of node %s", d->device, c->node_name);
+        const struct inv_gpu *gpu;
+        const struct inv_mig *mig;
+        int r = claims_device(c, d->device, &gpu, &mig, err);
+        if (r == 0)
+            r = c->apply_config(c->apply_userdata, gpu, mig, &d->config, apply_done, p, &p->op, err);
         if (r < 0)
             return error_prefix(err, "applying %s to %s", dra_sharing_name(d->config.sharing),
                                 d->device);
@@ -347,7 +318,7 @@ static void applied(struct pending *p, int r, struct error *err)
     fs_stage_abort(&p->stage);
     if (r < 0) {
         undo(call->c, res->uid);
-        result_error(res, "preparing", p->namespace_, p->name, err);
+        claims_result_error(res, "preparing", p->namespace_, p->name, err);
     }
     json_decref(TAKE_PTR(p->spec));
 }
@@ -372,7 +343,7 @@ static void apply_done(void *userdata, int r, const struct error *e)
     }
     applied(p, r, &err);
     if (--call->outstanding == 0)
-        call_finish(call);
+        claims_call_finish(call);
 }
 
 /* 1 when its sharing configs are being applied (apply_done answers res), else res is
@@ -392,7 +363,7 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
         return 0;
     }
     /* ... or be applying its configs now: not twice at once on one GPU. */
-    if (applying(c, uid))
+    if (claims_busy(c, uid))
         return error_set(err, -EBUSY, "its sharing configs are being applied by another "
                                       "prepare call; try again");
 
@@ -478,13 +449,12 @@ static void got_claim(struct kube *k, int status, json_t *body, void *userdata)
     }
     fs_stage_abort(&p->stage); /* not written: an error, or answered from the checkpoint */
     if (err.code && !res->error)
-        result_error(res, "preparing", p->namespace_, p->name, &err);
+        claims_result_error(res, "preparing", p->namespace_, p->name, &err);
     if (--call->outstanding == 0)
-        call_finish(call);
+        claims_call_finish(call);
 }
 
-/* Every claim of a call past the bound gets the same error; nothing else is done. */
-static bool over_bound(struct dra_claims_call *call, const char *verb)
+bool claims_over_bound(struct dra_claims_call *call, const char *verb)
 {
     if (call->n <= DRA_CLAIMS_MAX_PER_CALL)
         return false;
@@ -492,7 +462,7 @@ static bool over_bound(struct dra_claims_call *call, const char *verb)
     error_set(&err, -E2BIG, "%zu claims in one call, more than the bound of %d", call->n,
               DRA_CLAIMS_MAX_PER_CALL);
     for (size_t i = 0; i < call->n; i++)
-        result_error(&call->results[i], verb, NULL, NULL, &err);
+        claims_result_error(&call->results[i], verb, NULL, NULL, &err);
     return true;
 }
 
@@ -518,16 +488,16 @@ static void early_work(struct loop *l, struct loop_timer *t, void *userdata)
 struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dra_claim_ref *claims,
                                            size_t n, dra_claims_done_fn done, void *userdata)
 {
-    struct dra_claims_call *call = call_new(c, claims, n, done, userdata);
-    if (over_bound(call, "preparing"))
-        return call_maybe_done(call);
+    struct dra_claims_call *call = claims_call_new(c, claims, n, done, userdata);
+    if (claims_over_bound(call, "preparing"))
+        return claims_call_maybe_done(call);
     for (size_t i = 0; i < n; i++) {
         struct dra_claim_result *res = &call->results[i];
         const struct dra_claim_ref *ref = &claims[i];
         struct error err = { 0 };
         if (!dra_claim_uid_valid(res->uid)) {
             error_set(&err, -EINVAL, "not a claim UID");
-            result_error(res, "preparing", NULL, NULL, &err);
+            claims_result_error(res, "preparing", NULL, NULL, &err);
             continue;
         }
         const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, res->uid);
@@ -537,7 +507,7 @@ struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dr
         }
         if (!dra_claim_object_name_valid(ref->namespace_) || !dra_claim_object_name_valid(ref->name)) {
             error_set(&err, -EINVAL, "namespace or name is not a Kubernetes object name");
-            result_error(res, "preparing", NULL, NULL, &err);
+            claims_result_error(res, "preparing", NULL, NULL, &err);
             continue;
         }
         struct pending *p = &call->pend[i];
@@ -548,7 +518,7 @@ struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dr
         p->req = kube_request(c->kube, KUBE_GET, path, NULL, got_claim, p, &err);
         if (!p->req) {
             error_prefix(&err, "getting the claim");
-            result_error(res, "preparing", p->namespace_, p->name, &err);
+            claims_result_error(res, "preparing", p->namespace_, p->name, &err);
             continue;
         }
         call->outstanding++;
@@ -556,41 +526,5 @@ struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dr
     /* Armed after the API client's own 0 ms timer, so it runs once the GETs are sent. */
     if (call->outstanding)
         call->early = loop_timer_add(c->loop, 0, early_work, call);
-    return call_maybe_done(call);
-}
-
-/* ---- unprepare -------------------------------------------------------------------------- */
-
-struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
-                                             const struct dra_claim_ref *claims, size_t n,
-                                             dra_claims_done_fn done, void *userdata)
-{
-    struct dra_claims_call *call = call_new(c, claims, n, done, userdata);
-    if (over_bound(call, "unpreparing"))
-        return call_maybe_done(call);
-    for (size_t i = 0; i < n; i++) {
-        struct dra_claim_result *res = &call->results[i];
-        struct error err = { 0 };
-        /* Not a UID we could have prepared (or named a file after): nothing to undo. */
-        if (!dra_claim_uid_valid(res->uid))
-            continue;
-        /* A prepare of it waits for its sharing configs: the tool stopped, that prepare
-         * failed (answered from the loop), and the unprepare goes on as for any. */
-        struct pending *busy = applying(c, res->uid);
-        if (busy) {
-            c->apply_cancel(c->apply_userdata, TAKE_PTR(busy->op));
-            json_decref(TAKE_PTR(busy->spec));
-            fs_stage_abort(&busy->stage);
-            error_set(&err, -ECANCELED, "unprepared while its sharing configs were being applied");
-            result_error(&busy->call->results[busy->i], "preparing", busy->namespace_, busy->name, &err);
-            busy->call->outstanding--;
-            call_maybe_done(busy->call);
-        }
-        /* The spec goes even without a record: a checkpoint discarded as corrupt forgot
-         * claims whose specs are still there. Missing is fine. */
-        if (dra_cdi_remove(c->cdi_root, res->uid, &err) < 0 ||
-            dra_checkpoint_remove(&c->ckpt, res->uid, &err) < 0)
-            result_error(res, "unpreparing", claims[i].namespace_, claims[i].name, &err);
-    }
-    return call_maybe_done(call);
+    return claims_call_maybe_done(call);
 }

@@ -1,0 +1,73 @@
+/* What the claim engine's two halves share (see dra-claims.h): dra-claims.c holds the
+ * engine, its calls and prepare; dra-claims-unprepare.c unprepares, resetting what a
+ * claim's sharing configs set on its GPUs first. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "core/fs.h"
+#include "dra/dra-checkpoint.h"
+#include "dra/dra-claims.h"
+
+struct kube_req;
+
+struct dra_claims {
+    struct loop *loop;
+    struct kube *kube;
+    char *node_name, *cdi_root;
+    const struct config *cfg;
+    int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                        const struct dra_config *cfg, dra_apply_done_fn done,
+                        void *done_userdata, struct dra_apply_op **op, struct error *err);
+    void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
+    void *apply_userdata;
+    const struct inventory *inv;
+    const struct dra_device_set *devices;
+    struct dra_checkpoint ckpt;
+    struct dra_claims_call *calls;   /* in flight, for dra_claims_free */
+};
+
+/* One claim of a call, while something of it is outstanding. */
+struct pending {
+    struct dra_claims_call *call;
+    size_t i;
+    char *namespace_, *name;
+    struct kube_req *req;
+    struct fs_stage stage; /* its CDI spec's file, made while its GET is in flight */
+    /* While its sharing configs apply: the spec to write after. */
+    json_t *spec;
+    size_t dev;              /* the record's device being applied */
+    struct dra_apply_op *op; /* the hook's run in flight */
+};
+
+struct dra_claims_call {
+    struct dra_claims *c;
+    struct dra_claim_result *results;
+    struct pending *pend;
+    size_t n, outstanding;
+    struct loop_timer *timer, *early;
+    json_t *common; /* the specs' common edits, made while the GETs are in flight */
+    dra_claims_done_fn done;
+    void *userdata;
+    struct dra_claims_call *next, **pprev;
+};
+
+struct dra_claims_call *claims_call_new(struct dra_claims *c, const struct dra_claim_ref *claims,
+                                        size_t n, dra_claims_done_fn done, void *userdata);
+/* Answers and frees the call now (from the loop). */
+void claims_call_finish(struct dra_claims_call *call);
+/* Answers from the loop when nothing is outstanding (never from inside the starter). */
+struct dra_claims_call *claims_call_maybe_done(struct dra_claims_call *call);
+/* Every claim of a call past the bound gets the same error; nothing else is done. */
+bool claims_over_bound(struct dra_claims_call *call, const char *verb);
+/* error = "error <verb> devices for claim <ns>/<name>:<uid>: <err>" (NVIDIA's form). */
+void claims_result_error(struct dra_claim_result *res, const char *verb, const char *ns,
+                         const char *name, const struct error *err);
+/* The pending claim of uid that a hook works on (its sharing configs applied by a
+ * prepare), or NULL. */
+struct pending *claims_busy(const struct dra_claims *c, const char *uid);
+/* The GPU (and MIG device) of a recorded device: 0, -EAGAIN before the devices are
+ * discovered, -ENODEV when the node has no such device (now); err set. */
+int claims_device(const struct dra_claims *c, const char *device, const struct inv_gpu **gpu,
+                  const struct inv_mig **mig, struct error *err);
