@@ -20,6 +20,9 @@ struct dra_claims {
     int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
                         const struct dra_config *cfg, dra_apply_done_fn done,
                         void *done_userdata, struct dra_apply_op **op, struct error *err);
+    int (*reset_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                        const struct dra_config *cfg, dra_apply_done_fn done,
+                        void *done_userdata, struct dra_apply_op **op, struct error *err);
     void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
     void *apply_userdata;
     const struct inventory *inv;
@@ -37,8 +40,10 @@ struct pending {
     struct fs_stage stage; /* its CDI spec's file, made while its GET is in flight */
     /* While its sharing configs apply: the spec to write after. */
     json_t *spec;
-    size_t dev;              /* the record's device being applied */
-    struct dra_apply_op *op; /* the hook's run in flight */
+    /* Unprepare: while its GPUs are reset (its record and spec go after). */
+    bool resetting;
+    size_t dev;              /* the record's device being applied or reset */
+    struct dra_apply_op *op; /* the hook's run in flight (both cancelled by apply_cancel) */
 };
 
 struct dra_claims_call {
@@ -64,10 +69,16 @@ bool claims_over_bound(struct dra_claims_call *call, const char *verb);
 /* error = "error <verb> devices for claim <ns>/<name>:<uid>: <err>" (NVIDIA's form). */
 void claims_result_error(struct dra_claim_result *res, const char *verb, const char *ns,
                          const char *name, const struct error *err);
-/* The pending claim of uid that a hook works on (its sharing configs applied by a
- * prepare), or NULL. */
+/* The pending claim of uid that a hook works on (its sharing configs applied by a prepare,
+ * or its GPUs reset by an unprepare), or NULL. */
 struct pending *claims_busy(const struct dra_claims *c, const char *uid);
 /* The GPU (and MIG device) of a recorded device: 0, -EAGAIN before the devices are
  * discovered, -ENODEV when the node has no such device (now); err set. */
 int claims_device(const struct dra_claims *c, const char *device, const struct inv_gpu **gpu,
                   const struct inv_mig **mig, struct error *err);
+/* The claim whose unprepare resets (now, or next) a device that rec has a sharing config
+ * for, or NULL; *device: that device. Preparing rec meanwhile could set the GPU just
+ * before the reset puts it back. */
+const struct dra_ckpt_claim *claims_reset_overlap(const struct dra_claims *c,
+                                                  const struct dra_ckpt_claim *rec,
+                                                  const char **device);

@@ -1,9 +1,147 @@
-/* Unpreparing claims (see dra-claims.h): their CDI specs and records removed. */
+/* Unpreparing claims (see dra-claims.h): what their sharing configs set on their GPUs put
+ * back through the reset_config hook, then their CDI specs and records removed. */
 #include <errno.h>
 
+#include "core/log.h"
 #include "dra/dra-cdi.h"
 #include "dra/dra-claim.h"
 #include "dra/dra-claims-internal.h"
+
+static bool has_config(const struct dra_ckpt_device *d, const char *device)
+{
+    return d->config.sharing != DRA_SHARING_NONE && streq(d->device, device);
+}
+
+/* Whether device k of rec is reset when rec goes: it has a sharing config, no earlier
+ * device of rec names it (once is enough), and no other recorded claim holds it with a
+ * sharing config. Only adminAccess results let two claims hold one device (dra-claims.h);
+ * the setting of the one still recorded stays, and the last one to go resets it. A claim
+ * whose prepare applies its configs now is recorded (PrepareStarted), so it counts. */
+static bool to_reset(const struct dra_claims *c, const struct dra_ckpt_claim *rec, size_t k)
+{
+    const char *device = rec->devices[k].device;
+    if (rec->devices[k].config.sharing == DRA_SHARING_NONE)
+        return false;
+    for (size_t j = 0; j < k; j++)
+        if (has_config(&rec->devices[j], device))
+            return false;
+    for (size_t i = 0; i < c->ckpt.n_claims; i++) {
+        const struct dra_ckpt_claim *o = &c->ckpt.claims[i];
+        for (size_t j = 0; o != rec && j < o->n_devices; j++)
+            if (has_config(&o->devices[j], device))
+                return false;
+    }
+    return true;
+}
+
+const struct dra_ckpt_claim *claims_reset_overlap(const struct dra_claims *c,
+                                                  const struct dra_ckpt_claim *rec,
+                                                  const char **device)
+{
+    for (const struct dra_claims_call *call = c->calls; call; call = call->next)
+        for (size_t i = 0; i < call->n; i++) {
+            const struct dra_ckpt_claim *o = call->pend[i].resetting
+                ? dra_checkpoint_find(&c->ckpt, call->results[i].uid) : NULL;
+            for (size_t j = 0; o && j < o->n_devices; j++)
+                for (size_t k = 0; k < rec->n_devices; k++)
+                    if (o->devices[j].config.sharing != DRA_SHARING_NONE &&
+                        has_config(&rec->devices[k], o->devices[j].device)) {
+                        *device = rec->devices[k].device;
+                        return o;
+                    }
+        }
+    return NULL;
+}
+
+static int reset_failed(struct error *err, const struct dra_ckpt_device *d)
+{
+    return error_prefix(err, "resetting %s on %s", dra_sharing_name(d->config.sharing), d->device);
+}
+
+static void reset_done(void *userdata, int r, const struct error *e);
+
+/* The GPUs of p's claim reset from its record's device p->dev on, one at a time: 1 while
+ * one is in flight (reset_done goes on), 0 when all are, -errno (err). The record is
+ * found anew each time (other claims' writes move it); it stays while p resets: another
+ * prepare or unprepare of the claim is refused meanwhile. */
+static int reset_next(struct dra_claims *c, struct pending *p, struct error *err)
+{
+    const char *uid = p->call->results[p->i].uid;
+    for (;; p->dev++) {
+        const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, uid);
+        if (!rec || p->dev >= rec->n_devices)
+            return 0;
+        if (!to_reset(c, rec, p->dev))
+            continue;
+        const struct dra_ckpt_device *d = &rec->devices[p->dev];
+        const struct inv_gpu *gpu;
+        const struct inv_mig *mig;
+        int r = claims_device(c, d->device, &gpu, &mig, err);
+        if (r == -ENODEV) {
+            /* No longer DRA's (the GPU gone, or MIG or the device plugin took it at a
+             * reload): nothing of it may be touched, and failing would fail every retry
+             * of the kubelet, holding its pod's teardown forever. */
+            log_warning("DRA: unpreparing claim %s: %s; its %s config is left as it is",
+                        uid, err->msg, dra_sharing_name(d->config.sharing));
+            continue;
+        }
+        if (r == 0)
+            r = c->reset_config(c->apply_userdata, gpu, mig, &d->config, reset_done, p, &p->op, err);
+        if (r < 0)
+            return reset_failed(err, d);
+        if (r > 0)
+            return 1;
+    }
+}
+
+/* The claim of res is reset (r == 0): its spec and record go. Else (r < 0, err) it fails,
+ * and stays recorded with its spec, so that the kubelet's retry resets again. */
+static void unprepared(struct dra_claims *c, struct dra_claim_result *res, const char *ns,
+                       const char *name, int r, struct error *err)
+{
+    /* The spec goes even without a record: a checkpoint discarded as corrupt forgot
+     * claims whose specs are still there. Missing is fine. */
+    if (r == 0 && (r = dra_cdi_remove(c->cdi_root, res->uid, err)) == 0)
+        r = dra_checkpoint_remove(&c->ckpt, res->uid, err);
+    if (r < 0)
+        claims_result_error(res, "unpreparing", ns, name, err);
+}
+
+static void reset_done(void *userdata, int r, const struct error *e)
+{
+    struct pending *p = userdata;
+    struct dra_claims_call *call = p->call;
+    struct error err = { 0 };
+    p->op = NULL;
+    if (r < 0) {
+        const struct dra_ckpt_claim *rec = dra_checkpoint_find(&call->c->ckpt, call->results[p->i].uid);
+        err = *e;
+        if (rec) /* it is: nothing removes the record of a claim being reset */
+            reset_failed(&err, &rec->devices[p->dev]);
+    } else {
+        p->dev++;
+        if ((r = reset_next(call->c, p, &err)) > 0)
+            return;
+    }
+    p->resetting = false;
+    unprepared(call->c, &call->results[p->i], p->namespace_, p->name, r, &err);
+    if (--call->outstanding == 0)
+        claims_call_finish(call);
+}
+
+/* A prepare of the claim waits for its sharing configs: the tool stopped, that prepare
+ * failed (answered from the loop). What it set is reset as for any claim. */
+static void stop_apply(struct dra_claims *c, struct pending *busy)
+{
+    struct error err = { 0 };
+    c->apply_cancel(c->apply_userdata, TAKE_PTR(busy->op));
+    json_decref(TAKE_PTR(busy->spec));
+    fs_stage_abort(&busy->stage);
+    error_set(&err, -ECANCELED, "unprepared while its sharing configs were being applied");
+    claims_result_error(&busy->call->results[busy->i], "preparing", busy->namespace_, busy->name, &err);
+    busy->call->outstanding--;
+    claims_call_maybe_done(busy->call);
+}
 
 struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
                                              const struct dra_claim_ref *claims, size_t n,
@@ -14,27 +152,30 @@ struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
         return claims_call_maybe_done(call);
     for (size_t i = 0; i < n; i++) {
         struct dra_claim_result *res = &call->results[i];
+        const struct dra_claim_ref *ref = &claims[i];
         struct error err = { 0 };
         /* Not a UID we could have prepared (or named a file after): nothing to undo. */
         if (!dra_claim_uid_valid(res->uid))
             continue;
-        /* A prepare of it waits for its sharing configs: the tool stopped, that prepare
-         * failed (answered from the loop), and the unprepare goes on as for any. */
         struct pending *busy = claims_busy(c, res->uid);
-        if (busy) {
-            c->apply_cancel(c->apply_userdata, TAKE_PTR(busy->op));
-            json_decref(TAKE_PTR(busy->spec));
-            fs_stage_abort(&busy->stage);
-            error_set(&err, -ECANCELED, "unprepared while its sharing configs were being applied");
-            claims_result_error(&busy->call->results[busy->i], "preparing", busy->namespace_, busy->name, &err);
-            busy->call->outstanding--;
-            claims_call_maybe_done(busy->call);
+        if (busy && busy->resetting) {
+            error_set(&err, -EBUSY, "its GPUs are being reset by another unprepare call; try again");
+            claims_result_error(res, "unpreparing", ref->namespace_, ref->name, &err);
+            continue;
         }
-        /* The spec goes even without a record: a checkpoint discarded as corrupt forgot
-         * claims whose specs are still there. Missing is fine. */
-        if (dra_cdi_remove(c->cdi_root, res->uid, &err) < 0 ||
-            dra_checkpoint_remove(&c->ckpt, res->uid, &err) < 0)
-            claims_result_error(res, "unpreparing", claims[i].namespace_, claims[i].name, &err);
+        if (busy)
+            stop_apply(c, busy);
+        struct pending *p = &call->pend[i];
+        *p = (struct pending){ .call = call, .i = i };
+        int r = c->reset_config ? reset_next(c, p, &err) : 0;
+        if (r > 0) {
+            p->resetting = true;
+            p->namespace_ = ref->namespace_ ? xstrdup(ref->namespace_) : NULL;
+            p->name = ref->name ? xstrdup(ref->name) : NULL;
+            call->outstanding++;
+            continue;
+        }
+        unprepared(c, res, ref->namespace_, ref->name, r, &err);
     }
     return claims_call_maybe_done(call);
 }

@@ -51,6 +51,7 @@ int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_optio
     c->cdi_root = xstrdup(o->cdi_root);
     c->cfg = o->cfg;
     c->apply_config = o->apply_config;
+    c->reset_config = o->reset_config;
     c->apply_cancel = o->apply_cancel;
     c->apply_userdata = o->apply_userdata;
     *out = c;
@@ -104,7 +105,8 @@ static void call_free(struct dra_claims_call *call)
     for (size_t i = 0; i < call->n; i++) {
         kube_request_cancel(call->pend[i].req);
         fs_stage_abort(&call->pend[i].stage);
-        /* A sharing config being applied: its tool stopped; PrepareStarted stays. */
+        /* A hook in flight: its tool stopped. The record stays, as a crash would leave
+         * it: PrepareStarted (a prepare), or the claim not yet unprepared (a reset). */
         if (call->pend[i].op)
             call->c->apply_cancel(call->c->apply_userdata, call->pend[i].op);
         json_decref(call->pend[i].spec);
@@ -170,7 +172,7 @@ struct pending *claims_busy(const struct dra_claims *c, const char *uid)
 {
     for (struct dra_claims_call *call = c->calls; call; call = call->next)
         for (size_t i = 0; i < call->n; i++)
-            if (call->pend[i].spec && streq(call->results[i].uid, uid))
+            if ((call->pend[i].spec || call->pend[i].resetting) && streq(call->results[i].uid, uid))
                 return &call->pend[i];
     return NULL;
 }
@@ -190,8 +192,8 @@ int claims_device(const struct dra_claims *c, const char *device, const struct i
 
 /* ---- prepare ---------------------------------------------------------------------------- */
 
-/* The other claim holding a device of claim (prepared, or its configs being applied), or
- * NULL. */
+/* The other claim holding a device of claim (prepared, or its configs being applied or its
+ * GPUs reset), or NULL. */
 static const struct dra_ckpt_claim *overlap(const struct dra_claims *c, const struct dra_claim *claim,
                                             const char **device)
 {
@@ -346,29 +348,42 @@ static void apply_done(void *userdata, int r, const struct error *e)
         claims_call_finish(call);
 }
 
+/* -EBUSY (err) while a hook works on uid's claim for another call, else 0. */
+static int busy_error(const struct dra_claims *c, const char *uid, struct error *err)
+{
+    const struct pending *busy = claims_busy(c, uid);
+    if (!busy)
+        return 0;
+    if (busy->resetting)
+        return error_set(err, -EBUSY, "it is being unprepared (its GPUs reset); try again");
+    return error_set(err, -EBUSY, "its sharing configs are being applied by another prepare "
+                                  "call; try again");
+}
+
 /* 1 when its sharing configs are being applied (apply_done answers res), else res is
  * answered: its devices, or an error in err (or already in res). */
 static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
                          struct dra_claim_result *res, struct error *err)
 {
     const char *uid = res->uid;
+    int r;
     const char *api_uid = json_string_value(json_object_get(json_object_get(body, "metadata"), "uid"));
     if (!api_uid || !streq(api_uid, uid))
         return error_set(err, -ESTALE, "claim got replaced: the API server has UID %s",
                          api_uid ? api_uid : "(none)");
-    /* Another call of the kubelet's may have finished it while we waited. */
+    /* Another call of the kubelet's may be applying its configs now (not twice at once on
+     * one GPU) or unpreparing it, ... */
+    if ((r = busy_error(c, uid, err)) < 0)
+        return r;
+    /* ... or have finished it while we waited. */
     const struct dra_ckpt_claim *done = dra_checkpoint_find(&c->ckpt, uid);
     if (done && done->state == DRA_CKPT_PREPARE_COMPLETED) {
         dra_ckpt_claim_result(done, res);
         return 0;
     }
-    /* ... or be applying its configs now: not twice at once on one GPU. */
-    if (claims_busy(c, uid))
-        return error_set(err, -EBUSY, "its sharing configs are being applied by another "
-                                      "prepare call; try again");
 
     struct dra_claim claim;
-    int r = dra_claim_parse(body, DRA_DRIVER_NAME, c->node_name, &claim, err);
+    r = dra_claim_parse(body, DRA_DRIVER_NAME, c->node_name, &claim, err);
     if (r < 0)
         return r;
     struct dra_ckpt_claim rec = { 0 };
@@ -395,6 +410,11 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
     }
     if ((r = plan(c, &claim, &rec, devs, &n_devs, err)) < 0)
         goto out;
+    if (changes_devices(c, &rec) && (other = claims_reset_overlap(c, &rec, &dev))) {
+        r = error_set(err, -EBUSY, "device %s is being reset by the unprepare of claim %s/%s:%s; "
+                                   "try again", dev, other->namespace_, other->name, other->uid);
+        goto out;
+    }
     spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, n_devs, p->call->common, err);
     if (!spec) {
         r = err->code;
@@ -502,7 +522,11 @@ struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dr
         }
         const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, res->uid);
         if (rec && rec->state == DRA_CKPT_PREPARE_COMPLETED) {
-            dra_ckpt_claim_result(rec, res);
+            /* Not the answer of a claim whose record is about to go. */
+            if (busy_error(c, res->uid, &err) < 0)
+                claims_result_error(res, "preparing", rec->namespace_, rec->name, &err);
+            else
+                dra_ckpt_claim_result(rec, res);
             continue;
         }
         if (!dra_claim_object_name_valid(ref->namespace_) || !dra_claim_object_name_valid(ref->name)) {

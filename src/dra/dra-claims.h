@@ -27,8 +27,20 @@
  * was never unprepared, and giving the device twice would break the isolation the second
  * claim was promised.
  *
- * Unprepare, per claim: remove its CDI spec (missing: fine) and its checkpoint record.
- * The API is not asked (the claim may be gone); a UID never prepared is a success.
+ * Unprepare, per claim: put back what its devices' sharing configs set on their GPUs
+ * (options.reset_config, as recorded in its checkpoint record), then remove its CDI spec
+ * (missing: fine) and its checkpoint record. The API is not asked (the claim may be
+ * gone); a UID never prepared is a success; a claim without a sharing config runs no
+ * hook. A reset runs on the loop as an apply does; a failed one fails that claim's
+ * unprepare and leaves it recorded with its spec, so the kubelet's retry resets again.
+ * A call cancelled meanwhile (the kubelet gone, the plugin stopping) stops the tool and
+ * leaves the claim recorded as well. While it resets, another prepare or unprepare of
+ * it is refused (-EBUSY: the kubelet retries), and so is a prepare of another claim with
+ * a sharing config for one of its devices.
+ * Shared GPUs: a device is reset once per claim, and only when no other recorded claim
+ * (prepared, or PrepareStarted) holds that device with a sharing config: only
+ * adminAccess results let two claims hold one device, the setting of the one still
+ * recorded must stay, and the last one with a sharing config to go resets the GPU.
  *
  * Per-claim errors go into that claim's result (NVIDIA's "error preparing devices for
  * claim <ns>/<name>:<uid>: ..."); a call never fails as a whole. Bounds: at most
@@ -58,9 +70,10 @@ struct loop;
 struct kube;
 struct dra_claims;
 struct dra_claims_call;
-/* An apply_config in flight: the hook's own object. */
+/* An apply_config or reset_config in flight: the hooks' own object. */
 struct dra_apply_op;
-/* The end of an apply_config that was started: 0, or -errno with err saying what failed. */
+/* The end of an apply_config or reset_config that was started: 0, or -errno with err
+ * saying what failed. */
 typedef void (*dra_apply_done_fn)(void *done_userdata, int r, const struct error *err);
 
 struct dra_claims_options {
@@ -81,6 +94,15 @@ struct dra_claims_options {
      * gpu, mig and cfg are borrowed for the call only. NULL: configs are decoded, checked
      * and recorded, not applied. */
     int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                        const struct dra_config *cfg, dra_apply_done_fn done,
+                        void *done_userdata, struct dra_apply_op **op, struct error *err);
+    /* Puts back what apply_config set on the GPU of a device with a sharing config
+     * (recorded in the checkpoint), when its claim is unprepared, before its spec and
+     * record go: TimeSlicing's compute mode and interval back to the defaults. Called
+     * only for devices to reset (the rule above), one at a time; a failure fails the
+     * claim's unprepare. Same contract as apply_config, *op cancelled by apply_cancel,
+     * same userdata. NULL: nothing is reset. */
+    int (*reset_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
                         const struct dra_config *cfg, dra_apply_done_fn done,
                         void *done_userdata, struct dra_apply_op **op, struct error *err);
     void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
@@ -115,7 +137,8 @@ struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
                                              const struct dra_claim_ref *claims, size_t n,
                                              dra_claims_done_fn done, void *userdata);
 /* done is not called afterwards. NULL is ignored; not after (or from inside) done. What a
- * cancelled prepare already recorded stays prepared (the kubelet will repeat it). */
+ * cancelled prepare already recorded stays prepared (the kubelet will repeat it); a claim
+ * whose reset a cancelled unprepare stopped stays recorded (the kubelet will repeat that). */
 void dra_claims_cancel(struct dra_claims_call *call);
 
 /* How many claims the checkpoint holds (tests, metrics). */

@@ -8,11 +8,14 @@
  *   unprepare ID NS/NAME/UID...   -> "done ID <JSON results>"
  *   prepare-gen ID N              -> prepare of N claims ns/c<i>/u-<i>; "done ID <JSON>"
  *   cancel ID NS/NAME/UID...      -> a prepare cancelled at once: "cancelled ID"
- *   cancel-later ID               -> the prepare ID still in flight cancelled: "cancelled ID"
+ *   cancel-later ID               -> the prepare or unprepare ID still in flight cancelled:
+ *                                    "cancelled ID"
  *   count                         -> "count N" (claims in the checkpoint)
+ *   fail-reset MINOR              -> that GPU's resets fail from the loop (-1: none do)
  * and, from the engine's apply_config: "applied MINOR SHARING INTERVAL" when it starts;
- * it ends from the loop (a 0 ms timer), like a tool: minor 7 fails at once, minor 6 fails
- * from the loop, minor 5 takes 1 s ("apply-cancelled 5" when cancelled first)
+ * from its reset_config: "reset MINOR SHARING". Both end from the loop (a 0 ms timer),
+ * like a tool: an apply on minor 7 fails at once, on minor 6 from the loop; minor 5 takes
+ * 1 s ("apply-cancelled 5" when cancelled first)
  *   (end of stdin)                -> everything freed, exit 0 */
 #include <fcntl.h>
 #include <getopt.h>
@@ -28,8 +31,9 @@
 
 static struct loop *loop;
 static struct dra_claims *claims;
-/* Prepares in flight, for cancel-later: the id (the done's userdata) and the call. */
+/* Calls in flight, for cancel-later: the id (the done's userdata) and the call. */
 static struct { char *id; struct dra_claims_call *call; } flight[64];
+static int fail_reset = -1;
 static char inbuf[1 << 20];
 static size_t inlen;
 
@@ -69,6 +73,7 @@ static void done_cb(void *userdata, const struct dra_claim_result *res, size_t n
 struct dra_apply_op {
     struct loop_timer *timer;
     unsigned minor;
+    bool fail;
     char uuid[sizeof(((struct inv_gpu *)0)->uuid)];
     dra_apply_done_fn done;
     void *userdata;
@@ -78,9 +83,21 @@ static void apply_end(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct dra_apply_op *op = userdata;
     struct error err = { 0 };
-    int r = op->minor == 6 ? error_set(&err, -EIO, "simulated failure later on GPU %s", op->uuid) : 0;
+    int r = op->fail ? error_set(&err, -EIO, "simulated failure later on GPU %s", op->uuid) : 0;
     op->done(op->userdata, r, &err);
     free(op);
+}
+
+static int start(const struct inv_gpu *gpu, bool fail, dra_apply_done_fn done, void *done_userdata,
+                 struct dra_apply_op **opp)
+{
+    struct dra_apply_op *op = xcalloc(1, sizeof(*op));
+    *op = (struct dra_apply_op){ .minor = gpu->minor, .fail = fail, .done = done,
+                                 .userdata = done_userdata };
+    snprintf(op->uuid, sizeof(op->uuid), "%s", gpu->uuid);
+    op->timer = loop_timer_add(loop, gpu->minor == 5 ? 1000 : 0, apply_end, op);
+    *opp = op;
+    return 1;
 }
 
 static int apply_config(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
@@ -92,12 +109,16 @@ static int apply_config(void *userdata, const struct inv_gpu *gpu, const struct 
     printf("applied %u %s %s\n", gpu->minor, dra_sharing_name(cfg->sharing),
            dra_ts_interval_name(cfg->interval));
     fflush(stdout);
-    struct dra_apply_op *op = xcalloc(1, sizeof(*op));
-    *op = (struct dra_apply_op){ .minor = gpu->minor, .done = done, .userdata = done_userdata };
-    snprintf(op->uuid, sizeof(op->uuid), "%s", gpu->uuid);
-    op->timer = loop_timer_add(loop, gpu->minor == 5 ? 1000 : 0, apply_end, op);
-    *opp = op;
-    return 1;
+    return start(gpu, gpu->minor == 6, done, done_userdata, opp);
+}
+
+static int reset_config(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                        const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
+                        struct dra_apply_op **opp, struct error *err)
+{
+    printf("reset %u %s\n", gpu->minor, dra_sharing_name(cfg->sharing));
+    fflush(stdout);
+    return start(gpu, (int)gpu->minor == fail_reset, done, done_userdata, opp);
 }
 
 static void apply_cancel(void *userdata, struct dra_apply_op *op)
@@ -138,17 +159,17 @@ static void command(char *line)
                           streq(words[0], "cancel"))) {
         size_t k = parse_refs(words + 2, n - 2, refs);
         char *id = xstrdup(words[1]);
-        if (streq(words[0], "prepare")) {
-            struct dra_claims_call *call = dra_claims_prepare(claims, refs, k, done_cb, id);
+        if (streq(words[0], "prepare") || streq(words[0], "unprepare")) {
+            struct dra_claims_call *call = streq(words[0], "prepare")
+                ? dra_claims_prepare(claims, refs, k, done_cb, id)
+                : dra_claims_unprepare(claims, refs, k, done_cb, id);
             for (size_t i = 0; i < ELEMENTSOF(flight); i++)
                 if (!flight[i].id) {
                     flight[i].id = id;
                     flight[i].call = call;
                     break;
                 }
-        } else if (streq(words[0], "unprepare"))
-            dra_claims_unprepare(claims, refs, k, done_cb, id);
-        else {
+        } else {
             dra_claims_cancel(dra_claims_prepare(claims, refs, k, done_cb, id));
             printf("cancelled %s\n", id);
             free(id);
@@ -161,6 +182,9 @@ static void command(char *line)
                 flight[i].id = NULL;
                 printf("cancelled %s\n", words[1]);
             }
+    } else if (n == 2 && streq(words[0], "fail-reset")) {
+        fail_reset = atoi(words[1]);
+        printf("ok fail-reset\n");
     } else if (n == 3 && streq(words[0], "prepare-gen")) {
         size_t count = strtoul(words[2], NULL, 10);
         struct dra_claim_ref *many = xcalloc(count + 1, sizeof(*many));
@@ -206,7 +230,7 @@ int main(int argc, char **argv)
 {
     struct kube_options ko = { .qps = 1000, .burst = 1000 };
     struct dra_claims_options o = { .node_name = "gpu-node-1", .apply_config = apply_config,
-                                    .apply_cancel = apply_cancel };
+                                    .reset_config = reset_config, .apply_cancel = apply_cancel };
     static const struct option opts[] = {
         { "kubeconfig", required_argument, NULL, 'k' }, { "cdi-root", required_argument, NULL, 'c' },
         { "plugin-dir", required_argument, NULL, 'p' }, { "boot-id-file", required_argument, NULL, 'b' },

@@ -515,6 +515,17 @@ static void test_checkpoint(void)
     CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
     CHECK_STR_CONTAINS(discarded.msg, "is a malformed claim");
     dra_checkpoint_clear(&c);
+    /* A device recorded without "sharing" (no config, or an older plugin's): loaded as no
+     * sharing config, which is what unprepare reads to leave its GPU alone. */
+    static const char plain[] = "{\"version\": 1, \"nodeBootID\": \"boot-2\", \"preparedClaims\": "
+                                "{\"u-1\": {\"checkpointState\": \"PrepareCompleted\", \"name\": \"n\", "
+                                "\"namespace\": \"ns\", \"devices\": [{\"device\": \"gpu-0\", \"pool\": "
+                                "\"p\", \"request\": \"r\", \"cdiDeviceID\": \"c\", \"configKind\": \"GpuConfig\"}]}}}";
+    CHECK(write_file_atomic(path, plain, sizeof(plain) - 1, 0600, false) == 0);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0 && c.n_claims == 1 &&
+          c.claims[0].devices[0].config.sharing == DRA_SHARING_NONE);
+    dra_checkpoint_clear(&c);
+    CHECK(unlink(path) == 0);
 
     /* Bounds: the number of claims, then the size. Refused, nothing changes. */
     CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0);

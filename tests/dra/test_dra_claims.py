@@ -4,7 +4,10 @@ client, against the fake API server serving the real 1.34 ResourceClaim objects
 re-prepare without a GET, restart with the checkpoint, another boot, unprepare (also of a
 UID never prepared), UID mismatch, missing claim, server error, another node's pool,
 unknown device, a device held by another claim, opaque config, MPS, a CDI root that is
-not writable, 10,000 claims in one call.
+not writable, 10,000 claims in one call; on unprepare, the GPU of a sharing config reset
+(through the probe's reset_config) before the record goes, a failed reset failing the
+unprepare until a retry, a GPU two claims share reset by the last, a cancelled unprepare
+or a freed engine stopping the reset.
 
 usage: test_dra_claims.py <dra-claims-probe> <fake-apiserver>"""
 import copy
@@ -379,6 +382,8 @@ class Claims(unittest.TestCase):
         uid = slow["metadata"]["uid"]
         self.assertEqual(self.call("unprepare", ref(slow)), [{"uid": uid, "devices": []}])
         self.p.expect(r"^apply-cancelled 5$")
+        # What the stopped apply may have set is reset, as for any claim.
+        self.p.expect(r"^reset 5 TimeSlicing$")
         err = self.error(json.loads(self.p.expect(r"^done s (.*)$").group(1)))
         self.assertEqual(err, "error preparing devices for claim default/shared-gpu:%s: unprepared "
                               "while its sharing configs were being applied" % uid)
@@ -399,6 +404,114 @@ class Claims(unittest.TestCase):
         res = self.prepare(ref(slow))
         self.assertNotIn("error", res[0])
         self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareCompleted")
+
+    # ---- unprepare: the GPU put back -----------------------------------------------------
+
+    def timesliced(self, device, name=None, uid=None, admin=False):
+        o = copy.deepcopy(obj("resourceclaim-opaque-config-allocated"))
+        if name:
+            o["metadata"].update(name=name, uid=uid)
+        res = o["status"]["allocation"]["devices"]["results"][0]
+        res["device"] = device
+        if admin:
+            res["adminAccess"] = True
+        return self.load(o)
+
+    def lines(self, prefix):
+        self.p.send("count")  # every line up to here is read
+        self.p.expect(r"^count \d+$")
+        return [line for line in self.p.seen if line.startswith(prefix)]
+
+    def test_unprepare_resets_the_gpu_before_the_record_goes(self):
+        ts = self.timesliced("gpu-5")
+        plain = self.load(obj("resourceclaim-from-template-allocated"))
+        self.assertEqual([r.get("error") for r in self.prepare(ref(ts), ref(plain))], [None, None])
+        uid = ts["metadata"]["uid"]
+        # A claim without a sharing config: nothing reset.
+        self.assertEqual(self.call("unprepare", ref(plain)), [{"uid": plain["metadata"]["uid"], "devices": []}])
+        self.assertEqual(self.lines("reset"), [])
+        # With one: reset first (1 s on minor 5), its spec and record still there meanwhile.
+        self.p.send("unprepare u " + ref(ts))
+        self.p.expect(r"^reset 5 TimeSlicing$")
+        self.assertIn(uid, self.checkpoint()["preparedClaims"])
+        self.assertEqual(len(self.spec(uid)["devices"]), 1)
+        res = json.loads(self.p.expect(r"^done u (.*)$").group(1))
+        self.assertEqual(res, [{"uid": uid, "devices": []}])
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})
+        self.assertEqual(os.listdir(self.cdi), [])
+        # Again: not recorded, nothing reset.
+        self.assertEqual(self.call("unprepare", ref(ts)), [{"uid": uid, "devices": []}])
+        self.assertEqual(self.lines("reset"), ["reset 5 TimeSlicing"])
+
+    def test_failed_reset_fails_the_unprepare_until_a_retry_resets(self):
+        ts = self.timesliced("gpu-0")
+        uid = ts["metadata"]["uid"]
+        self.assertNotIn("error", self.prepare(ref(ts))[0])
+        self.p.send("fail-reset 0")
+        self.p.expect(r"^ok fail-reset$")
+        self.assertEqual(self.error(self.call("unprepare", ref(ts))),
+                         "error unpreparing devices for claim default/shared-gpu:%s: resetting "
+                         "TimeSlicing on gpu-0: simulated failure later on GPU GPU-00000000-0000-"
+                         "0000-0000-000000000000" % uid)
+        # Still recorded, with its spec: the kubelet's retry resets again.
+        self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareCompleted")
+        self.assertEqual(len(self.spec(uid)["devices"]), 1)
+        self.p.send("fail-reset -1")
+        self.p.expect(r"^ok fail-reset$")
+        self.assertEqual(self.call("unprepare", ref(ts)), [{"uid": uid, "devices": []}])
+        self.assertEqual(self.lines("reset"), ["reset 0 TimeSlicing"] * 2)
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})
+
+    def test_shared_gpu_is_reset_by_the_last_claim(self):
+        a = self.timesliced("gpu-0", admin=True)
+        b = self.timesliced("gpu-0", "shared-b", "aaaaaaaa-0000-0000-0000-0000000000b0", admin=True)
+        self.assertEqual([r.get("error") for r in self.prepare(ref(a), ref(b))], [None, None])
+        self.assertEqual(self.lines("applied"), ["applied 0 TimeSlicing Long"] * 2)
+        # b still holds gpu-0 with its setting: not reset.
+        self.assertEqual(self.call("unprepare", ref(a)), [{"uid": a["metadata"]["uid"], "devices": []}])
+        self.assertEqual(self.lines("reset"), [])
+        self.assertEqual(self.call("unprepare", ref(b)), [{"uid": b["metadata"]["uid"], "devices": []}])
+        self.assertEqual(self.lines("reset"), ["reset 0 TimeSlicing"])
+
+    def test_cancelled_unprepare_stops_the_reset(self):
+        ts = self.timesliced("gpu-5")
+        uid = ts["metadata"]["uid"]
+        self.assertNotIn("error", self.prepare(ref(ts))[0])
+        self.p.send("unprepare u " + ref(ts))
+        self.p.expect(r"^reset 5 TimeSlicing$")
+        # Meanwhile another prepare or unprepare of it, and a claim with a sharing config for
+        # its device, are refused (the kubelet retries).
+        self.assertIn("it is being unprepared (its GPUs reset); try again", self.error(self.prepare(ref(ts))))
+        self.assertIn("its GPUs are being reset by another unprepare call; try again",
+                      self.error(self.call("unprepare", ref(ts))))
+        admin = self.timesliced("gpu-5", "admin", "aaaaaaaa-0000-0000-0000-0000000000a0", admin=True)
+        self.assertIn("device gpu-5 is being reset by the unprepare of claim default/shared-gpu:" + uid,
+                      self.error(self.prepare(ref(admin))))
+        # The kubelet gives up on the call: the reset stopped, the claim still recorded.
+        self.p.send("cancel-later u")
+        self.p.expect(r"^apply-cancelled 5$")
+        self.p.expect(r"^cancelled u$")
+        self.assertEqual(self.checkpoint()["preparedClaims"][uid]["checkpointState"], "PrepareCompleted")
+        time.sleep(1.2)
+        self.assertNotIn("done u", " ".join(self.p.seen))
+        self.assertEqual(self.call("unprepare", ref(ts)), [{"uid": uid, "devices": []}])
+        self.assertEqual(self.lines("reset"), ["reset 5 TimeSlicing"] * 2)
+        self.assertEqual(self.checkpoint()["preparedClaims"], {})
+
+    def test_freed_engine_stops_the_reset(self):
+        ts = self.timesliced("gpu-5")
+        self.assertNotIn("error", self.prepare(ref(ts))[0])
+        self.p.send("unprepare u " + ref(ts))
+        self.p.expect(r"^reset 5 TimeSlicing$")
+        self.assertEqual(self.p.stop(), 0, self.p.errlines[-5:])  # end of stdin: freed
+        rest = list(self.p.pending) + list(self.p.lines.queue)  # what it said before it exited
+        self.assertIn("apply-cancelled 5", rest)
+        self.assertNotIn("done u", " ".join(rest))
+        self.probes.remove(self.p)
+        # Recorded still: the next start's unprepare resets.
+        self.p = self.start()
+        self.assertEqual(self.call("unprepare", ref(ts)), [{"uid": ts["metadata"]["uid"], "devices": []}])
+        self.p.expect(r"^reset 5 TimeSlicing$")
 
     def test_start_removes_staged_files_of_an_earlier_run(self):
         os.makedirs(self.cdi, exist_ok=True)
