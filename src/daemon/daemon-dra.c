@@ -22,7 +22,7 @@ struct daemon_dra {
     int64_t health_time;                  /* when health was last evaluated (Unix s) */
     struct dra_service *svc;
     struct dra_claims *claims;
-    struct dra_sharing_ctx *sharing; /* TimeSlicing applied (the claims' apply_config) */
+    struct dra_sharing_ctx *sharing; /* TimeSlicing applied and reset (the claims' hooks) */
     struct dra_publish *pub;
 };
 
@@ -149,6 +149,7 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
         .plugin_dir = plugin_dir,
         .cfg = cfg,
         .apply_config = dra_sharing_apply,
+        .reset_config = dra_sharing_reset,
         .apply_cancel = dra_sharing_cancel,
         .apply_userdata = d->sharing,
     };

@@ -152,3 +152,15 @@ int dra_sharing_apply(void *sharing, const struct inv_gpu *gpu, const struct inv
         return r;
     return set_timeslice(s, gpu->uuid, cfg->interval, done, done_userdata, op, err);
 }
+
+int dra_sharing_reset(void *sharing, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                      const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
+                      struct dra_apply_op **op, struct error *err)
+{
+    /* Only TimeSlicing was ever applied (MPS is refused), and on a MIG device nothing. */
+    if (cfg->sharing != DRA_SHARING_TIME_SLICING)
+        return 0;
+    struct dra_config defaults = *cfg;
+    defaults.interval = DRA_TS_DEFAULT;
+    return dra_sharing_apply(sharing, gpu, mig, &defaults, done, done_userdata, op, err);
+}

@@ -1,13 +1,19 @@
-/* Applying a prepared device's sharing config to its GPU, as NVIDIA's DRA driver does,
- * through the claim engine's apply_config hook (dra-claims.h):
- *   TimeSlicing on a GPU: compute mode DEFAULT through NVML (nvmlDeviceSetComputeMode),
- *     then `nvidia-smi compute-policy -i <uuid> --set-timeslice <0..3>` (Default, Short,
- *     Medium, Long): NVML has no public call for the compute time slice. The tool is run
- *     for Default too: an earlier claim may have left a longer slice on the GPU and
- *     nothing can read it back, so setting it is the only way to know it is the default.
- *   TimeSlicing on a MIG device: nothing to set (MigDeviceConfig has no interval, and a
- *     MIG device's compute mode is its GPU's, which the claim does not own).
- *   MPS: refused (a per-claim error; dra-config.c refuses it first).
+/* Applying a prepared device's sharing config to its GPU, and putting the GPU back when
+ * the claim is unprepared, through the claim engine's apply_config and reset_config hooks
+ * (dra-claims.h). NVIDIA's DRA driver runs `nvidia-smi -c DEFAULT` and `nvidia-smi
+ * compute-policy --set-timeslice` for both; we set the compute mode through NVML
+ * (nvmlDeviceSetComputeMode) and run nvidia-smi only for the time slice, which NVML has
+ * no public call for.
+ *   TimeSlicing on a GPU: compute mode DEFAULT through NVML, then `nvidia-smi
+ *     compute-policy -i <uuid> --set-timeslice <0..3>` (Default, Short, Medium, Long).
+ *     The tool is run for Default too: an earlier claim may have left a longer slice on
+ *     the GPU and nothing can read it back, so setting it is the only way to know it is
+ *     the default. Reset: the same with Default (0), so that the next claim finds the GPU
+ *     as the driver leaves it, not with this claim's Long slice.
+ *   TimeSlicing on a MIG device: nothing to set or reset (MigDeviceConfig has no
+ *     interval, and a MIG device's compute mode is its GPU's, which the claim does not
+ *     own).
+ *   MPS: refused (a per-claim error; dra-config.c refuses it first); nothing to reset.
  * Both need CAP_SYS_ADMIN (checked on an H200, driver 580: without it NVML answers
  * NO_PERMISSION and nvidia-smi exits 4, "Insufficient Permissions"); the claim then fails
  * with those words.
@@ -46,5 +52,12 @@ void dra_sharing_free(struct dra_sharing_ctx *s);
 int dra_sharing_apply(void *sharing, const struct inv_gpu *gpu, const struct inv_mig *mig,
                       const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
                       struct dra_apply_op **op, struct error *err);
-/* The apply_cancel hook: the tool killed and reaped, done not called. */
+/* The reset_config hook: what dra_sharing_apply set put back (TimeSlicing on a GPU:
+ * compute mode DEFAULT, time slice Default), with the same tool, timeout, results and
+ * error words; nothing for anything else. */
+int dra_sharing_reset(void *sharing, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                      const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
+                      struct dra_apply_op **op, struct error *err);
+/* The apply_cancel hook (of an apply or a reset): the tool killed and reaped, done not
+ * called. */
 void dra_sharing_cancel(void *sharing, struct dra_apply_op *op);

@@ -1,9 +1,11 @@
-/* TimeSlicing applied (src/dra/dra-sharing.c, the claim engine's apply_config hook) over
- * the simulated NVML, with a recording stand-in for nvidia-smi under a made-up driver
- * root: the compute mode reaches the simulator (read back through NVML and from its
- * settings log), the tool gets NVIDIA's arguments, and every failure (the tool's exit
- * status, its timeout, its absence, NVML refusing) is an error naming what failed. The
- * tool runs on the loop: the hook returns while it runs, and a cancel kills and reaps it. */
+/* TimeSlicing applied and reset (src/dra/dra-sharing.c, the claim engine's apply_config
+ * and reset_config hooks) over the simulated NVML, with a recording stand-in for
+ * nvidia-smi under a made-up driver root: the compute mode reaches the simulator (read
+ * back through NVML and from its settings log), the tool gets NVIDIA's arguments, and
+ * every failure (the tool's exit status, its timeout, its absence, NVML refusing) is an
+ * error naming what failed. The tool runs on the loop: the hook returns while it runs,
+ * and a cancel kills and reaps it. A reset puts back what an apply set: compute mode
+ * DEFAULT, time slice 0; nothing for a MIG device, no sharing, or MPS. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,13 +51,17 @@ static void on_done(void *userdata, int r, const struct error *err)
     loop_quit(loop, 0);
 }
 
-/* The hook, its end waited for on the loop when it started a tool. */
-static int apply(struct dra_sharing_ctx *s, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                 const struct dra_config *cfg, struct error *err)
+typedef int hook_fn(void *sharing, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                    const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
+                    struct dra_apply_op **op, struct error *err);
+
+/* A hook, its end waited for on the loop when it started a tool. */
+static int run_hook(hook_fn *hook, struct dra_sharing_ctx *s, const struct inv_gpu *gpu,
+                    const struct inv_mig *mig, const struct dra_config *cfg, struct error *err)
 {
     struct outcome o = { 0 };
     struct dra_apply_op *op = NULL;
-    int r = dra_sharing_apply(s, gpu, mig, cfg, on_done, &o, &op, err);
+    int r = hook(s, gpu, mig, cfg, on_done, &o, &op, err);
     if (r <= 0)
         return r;
     CHECK(op != NULL && !o.called);
@@ -63,6 +69,9 @@ static int apply(struct dra_sharing_ctx *s, const struct inv_gpu *gpu, const str
     *err = o.err;
     return o.r;
 }
+
+#define apply(s, gpu, mig, cfg, err) run_hook(dra_sharing_apply, s, gpu, mig, cfg, err)
+#define reset(s, gpu, mig, cfg, err) run_hook(dra_sharing_reset, s, gpu, mig, cfg, err)
 
 static char *slurp(const char *path)
 {
@@ -180,10 +189,30 @@ int main(void)
         CHECK(strlen(text) == 3 * strlen("compute-policy -i " UUID(0) " --set-timeslice 2\n"));
     }
 
+    /* Reset: what the apply set put back, whatever interval it had: compute mode DEFAULT
+     * (an MPS user may have changed it meanwhile), then the time slice 0. */
+    set_mode(UUID(1), NVML_COMPUTE_MODE_EXCLUSIVE_PROCESS);
+    CHECK(truncate(calls, 0) == 0 && truncate(settings, 0) == 0);
+    CHECK(reset(s, &g1, NULL, &ts, &err) == 0);
+    CHECK(mode_of(UUID(1)) == NVML_COMPUTE_MODE_DEFAULT);
+    /* Nothing for no sharing, a MIG device, or MPS (never applied). */
+    CHECK(reset(s, &g0, NULL, &none, &err) == 0);
+    CHECK(reset(s, &g0, &m, &mig_ts, &err) == 0);
+    CHECK(reset(s, &g0, NULL, &mps, &err) == 0);
+    {
+        _cleanup_free_ char *text = slurp(calls);
+        CHECK_STR(text, "compute-policy -i " UUID(1) " --set-timeslice 0\n");
+        _cleanup_free_ char *log = slurp(settings);
+        CHECK_STR(log, "nvmlDeviceSetComputeMode " UUID(1) " 0\n");
+    }
+
     /* The tool fails: its exit status and words. */
     ts.interval = DRA_TS_SHORT;
     CHECK(apply(s, &g2, NULL, &ts, &err) == -EIO);
     CHECK_STR_CONTAINS(err.msg, "setting the time slice of " UUID(2) " to Short: ");
+    CHECK_STR_CONTAINS(err.msg, "/usr/bin/nvidia-smi failed (exit status 4): Insufficient Permissions");
+    CHECK(reset(s, &g2, NULL, &ts, &err) == -EIO);
+    CHECK_STR_CONTAINS(err.msg, "setting the time slice of " UUID(2) " to Default: ");
     CHECK_STR_CONTAINS(err.msg, "/usr/bin/nvidia-smi failed (exit status 4): Insufficient Permissions");
     /* ... or hangs: killed at the timeout. */
     struct dra_sharing_ctx *quick = dra_sharing_new(&(struct dra_sharing_options){
@@ -198,10 +227,20 @@ int main(void)
     dra_sharing_cancel(quick, op);
     CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD);
     CHECK(!never.called);
+    /* ... the same for a reset. */
+    CHECK(reset(quick, &g3, NULL, &ts, &err) == -ETIMEDOUT);
+    CHECK_STR_CONTAINS(err.msg, "setting the time slice of " UUID(3) " to Default: ");
+    op = NULL;
+    CHECK(dra_sharing_reset(quick, &g3, NULL, &ts, on_done, &never, &op, &err) == 1 && op);
+    dra_sharing_cancel(quick, op);
+    CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD);
+    CHECK(!never.called);
     dra_sharing_free(quick);
     /* NVML refuses (no privilege): named, and the tool is not run. */
     control(dir, "settings-error " UUID(4) " NO_PERMISSION");
     CHECK(apply(s, &g4, NULL, &ts, &err) == -EIO);
+    CHECK_STR_CONTAINS(err.msg, "setting compute mode DEFAULT on " UUID(4) ": nvmlDeviceSetComputeMode: ");
+    CHECK(reset(s, &g4, NULL, &ts, &err) == -EIO);
     CHECK_STR_CONTAINS(err.msg, "setting compute mode DEFAULT on " UUID(4) ": nvmlDeviceSetComputeMode: ");
     control(dir, "settings-ok " UUID(4));
     CHECK(apply(s, &g4, NULL, &ts, &err) == 0);

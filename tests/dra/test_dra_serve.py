@@ -10,7 +10,7 @@ restarts of the plugin and of the kubelet stand-in (one slice write in all), the
 wiped by the kubelet and published again, bad input, a CDI root that is not writable, an
 Xid that takes a device out of the slice (or taints it) until it recovers, TimeSlicing's
 nvidia-smi run off the loop (other calls answered meanwhile, the tool reaped, killed at
-stop), and threads / fds / RSS flat around the lifecycle.
+stop) and its GPU reset on unprepare, and threads / fds / RSS flat around the lifecycle.
 
 usage: test_dra_serve.py <fake-apiserver>"""
 import json
@@ -366,18 +366,27 @@ class DraServe(harness.PluginTestCase):
         self.assertEqual(sorted(os.listdir(self.dp)), ["kubelet.sock"])
 
     def test_timeslicing_applied(self):
-        """A claim's TimeSlicing config applied as NVIDIA's driver does
-        (src/dra/dra-sharing.c): compute mode DEFAULT through NVML (the simulator's settings
-        log) and nvidia-smi compute-policy from --driver-root-ctr-path (a recording
-        stand-in); a failing tool is that claim's error and leaves no spec."""
+        """A claim's TimeSlicing config applied (src/dra/dra-sharing.c): compute mode
+        DEFAULT through NVML (the simulator's settings log) and nvidia-smi compute-policy
+        from --driver-root-ctr-path (a recording stand-in); a failing tool is that claim's
+        error and leaves no spec. Unprepare puts the GPU back: compute mode DEFAULT and
+        time slice 0 (Default), before the spec goes; a claim without a config runs
+        nothing; a failing tool fails the unprepare and a retry resets; an unprepare the
+        kubelet cancels kills the tool and leaves the claim to its retry."""
         root = os.path.join(self.tmp, "driver-root")
         os.makedirs(os.path.join(root, "usr", "bin"))
         smi = os.path.join(root, "usr", "bin", "nvidia-smi")
         calls, settings = os.path.join(self.tmp, "smi-calls"), os.path.join(self.tmp, "settings")
         with open(smi, "w") as f:
             f.write('#!/bin/sh\n[ -e "$0.fail" ] && { echo Insufficient Permissions; exit 4; }\n'
+                    '[ -e "$0.hang" ] && { echo $$ > "$0.pid"; exec sleep 60; }\n'
                     'echo "$*" >> "%s"\n' % calls)
         os.chmod(smi, 0o755)
+
+        def read(path):
+            with open(path) as f:
+                return f.read()
+
         p = self.start_plugin(self.dra_args() + ["--driver-root-ctr-path", root],
                               extra_env=dict(FAST_HEALTH, MOCK_NVML_SETTINGS_LOG=settings))
         p.wait_log("ResourceSlices of node %s are up to date" % NODE)
@@ -389,11 +398,22 @@ class DraServe(harness.PluginTestCase):
         self.assertEqual(res[uid]["error"], "", res)
         minor = int(res[uid]["devices"][0][1].split("-")[1])
         uuid = next(g["uuid"] for g in harness.load_profile("a100") if g["index"] == minor)
-        with open(calls) as f:
-            self.assertEqual(f.read(), "compute-policy -i %s --set-timeslice 3\n" % uuid)
-        with open(settings) as f:
-            self.assertEqual(f.read(), "nvmlDeviceSetComputeMode %s 0\n" % uuid)
+        set_long = "compute-policy -i %s --set-timeslice 3\n" % uuid
+        set_default = "compute-policy -i %s --set-timeslice 0\n" % uuid
+        mode_default = "nvmlDeviceSetComputeMode %s 0\n" % uuid
+        self.assertEqual(read(calls), set_long)
+        self.assertEqual(read(settings), mode_default)
+        # A claim without a sharing config: nothing run or set on its unprepare.
+        plain = self.load(on_node(obj("resourceclaim-from-template-allocated")))
+        self.assertEqual(self.kl.prepare(ref(plain))[plain["metadata"]["uid"]]["error"], "")
+        self.assertEqual(self.kl.unprepare(ref(plain)), {plain["metadata"]["uid"]: ""})
+        self.assertEqual(read(calls), set_long)
+        self.assertEqual(read(settings), mode_default)
+        # The claim's: compute mode DEFAULT again, time slice 0.
         self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.assertEqual(read(calls), set_long + set_default)
+        self.assertEqual(read(settings), mode_default * 2)
+        self.assertFalse(os.path.exists(self.spec_path(uid)))
 
         open(smi + ".fail", "w").close()
         res = self.kl.prepare(ref(o))
@@ -404,6 +424,40 @@ class DraServe(harness.PluginTestCase):
         self.assertEqual(os.listdir(self.cdi), [])
         os.unlink(smi + ".fail")
         self.assertEqual(self.kl.prepare(ref(o))[uid]["error"], "")
+
+        # The tool fails on unprepare: that claim's error, the claim kept (spec and record)
+        # for the kubelet's retry, which resets once the tool works.
+        open(smi + ".fail", "w").close()
+        res = self.kl.unprepare(ref(o))
+        self.assertEqual(res[uid].rstrip(),  # the tool's output, its newline a space
+                         "error unpreparing devices for claim default/shared-gpu:%s: resetting "
+                         "TimeSlicing on gpu-%d: setting the time slice of %s to Default: %s failed "
+                         "(exit status 4): Insufficient Permissions" % (uid, minor, uuid, smi))
+        self.assertTrue(os.path.exists(self.spec_path(uid)))
+        os.unlink(smi + ".fail")
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.assertEqual(read(calls), set_long + set_default + set_long + set_default)
+        self.assertFalse(os.path.exists(self.spec_path(uid)))
+
+        # The kubelet cancels an unprepare (its deadline) while the tool hangs: the tool is
+        # killed, the claim kept; its retry resets.
+        self.assertEqual(self.kl.prepare(ref(o))[uid]["error"], "")
+        open(smi + ".hang", "w").close()
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kl.unprepare(ref(o), timeout=1)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        pid = int(read(smi + ".pid"))
+        deadline = time.monotonic() + harness.TIMEOUT
+        while os.path.exists("/proc/%d" % pid):
+            self.assertLess(time.monotonic(), deadline, "the cancelled nvidia-smi lives on")
+            time.sleep(0.01)
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            self.assertEqual(f.read().split(), [])
+        self.assertTrue(os.path.exists(self.spec_path(uid)))
+        os.unlink(smi + ".hang")
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.assertTrue(read(calls).endswith(set_long + set_default))
+        self.assertEqual(os.listdir(self.cdi), [])
 
 
     def test_timeslicing_tool_runs_off_the_loop(self):
@@ -470,15 +524,19 @@ class DraServe(harness.PluginTestCase):
         self.kl.register()
         attacklib.assert_flat(self, before, attacklib.settled(p.pid, before), what="nvidia-smi run")
 
-        # Hanging: killed at 10 s, the claim's error says so, nothing of it is left.
+        # Unprepared (the tool run again: time slice 0, 2 s). Hanging: killed at 10 s, the
+        # claim's error says so, nothing of it is left.
         self.assertEqual(self.kl.unprepare(ref(slow)), {uid: ""})
+        tool_runs(2)
+        with open(calls) as f:
+            self.assertTrue(f.read().splitlines()[1].endswith("--set-timeslice 0"))
         open(smi + ".hang", "w").close()
         t = time.monotonic()
         res = self.kl.prepare(ref(slow))
         self.assertGreaterEqual(time.monotonic() - t, 10.0)
         self.assertIn("applying TimeSlicing to %s: setting the time slice of %s to Long: %s did "
                       "not finish within 10000 ms" % (dev, uuid, smi), res[uid]["error"])
-        self.assertFalse(os.path.exists("/proc/%d" % tool_runs(2)), "the hung nvidia-smi lives on")
+        self.assertFalse(os.path.exists("/proc/%d" % tool_runs(3)), "the hung nvidia-smi lives on")
         with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
             self.assertEqual(f.read().split(), [])
         self.assertFalse(os.path.exists(self.spec_path(uid)))
@@ -486,7 +544,7 @@ class DraServe(harness.PluginTestCase):
         # Stopped while the tool runs: the plugin exits at once and the tool is gone.
         box = {}
         th = prepare_in_background(box)
-        pid = tool_runs(3)
+        pid = tool_runs(4)
         t = time.monotonic()
         p.signal(signal.SIGTERM)
         self.assertEqual(p.wait_exit(), 0, p.stderr.text()[-3000:])
