@@ -107,12 +107,25 @@ class Host:
         self.ctl = os.path.join(self.tmp, "nvml.ctl")
         os.mkfifo(self.ctl, 0o600)
         roots = {k: os.path.join(self.tmp, k) for k in ("sys", "proc", "dev")}
-        r = subprocess.run([os.path.join(self.sim_dir, "nvml-sim-render"), "--profile", profile,
-                            "--sysfs-root", roots["sys"], "--proc-root", roots["proc"],
-                            "--dev-root", roots["dev"]], capture_output=True, text=True)
+        render = [os.path.join(self.sim_dir, "nvml-sim-render"), "--profile", profile,
+                  "--sysfs-root", roots["sys"], "--proc-root", roots["proc"],
+                  "--dev-root", roots["dev"]]
+        # A packaged driver's files (the stand-ins), so that every CDI spec carries what it
+        # carries on a real node and its cost is measured. A build from before the driver
+        # root stand-ins renders without one (and its specs carry no driver files anyway).
+        driver = os.path.join(self.tmp, "driver")
+        # Its libnvidia-ml is the simulator the plugin loaded before (not the stand-in a
+        # container gets), so the plugin's own figures stay comparable with older runs.
+        r = subprocess.run(render + ["--driver-root", driver, "--libnvidia-ml",
+                                     os.path.join(self.sim_dir, "libnvidia-ml.so.1")],
+                           capture_output=True, text=True)
+        if r.returncode != 0 and "driver-root" in r.stdout + r.stderr:
+            driver = None
+            r = subprocess.run(render, capture_output=True, text=True)
         if r.returncode != 0:
             raise BenchError("nvml-sim-render failed: %s%s" % (r.stdout, r.stderr))
         self.roots = roots
+        self.driver_root = driver
         self.extra_args = []   # given to every plugin (--metrics)
         self.kubelet_socket = os.path.join(self.dp, dpapi.KUBELET_SOCKET)
         self.plugin_socket = os.path.join(self.dp, ENDPOINT)
@@ -128,9 +141,11 @@ class Host:
         return env
 
     def args(self, extra=()):
+        driver = ["--driver-root", self.driver_root, "--driver-root-ctr-path",
+                  self.driver_root] if self.driver_root else []
         return ["--kubelet-socket", self.kubelet_socket, "--sysfs-root", self.roots["sys"],
                 "--proc-root", self.roots["proc"], "--dev-root", self.roots["dev"]] + \
-            self.extra_args + list(extra)
+            driver + self.extra_args + list(extra)
 
     def inject(self, line):
         # The simulator holds the FIFO open O_RDWR, so this open never blocks once the
