@@ -24,17 +24,20 @@ char *dra_cdi_file_name(const char *uid)
     return xasprintf(DRA_CDI_VENDOR "-" DRA_CDI_CLASS "_%s.yaml", uid);
 }
 
-/* A GPU's edits are the device plugin's; a MIG device's are its parent GPU's node and its
+/* A GPU's edits are the device plugin's with its DRM nodes; a MIG device's are its parent
+ * GPU's (NVIDIA's DRA driver writes the parent's full-GPU edits for a MIG device) and its
  * two capability nodes in NVIDIA's DRA form (cdi_cap_node), which needs no host node. */
-static json_t *device_edits(const struct config *cfg, const struct inv_mig *mig, char **paths)
+static json_t *device_edits(const struct config *cfg, const struct inventory *inv,
+                            const struct inv_gpu *gpu, const struct inv_mig *mig, char **paths)
 {
-    if (!mig)
-        return cdi_device_edits(cfg, paths);
     char *parent[] = { paths[0], NULL };
-    json_t *edits = cdi_device_edits(cfg, parent);
-    json_t *nodes = json_object_get(edits, "deviceNodes");
-    json_array_append_new(nodes, cdi_cap_node(cfg, paths[1], (unsigned)mig->gi_cap_minor));
-    json_array_append_new(nodes, cdi_cap_node(cfg, paths[2], (unsigned)mig->ci_cap_minor));
+    json_t *edits = cdi_device_edits(cfg, mig ? parent : paths);
+    cdi_add_drm(cfg, inv, gpu, edits);
+    if (mig) {
+        json_t *nodes = json_object_get(edits, "deviceNodes");
+        json_array_append_new(nodes, cdi_cap_node(cfg, paths[1], (unsigned)mig->gi_cap_minor));
+        json_array_append_new(nodes, cdi_cap_node(cfg, paths[2], (unsigned)mig->ci_cap_minor));
+    }
     cdi_edits_finish(cfg, edits);
     return edits;
 }
@@ -59,7 +62,7 @@ json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, cons
         }
         json_t *d = json_object();
         json_object_set_new(d, "name", json_sprintf("%s-%s", uid, devs[i]->name));
-        json_object_set_new(d, "containerEdits", device_edits(cfg, mig, paths));
+        json_object_set_new(d, "containerEdits", device_edits(cfg, inv, gpu, mig, paths));
         json_array_append_new(devices, d);
         for (char **p = paths; *p; p++)
             free(*p);

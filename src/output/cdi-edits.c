@@ -1,9 +1,11 @@
 /* The container edits of our CDI specs (see cdi-edits.h). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "core/fs.h"
 #include "output/allocate.h"
@@ -26,23 +28,33 @@ static json_t *string_take(char *s)
     return j;
 }
 
-/* The node as this process sees it: under the container driver root when that holds a
+/* Where this process sees the node: under the container driver root when that holds a
  * dev/ (nvcdi's dev root), under --dev-root, then at the plain path (the runtime gave it
- * to our own container). */
-static bool stat_node(const struct config *cfg, const char *path, struct stat *st)
+ * to our own container). The path found (malloc'd) with *st from lstat, or NULL. */
+static char *find_node(const struct config *cfg, const char *path, struct stat *st)
 {
     const char *ctr = cfg->driver_root_ctr_path;
     if (ctr && *ctr && !streq(ctr, "/")) {
         _cleanup_free_ char *dev = alloc_join_root(ctr, "/dev");
         struct stat dst;
         if (stat(dev, &dst) == 0 && S_ISDIR(dst.st_mode)) {
-            _cleanup_free_ char *p = alloc_join_root(ctr, path);
+            char *p = alloc_join_root(ctr, path);
             if (lstat(p, st) == 0)
-                return true;
+                return p;
+            free(p);
         }
     }
-    _cleanup_free_ char *under = alloc_join_root(cfg->dev_root, path);
-    return lstat(under, st) == 0 || lstat(path, st) == 0;
+    char *under = alloc_join_root(cfg->dev_root, path);
+    if (lstat(under, st) == 0)
+        return under;
+    free(under);
+    return lstat(path, st) == 0 ? xstrdup(path) : NULL;
+}
+
+static bool stat_node(const struct config *cfg, const char *path, struct stat *st)
+{
+    _cleanup_free_ char *found = find_node(cfg, path, st);
+    return found != NULL;
 }
 
 json_t *cdi_device_node(const struct config *cfg, const char *path)
@@ -166,14 +178,20 @@ static char *host_hook_path(const struct config *cfg)
     return xstrdup(p);
 }
 
-static json_t *driver_hooks(const struct config *cfg, const struct driver_files *d)
+static void hooks_init(struct hooks *h, const struct config *cfg, char *path)
 {
-    _cleanup_free_ char *path = host_hook_path(cfg);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    struct hooks h = {
+    *h = (struct hooks){
         .list = json_array(), .path = path, .argv0 = base, .ctk = streq(base, "nvidia-ctk"),
         .disabled = cfg->cdi_disable_hooks,
     };
+}
+
+static json_t *driver_hooks(const struct config *cfg, const struct driver_files *d)
+{
+    _cleanup_free_ char *path = host_hook_path(cfg);
+    struct hooks h;
+    hooks_init(&h, cfg, path);
     links_hook(&h, d->graphics_links, d->n_graphics_links);
     links_hook(&h, d->links, d->n_links);
     json_t *args = hook_start(&h, "enable-cuda-compat");
@@ -192,6 +210,77 @@ static json_t *driver_hooks(const struct config *cfg, const struct driver_files 
     if ((args = hook_start(&h, "disable-device-node-modification")))
         hook_add(&h, args);
     return h.list;
+}
+
+/* ---- a GPU's DRM nodes ------------------------------------------------------------------ */
+
+#define DRM_NODES_MAX 8
+
+void cdi_add_drm(const struct config *cfg, const struct inventory *inv, const struct inv_gpu *gpu,
+                 json_t *edits)
+{
+    _cleanup_free_ char *dir = xasprintf("%s/bus/pci/devices/%s/drm",
+                                         cfg->sysfs_root && *cfg->sysfs_root ? cfg->sysfs_root : "/sys",
+                                         gpu->bus_id);
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, NULL, alphasort);
+    json_t *nodes = json_object_get(edits, "deviceNodes");
+    char *added[DRM_NODES_MAX];
+    size_t n_added = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = list[i]->d_name;
+        if (n_added < DRM_NODES_MAX && (startswith(name, "card") || startswith(name, "renderD"))) {
+            _cleanup_free_ char *path = xasprintf("/dev/dri/%s", name);
+            struct stat st;
+            if (stat_node(cfg, path, &st) && S_ISCHR(st.st_mode)) {
+                json_array_append_new(nodes, cdi_device_node(cfg, path));
+                added[n_added++] = xstrdup(name);
+            }
+        }
+        free(list[i]);
+    }
+    free(list);
+    /* /dev/dri/by-path/pci-<bus>-card and -render, made in the container where the host has
+     * them and they lead to a node given above (nvcdi's by-path hook). */
+    json_t *links = json_array();
+    static const char *const kinds[] = { "card", "render" };
+    for (size_t k = 0; k < ELEMENTSOF(kinds) && n_added; k++) {
+        _cleanup_free_ char *path = xasprintf("/dev/dri/by-path/pci-%s-%s", gpu->bus_id, kinds[k]);
+        struct stat st;
+        _cleanup_free_ char *found = find_node(cfg, path, &st);
+        char target[256];
+        ssize_t tl = found && S_ISLNK(st.st_mode) ? readlink(found, target, sizeof(target) - 1) : -1;
+        if (tl <= 0)
+            continue;
+        target[tl] = 0;
+        const char *base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+        for (size_t a = 0; a < n_added; a++)
+            if (streq(added[a], base)) {
+                json_array_append_new(links, json_sprintf("%s::%s", target, path));
+                break;
+            }
+    }
+    for (size_t a = 0; a < n_added; a++)
+        free(added[a]);
+    if (json_array_size(links) && !inv->driver.hook_missing) {
+        _cleanup_free_ char *hook = host_hook_path(cfg);
+        struct hooks h;
+        hooks_init(&h, cfg, hook);
+        json_t *args = hook_start(&h, "create-symlinks");
+        if (args) {
+            size_t i;
+            json_t *l;
+            json_array_foreach(links, i, l) {
+                json_array_append_new(args, json_string("--link"));
+                json_array_append_new(args, json_incref(l));
+            }
+            hook_add(&h, args);
+            json_object_set_new(edits, "hooks", h.list);
+        } else {
+            json_decref(h.list);
+        }
+    }
+    json_decref(links);
 }
 
 static json_t *mount(const struct config *cfg, const char *src, const char *dst, bool ipc)

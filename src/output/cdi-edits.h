@@ -35,6 +35,12 @@ json_t *cdi_cap_node(const struct config *cfg, const char *path, unsigned minor)
 /* The driver's part of the common edits (env, hooks, mounts) for inv->driver (inv NULL:
  * none found yet); the caller adds the control nodes. */
 json_t *cdi_driver_edits(const struct config *cfg, const struct inventory *inv);
+/* A full GPU's DRM nodes, as nvcdi adds them: /dev/dri/<name> for every card* and
+ * renderD* in <sysfs>/bus/pci/devices/<bus id>/drm/ that is a character device here, and a
+ * create-symlinks hook for the /dev/dri/by-path links of the GPU that lead to them (none
+ * when the hook binary is missing). Appended to edits' deviceNodes and hooks. */
+void cdi_add_drm(const struct config *cfg, const struct inventory *inv, const struct inv_gpu *gpu,
+                 json_t *edits);
 /* Sorts edits' deviceNodes and mounts and sets its additionalGids (nvcdi's order). */
 void cdi_edits_finish(const struct config *cfg, json_t *edits);
 /* "0.7.0" when any edits of spec have additionalGids, else "0.5.0": the lowest version

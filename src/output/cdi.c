@@ -32,21 +32,27 @@ static void add_device(json_t *spec, const char *name, json_t *edits)
     json_array_append_new(json_object_get(spec, "devices"), d);
 }
 
-static bool has_path(json_t *nodes, const char *path)
+/* Appends to a what b does not hold yet (equal JSON): device "all" merges every device's
+ * nodes and hooks as nvcdi's merge and de-duplication do. */
+static void merge_unique(json_t *a, json_t *b)
 {
-    size_t i;
-    json_t *n;
-    json_array_foreach(nodes, i, n)
-        if (streq(json_string_value(json_object_get(n, "path")), path))
-            return true;
-    return false;
+    size_t i, k;
+    json_t *v, *w;
+    json_array_foreach(b, i, v) {
+        bool have = false;
+        json_array_foreach(a, k, w)
+            if ((have = json_equal(v, w)))
+                break;
+        if (!have)
+            json_array_append(a, v);
+    }
 }
 
 json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg,
                      const struct inventory *inv)
 {
     json_t *spec = new_spec("gpu");
-    json_t *all_nodes = json_array();
+    json_t *all_nodes = json_array(), *all_hooks = json_array();
     json_t *seen = json_object(); /* base IDs already described */
 
     for (size_t i = 0; i < rs->n_resources; i++) {
@@ -56,16 +62,26 @@ json_t *cdi_gpu_spec(const struct resource_set *rs, const struct config *cfg,
             if (json_object_get(seen, d->base_id))
                 continue;
             json_object_set_new(seen, d->base_id, json_true());
-            for (char **p = d->paths; p && *p; p++)
-                if (!has_path(all_nodes, *p))
-                    json_array_append_new(all_nodes, cdi_device_node(cfg, *p));
-            add_device(spec, d->base_id, cdi_device_edits(cfg, d->paths));
+            json_t *edits = cdi_device_edits(cfg, d->paths);
+            /* A full GPU's DRM nodes; a MIG device has none (nvcdi adds them only for a
+             * profile with graphics, which no MIG profile we serve has). */
+            if (d->mig < 0 && d->gpu >= 0 && (size_t)d->gpu < inv->n_gpus) {
+                cdi_add_drm(cfg, inv, &inv->gpus[d->gpu], edits);
+                cdi_edits_finish(cfg, edits);
+            }
+            merge_unique(all_nodes, json_object_get(edits, "deviceNodes"));
+            merge_unique(all_hooks, json_object_get(edits, "hooks"));
+            add_device(spec, d->base_id, edits);
         }
     }
     json_decref(seen);
 
     json_t *edits = json_object();
     json_object_set_new(edits, "deviceNodes", all_nodes);
+    if (json_array_size(all_hooks))
+        json_object_set_new(edits, "hooks", all_hooks);
+    else
+        json_decref(all_hooks);
     cdi_edits_finish(cfg, edits);
     add_device(spec, "all", edits);
     json_object_set_new(spec, "containerEdits", cdi_common_edits(cfg, inv));

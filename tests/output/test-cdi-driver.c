@@ -252,14 +252,49 @@ static void packaged(void)
     node(root, "/dev/dri/renderD128", 226, 128, 0660);
     _cleanup_free_ char *render = xasprintf("%s/dev/dri/renderD128", root);
     CHECK(chown(render, 0, 109) == 0);
+    node(root, "/dev/dri/card1", 226, 1, 0660);
+    _cleanup_free_ char *card = xasprintf("%s/dev/dri/card1", root);
+    CHECK(chown(card, 0, 44) == 0);
+    mkdir_in(root, "/dev/dri/by-path");
+    link_at(root, "/dev/dri/by-path/pci-0000:10:00.0-card", "../card1");
+    link_at(root, "/dev/dri/by-path/pci-0000:10:00.0-render", "../renderD128");
+    link_at(root, "/dev/dri/by-path/pci-0000:99:00.0-card", "../card9"); /* another GPU's */
+    put(root, "/sys/bus/pci/devices/0000:10:00.0/drm/card1/dev", "226:1\n", 0644);
+    put(root, "/sys/bus/pci/devices/0000:10:00.0/drm/renderD128/dev", "226:128\n", 0644);
     put(root, "/usr/bin/nvidia-ctk", "#!/bin/sh\n", 0755);
 
     struct inventory inv;
     struct config cfg;
     fx_inventory(&inv, FX_A100, 1);
     config_for(&cfg, root, "/usr/bin/nvidia-ctk");
+    free(cfg.sysfs_root);
+    cfg.sysfs_root = xasprintf("%s/sys", root);
     find(&inv, &cfg);
     json_t *spec = claim_spec(&cfg, &inv);
+
+    /* The GPU's DRM nodes, their groups, and the by-path links of this GPU only. */
+    json_t *dev = json_object_get(json_array_get(json_object_get(spec, "devices"), 0), "containerEdits");
+    json_t *paths = json_array();
+    size_t i;
+    json_t *n;
+    json_array_foreach(json_object_get(dev, "deviceNodes"), i, n)
+        json_array_append(paths, json_object_get(n, "path"));
+    json_t *want_paths = json_pack("[sss]", "/dev/nvidia0", "/dev/dri/card1", "/dev/dri/renderD128");
+    CHECK(same(paths, want_paths, "GPU device nodes"));
+    json_t *want_gids = json_pack("[ii]", 44, 109);
+    CHECK(same(json_object_get(dev, "additionalGids"), want_gids, "additionalGids"));
+    json_t *want_hooks = json_pack("[{s:s, s:s, s:[sssssss], s:[s]}]", "hookName", "createContainer",
+                                   "path", "/usr/bin/nvidia-ctk", "args", "nvidia-ctk", "hook",
+                                   "create-symlinks", "--link",
+                                   "../card1::/dev/dri/by-path/pci-0000:10:00.0-card", "--link",
+                                   "../renderD128::/dev/dri/by-path/pci-0000:10:00.0-render",
+                                   "env", "NVIDIA_CTK_DEBUG=false");
+    CHECK(same(json_object_get(dev, "hooks"), want_hooks, "by-path hook"));
+    CHECK_STR(cdi_spec_version(spec), "0.7.0");
+    json_decref(paths);
+    json_decref(want_paths);
+    json_decref(want_gids);
+    json_decref(want_hooks);
     json_t *links = hook_args(spec, "create-symlinks");
     CHECK(links != NULL);
     if (links) {
