@@ -74,8 +74,8 @@ static int reset_next(struct dra_claims *c, struct pending *p, struct error *err
         if (!to_reset(c, rec, p->dev))
             continue;
         const struct dra_ckpt_device *d = &rec->devices[p->dev];
-        const struct inv_gpu *gpu;
-        const struct inv_mig *mig;
+        const struct inv_gpu *gpu = NULL;
+        const struct inv_mig *mig = NULL;
         int r = claims_device(c, d->device, &gpu, &mig, err);
         if (r == -ENODEV) {
             /* No longer DRA's (the GPU gone, or MIG or the device plugin took it at a

@@ -297,8 +297,8 @@ static int apply_next(struct dra_claims *c, struct pending *p, struct error *err
         const struct dra_ckpt_device *d = &rec->devices[p->dev];
         if (d->config.sharing == DRA_SHARING_NONE)
             continue;
-        const struct inv_gpu *gpu;
-        const struct inv_mig *mig;
+        const struct inv_gpu *gpu = NULL;
+        const struct inv_mig *mig = NULL;
         int r = claims_device(c, d->device, &gpu, &mig, err);
         if (r == 0)
             r = c->apply_config(c->apply_userdata, gpu, mig, &d->config, apply_done, p, &p->op, err);
