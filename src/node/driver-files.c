@@ -341,6 +341,11 @@ void driver_files_find(const struct driver_find_options *o, struct driver_files 
         if (!o->no_ipc)
             find_sockets(&lk);
     }
+    if (lk.files_capped || lk.entries_read >= DRIVER_DIR_ENTRIES_MAX)
+        warn(out, xasprintf("driver files under %s: more than the bound of %d files or %d "
+                            "directory entries; the CDI specs carry the first %zu files",
+                            *root ? root : "/", DRIVER_FILES_MAX, DRIVER_DIR_ENTRIES_MAX,
+                            out->n_mounts));
     if (o->hook_path && *o->hook_path)
         check_hook(&lk, o->hook_path);
 }

@@ -281,6 +281,7 @@ bool lookup_add_mount(struct lookup *lk, char *src, char *dst, bool ipc, bool li
             return false;
         }
     if (f->n_mounts >= DRIVER_FILES_MAX) {
+        lk->files_capped = true;
         free(src);
         free(dst);
         return false;

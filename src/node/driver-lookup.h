@@ -13,6 +13,7 @@ struct lookup {
     const char *root;          /* "" for "/", no trailing slash */
     struct driver_files *out;
     size_t entries_read;       /* directory entries read so far, against the bound */
+    bool files_capped;         /* a file was left out at DRIVER_FILES_MAX */
 };
 
 /* A list of unique strings in insertion order. */

@@ -447,6 +447,29 @@ static void resolve(void)
     scratch_remove(root);
 }
 
+/* A root that tries to make the search big: files past DRIVER_FILES_MAX are left out. */
+static void bounds(void)
+{
+    const char *root = scratch_dir("gdp-cdi-bounds-");
+    copy(root, LIBDIR "/libcuda.so." VER, soname_lib);
+    for (int i = 0; i < DRIVER_FILES_MAX + 50; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), LIBDIR "/libx%04d.so." VER, i);
+        put(root, name, "", 0644);
+    }
+    struct inventory inv;
+    struct config cfg;
+    fx_inventory(&inv, FX_A100, 1);
+    config_for(&cfg, root, "/bin/sh");
+    find(&inv, &cfg);
+    CHECK(inv.driver.n_mounts == DRIVER_FILES_MAX);
+    CHECK(inv.driver.warnings && strstr(inv.driver.warnings[0], "bound of 1024 files"));
+    CHECK_STR(inv.driver.libcuda_dir, LIBDIR);
+    config_free(&cfg);
+    fx_inventory_free(&inv);
+    scratch_remove(root);
+}
+
 int main(void)
 {
     _cleanup_free_ char *data = fixture_path("GDP_TEST_DATA", "cdi/nvidia-claim-1gpu.json");
@@ -464,6 +487,7 @@ int main(void)
     nvidia_fixture(data);
     packaged();
     through_ldcache();
+    bounds();
     if (test_failures)
         fprintf(stderr, "%d failures\n", test_failures);
     return test_failures ? 1 : 0;
