@@ -168,14 +168,8 @@ static void find_libraries(struct lookup *lk, const char *version, const char *l
     lookup_glob(lk, libdir, pattern, &globbed);
     lookup_glob(lk, vdpau, pattern, &globbed);
     for (size_t i = 0; i < globbed.n; i++) {
-        char *r = NULL;
-        struct stat st;
-        if (driver_resolve_in_root(lk->root, globbed.v[i], &r) < 0)
-            continue;
-        _cleanup_free_ char *host = lookup_host(lk, r);
-        if (stat(host, &st) < 0 || S_ISDIR(st.st_mode))
-            free(r);
-        else
+        char *r = lookup_file(lk, globbed.v[i], 0);
+        if (r)
             strlist_add(&resolved, r);
     }
     strlist_clear(&globbed);
@@ -217,15 +211,9 @@ static void find_binaries(struct lookup *lk, const char *path_env)
     for (size_t n = 0; n < ELEMENTSOF(names); n++)
         for (size_t i = 0; i < dirs.n; i++) {
             _cleanup_free_ char *p = xasprintf("%s/%s", dirs.v[i], names[n]);
-            char *r = NULL;
-            struct stat st;
-            if (driver_resolve_in_root(lk->root, p, &r) < 0)
+            char *r = lookup_file(lk, p, 0111);
+            if (!r)
                 continue;
-            _cleanup_free_ char *host = lookup_host(lk, r);
-            if (stat(host, &st) < 0 || S_ISDIR(st.st_mode) || !(st.st_mode & 0111)) {
-                free(r);
-                continue;
-            }
             /* The container sees the name on $PATH; the mount's source is the file the
              * name leads to inside the root (a link would be followed on the host, maybe
              * out of the driver root). */
@@ -257,15 +245,9 @@ static void find_firmware(struct lookup *lk, const char *version, const char *sy
         struct strlist hits = { 0 };
         lookup_glob(lk, dir, "gsp*.bin", &hits);
         for (size_t h = 0; h < hits.n; h++) {
-            char *r = NULL;
-            struct stat st;
-            if (driver_resolve_in_root(lk->root, hits.v[h], &r) < 0)
-                continue;
-            _cleanup_free_ char *host = lookup_host(lk, r);
-            if (stat(host, &st) == 0 && !S_ISDIR(st.st_mode))
+            char *r = lookup_file(lk, hits.v[h], 0);
+            if (r)
                 lookup_add_mount(lk, r, xstrdup(r), false, false);
-            else
-                free(r);
         }
         strlist_clear(&hits);
     }
@@ -281,16 +263,11 @@ static void find_sockets(struct lookup *lk)
     };
     for (size_t g = 0; g < ELEMENTSOF(groups); g++)
         for (size_t i = 0; i < 2 && groups[g][i]; i++) {
-            char *r = NULL;
-            struct stat st;
-            if (driver_resolve_in_root(lk->root, groups[g][i], &r) < 0)
-                continue;
-            _cleanup_free_ char *host = lookup_host(lk, r);
-            if (stat(host, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            char *r = lookup_file(lk, groups[g][i], 0);
+            if (r) {
                 lookup_add_mount(lk, r, xstrdup(r), true, false);
                 break;
             }
-            free(r);
         }
 }
 

@@ -16,20 +16,6 @@ static void graphics_link(struct lookup *lk, struct strlist *links, const char *
     strlist_add(links, xasprintf("%s::%s/%s", target, streq(dir, "/") ? "" : dir, link));
 }
 
-/* The file at path when it exists and is no directory: its resolved path, else NULL. */
-static char *existing(struct lookup *lk, const char *path)
-{
-    char *r = NULL;
-    if (driver_resolve_in_root(lk->root, path, &r) < 0)
-        return NULL;
-    _cleanup_free_ char *host = lookup_host(lk, r);
-    struct stat st;
-    if (stat(host, &st) == 0 && !S_ISDIR(st.st_mode))
-        return r;
-    free(r);
-    return NULL;
-}
-
 static void libraries(struct lookup *lk, const char *version, struct strlist *links)
 {
     static const char *const any_version[] = {
@@ -85,7 +71,7 @@ static void xorg(struct lookup *lk, const char *version, const char *libdir,
     for (size_t n = 0; n < ELEMENTSOF(names); n++)
         for (size_t d = 0; d < dirs.n; d++) {
             _cleanup_free_ char *p = xasprintf("%s/%s", dirs.v[d], names[n]);
-            char *r = existing(lk, p);
+            char *r = lookup_file(lk, p, 0);
             if (!r)
                 continue;
             if (n == 1)
@@ -126,7 +112,7 @@ static void configs(struct lookup *lk, const char *xdg)
     for (size_t f = 0; f < ELEMENTSOF(files); f++)
         for (size_t d = 0; d < dirs.n; d++) {
             _cleanup_free_ char *p = xasprintf("%s/%s", dirs.v[d], files[f]);
-            char *r = existing(lk, p);
+            char *r = lookup_file(lk, p, 0);
             if (r)
                 lookup_add_mount(lk, r, xstrdup(r), false, false);
         }
@@ -137,7 +123,7 @@ static void configs(struct lookup *lk, const char *xdg)
         for (size_t d = 0; d <= dirs.n && !r; d++) {
             _cleanup_free_ char *p = d < dirs.n ? xasprintf("%s/%s", dirs.v[d], vulkan[f])
                                                 : xasprintf("/%s", vulkan[f]);
-            r = existing(lk, p);
+            r = lookup_file(lk, p, 0);
         }
         if (r)
             lookup_add_mount(lk, r, xasprintf("/etc/%s", vulkan[f]), false, false);

@@ -169,19 +169,26 @@ void lookup_glob(struct lookup *lk, const char *dir, const char *pattern, struct
     strlist_clear(&names);
 }
 
-/* path resolved, kept when it is no directory. */
-static void add_resolved_file(struct lookup *lk, const char *path, struct strlist *hits)
+char *lookup_file(const struct lookup *lk, const char *path, mode_t need)
 {
     char *resolved = NULL;
     if (driver_resolve_in_root(lk->root, path, &resolved) < 0)
-        return;
+        return NULL;
     _cleanup_free_ char *host = lookup_host(lk, resolved);
     struct stat st;
-    if (stat(host, &st) < 0 || S_ISDIR(st.st_mode)) {
+    if (stat(host, &st) < 0 || S_ISDIR(st.st_mode) || (need && !(st.st_mode & need))) {
         free(resolved);
-        return;
+        return NULL;
     }
-    strlist_add(hits, resolved);
+    return resolved;
+}
+
+/* path resolved, kept when it is no directory. */
+static void add_resolved_file(struct lookup *lk, const char *path, struct strlist *hits)
+{
+    char *resolved = lookup_file(lk, path, 0);
+    if (resolved)
+        strlist_add(hits, resolved);
 }
 
 struct cache_walk {

@@ -32,6 +32,9 @@ char *lookup_dir_of(const char *path);
 
 /* root + path (path absolute), malloc'd. */
 char *lookup_host(const struct lookup *lk, const char *path);
+/* path resolved inside the root when that is a file (no directory) with one of the mode
+ * bits of need (0: any): the resolved path (malloc'd), else NULL. */
+char *lookup_file(const struct lookup *lk, const char *path, mode_t need);
 /* stat of path resolved inside the root: 0 or -errno. */
 int lookup_stat(const struct lookup *lk, const char *path, struct stat *st);
 
