@@ -17,12 +17,8 @@ struct dra_claims {
     struct kube *kube;
     char *node_name, *cdi_root;
     const struct config *cfg;
-    int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                        const struct dra_config *cfg, dra_apply_done_fn done,
-                        void *done_userdata, struct dra_apply_op **op, struct error *err);
-    int (*reset_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                        const struct dra_config *cfg, dra_apply_done_fn done,
-                        void *done_userdata, struct dra_apply_op **op, struct error *err);
+    dra_apply_fn apply_config;
+    dra_apply_fn reset_config;
     void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
     void *apply_userdata;
     const struct inventory *inv;

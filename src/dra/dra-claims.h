@@ -75,6 +75,10 @@ struct dra_apply_op;
 /* The end of an apply_config or reset_config that was started: 0, or -errno with err
  * saying what failed. */
 typedef void (*dra_apply_done_fn)(void *done_userdata, int r, const struct error *err);
+/* The shape of the apply_config and reset_config hooks (their contract is below). */
+typedef int (*dra_apply_fn)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
+                            const struct dra_config *cfg, dra_apply_done_fn done,
+                            void *done_userdata, struct dra_apply_op **op, struct error *err);
 
 struct dra_claims_options {
     const char *node_name;     /* our pool */
@@ -93,18 +97,14 @@ struct dra_claims_options {
      * an unprepare of the claim). Meanwhile the claim waits and everything else is served.
      * gpu, mig and cfg are borrowed for the call only. NULL: configs are decoded, checked
      * and recorded, not applied. */
-    int (*apply_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                        const struct dra_config *cfg, dra_apply_done_fn done,
-                        void *done_userdata, struct dra_apply_op **op, struct error *err);
+    dra_apply_fn apply_config;
     /* Puts back what apply_config set on the GPU of a device with a sharing config
      * (recorded in the checkpoint), when its claim is unprepared, before its spec and
      * record go: TimeSlicing's compute mode and interval back to the defaults. Called
      * only for devices to reset (the rule above), one at a time; a failure fails the
      * claim's unprepare. Same contract as apply_config, *op cancelled by apply_cancel,
      * same userdata. NULL: nothing is reset. */
-    int (*reset_config)(void *userdata, const struct inv_gpu *gpu, const struct inv_mig *mig,
-                        const struct dra_config *cfg, dra_apply_done_fn done,
-                        void *done_userdata, struct dra_apply_op **op, struct error *err);
+    dra_apply_fn reset_config;
     void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
     void *apply_userdata;
 };
