@@ -33,29 +33,6 @@ if [ -f "$rootfs/.complete" ]; then
     exit 0
 fi
 
-# The archive the machine already uses (deb822 or one-line form), as containerd17.sh finds it.
-uri=$(sed -n 's/^URIs:[[:space:]]*\(http[^[:space:]]*\/debian\)[[:space:]]*$/\1/p' \
-      /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
-[ -n "$uri" ] || uri=$(sed -n 's/^deb \(\[[^]]*\] \)\{0,1\}\(http[^ ]*\/debian\) .*/\2/p' \
-      /etc/apt/sources.list 2>/dev/null | head -n1)
-[ -n "$uri" ] || uri=http://deb.debian.org/debian
-
-apt=$cache/apt
-mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
-key=/usr/share/keyrings/debian-archive-keyring.gpg
-printf 'deb [signed-by=%s] %s bookworm main\n' "$key" "$uri" >"$apt/sources.list"
-cat >"$apt/apt.conf" <<EOF
-Dir::Etc::sourcelist "$apt/sources.list";
-Dir::Etc::sourceparts "-";
-Dir::Etc::preferences "$apt/preferences";
-Dir::Etc::preferencesparts "-";
-Dir::State::Lists "$apt/lists";
-Dir::Cache "$apt/cache";
-Dir::State::status "/var/lib/dpkg/status";
-APT::Get::List-Cleanup "false";
-APT::Sandbox::User "$(id -un)";
-EOF
-export APT_CONFIG="$apt/apt.conf"
 log=$cache/fetch.log
 work=$cache/work
 rm -rf "$work"
@@ -63,9 +40,8 @@ mkdir -p "$work/debs" "$work/root"
 pkgs=
 for p in $PACKAGES; do pkgs="$pkgs $p/bookworm"; done
 # shellcheck disable=SC2086 # one word per package
-if ! apt-get update -q >"$log" 2>&1 ||
-   ! (cd "$work/debs" && apt-get download -q $pkgs >>"$log" 2>&1); then
-    echo "debian-rootfs.sh: cannot fetch $PACKAGES (bookworm) from $uri (see $log)" >&2
+if ! sh "$(dirname "$0")/../common/debian-download.sh" "$cache" "$work/debs" $pkgs; then
+    echo "debian-rootfs.sh: cannot fetch $PACKAGES (bookworm) from Debian's archive (see $log)" >&2
     rm -rf "$work"
     exit 1
 fi
@@ -95,6 +71,5 @@ ls "$work/debs" >"$r/.packages"
 touch "$r/.complete"
 rm -rf "$rootfs"
 mv "$r" "$rootfs"
-# The package lists are not needed once the rootfs is there.
-rm -rf "$work" "$apt"
+rm -rf "$work"
 echo "$rootfs"
