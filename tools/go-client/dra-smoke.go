@@ -7,13 +7,22 @@
 // lines are printed with a "  spec| " prefix; the last line is "dra-smoke ok". Any
 // failure is one "go-client: ..." line on stderr and exit status 1.
 //
-//	go-client dra-smoke <registrar dir> <cdi root> <namespace> <name> <uid>
+// With "-- COMMAND [ARG]...", COMMAND runs while the claim is prepared (gpu-smoke.sh
+// builds a container from the spec with it), its stdout and stderr ours, with
+// GDP_CDI_SPEC (the spec file) and GDP_CDI_DEVICES (the CDI device IDs the kubelet got,
+// comma-separated) added to the environment, killed after 90 s; "exec: exit status N,
+// M ms" follows it. The claim is unprepared either way; a command that failed makes the
+// exit status 1 after that.
+//
+//	go-client dra-smoke <registrar dir> <cdi root> <namespace> <name> <uid> [-- COMMAND [ARG]...]
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -92,9 +101,36 @@ func draHealth(conn *grpc.ClientConn) {
 	fmt.Printf("health: %s\n", strings.Join(devs, " "))
 }
 
+// runWhilePrepared runs the command of dra-smoke's "--" and returns its exit status.
+func runWhilePrepared(command []string, spec string, ids []string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	cmd.Env = append(os.Environ(), "GDP_CDI_SPEC="+spec, "GDP_CDI_DEVICES="+strings.Join(ids, ","))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	start := time.Now()
+	err := cmd.Run()
+	rc := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		rc = exit.ExitCode() // -1 when killed by a signal
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "go-client: %s: %v\n", command[0], err)
+		rc = 127
+	}
+	fmt.Printf("exec: exit status %d, %d ms\n", rc, time.Since(start).Milliseconds())
+	return rc
+}
+
 func draSmoke(args []string) {
+	var command []string
+	if len(args) > 6 && args[5] == "--" {
+		command = args[6:]
+		args = args[:5]
+	}
 	if len(args) != 5 {
-		fail("dra-smoke <registrar dir> <cdi root> <namespace> <name> <uid>")
+		fail("dra-smoke <registrar dir> <cdi root> <namespace> <name> <uid> [-- COMMAND [ARG]...]")
 	}
 	cdiRoot, ns, name, uid := args[1], args[2], args[3], args[4]
 	endpoint := draRegister(args[0])
@@ -115,12 +151,13 @@ func draSmoke(args []string) {
 	if msg := str(result, 2); msg != "" {
 		fail("NodePrepareResources %s/%s: %s", ns, name, msg)
 	}
-	var devs []string
+	var devs, allIDs []string
 	for _, d := range fields(result, 1) {
 		var ids []string
 		for _, id := range fields(d, 4) {
 			ids = append(ids, string(id))
 		}
+		allIDs = append(allIDs, ids...)
 		devs = append(devs, fmt.Sprintf("%s/%s cdi=%s", str(d, 2), str(d, 3), strings.Join(ids, ",")))
 	}
 	if len(devs) == 0 {
@@ -137,6 +174,10 @@ func draSmoke(args []string) {
 	for _, line := range strings.Split(strings.TrimRight(string(text), "\n"), "\n") {
 		fmt.Printf("  spec| %s\n", line)
 	}
+	rc := 0
+	if len(command) > 0 {
+		rc = runWhilePrepared(command, spec, allIDs)
+	}
 
 	took, resp = draCall(conn, "NodeUnprepareResources", req)
 	msg, _, found := claimResult(resp, uid, 1)
@@ -147,5 +188,8 @@ func draSmoke(args []string) {
 		fail("the claim's CDI spec is still there after NodeUnprepareResources")
 	}
 	fmt.Printf("unprepare: %d µs, the spec file removed\n", took.Microseconds())
+	if rc != 0 {
+		fail("%s exited with status %d while the claim was prepared", command[0], rc)
+	}
 	fmt.Println("dra-smoke ok")
 }
