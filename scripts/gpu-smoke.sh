@@ -4,17 +4,23 @@
 #
 #   scripts/gpu-smoke.sh bundle [--build-dir DIR] [--no-build] [OUT.tar.gz]
 #       HERE, in the source tree: build (default: a release build in build-gpu-smoke/),
-#       collect the plugin, the static go-client, bench-topo, bench-metrics and the fake
-#       API server of tests/kube with every shared library they need (glibc included, libnvidia-ml excluded) and the ELF
-#       loader into DIR/gpu-smoke/, and write OUT (default DIR/gpu-smoke.tar.gz) with this
-#       script inside. Build it right before use: a bundle is never committed.
+#       collect the plugin, the static go-client, bench-topo, bench-metrics, the fake API
+#       server of tests/kube and cdi-apply with every shared library they need (glibc
+#       included, libnvidia-ml excluded) and the ELF loader into DIR/gpu-smoke/, with
+#       rootfs/ (Debian's glibc and cuda-probe: section 8's container) and
+#       tests/cdi/gpu-smoke-container.sh (section 8), and write OUT (default
+#       DIR/gpu-smoke.tar.gz) with this script inside. Build it right before use: a
+#       bundle is never committed.
 #   ./gpu-smoke.sh run [--driver-root DIR] [--quick]
 #       ON THE GPU HOST, from the unpacked bundle: GPU model and driver version, `list`,
 #       `labels`, one registration with a kubelet stand-in (go-client smoke) and one
 #       Allocate, the registered Xid event set, the figures of bench/ that need no
 #       cluster, and DRA (serve --dra against the fake API server: the ResourceSlice as
 #       written, registration, health, one claim prepared and unprepared with its CDI
-#       spec shown, Prepare timed over 40 claims). Every step has a timeout; all of it stays under 5 minutes. Works in a
+#       spec shown, Prepare timed over 40 claims), the driver in a container (one more
+#       claim's spec applied to rootfs/ by cdi-apply, no container runtime; cuda-probe in
+#       it: cuInit, the device it sees, 1 MiB allocated; nvidia-smi's settings the same
+#       after). Every step has a timeout; all of it stays under 5 minutes. Works in a
 #       temp dir it removes; exits non-zero when any check fails. --driver-root: where the
 #       driver is installed when it is not /, e.g. /run/nvidia/driver. --quick: fewer
 #       Allocate calls, a 2 s idle window and one bench-topo topology (the test's mode).
@@ -27,11 +33,13 @@
 # IT CHANGES NO GPU SETTING: no MIG mode or instances, no clocks, no power limits, no
 # persistence or compute mode, no ECC, no reset, nothing injected. The plugin only reads
 # NVML: `bundle` refuses binaries that name any NVML function outside the read-only set
-# (check-nvml below; the list travels as nvml-functions.txt), nvidia-smi is only queried,
-# and the plugin runs with its kubelet socket, plugin sockets, DRA directories and CDI
-# directories inside the run's temp dirs (the DRA sockets' own one is in /tmp when TMPDIR
-# is too long for a socket path), so it writes nothing outside them. The fake API server
-# listens on 127.0.0.1 only, on a port the kernel picks.
+# (check-nvml below; the list travels as nvml-functions.txt), nvidia-smi is only queried
+# (section 8 checks that its settings read the same after), and the plugin runs with its
+# kubelet socket, plugin sockets, DRA directories and CDI directories inside the run's
+# temp dirs (the DRA sockets' own one is in /tmp when TMPDIR is too long for a socket
+# path), so it writes nothing outside them; section 8's container is a copy of rootfs/
+# there, its mounts in a mount namespace of its own. The fake API server listens on
+# 127.0.0.1 only, on a port the kernel picks.
 #
 # The run side is POSIX sh with coreutils or busybox only (mktemp, mkfifo, timeout, sleep
 # with fractions, awk, sed, grep, sort, cut). Binaries run through the bundled loader:
@@ -81,7 +89,8 @@ bundle() {
             meson setup "$build" "$src" --buildtype=release -Dwerror=true >/dev/null ||
             die "meson setup $build failed"
         ninja -C "$build" src/gpu-device-plugin-readonly tools/go-client/go-client bench/bench-topo \
-            bench/bench-metrics tests/kube/fake-apiserver >/dev/null || die "building in $build failed"
+            bench/bench-metrics tests/kube/fake-apiserver tests/cdi/cdi-apply tests/cdi/cuda-probe \
+            >/dev/null || die "building in $build failed"
     fi
     set -e
     # The plugin without the NVML calls that change a GPU setting (src/meson.build).
@@ -102,6 +111,8 @@ bundle() {
     done
     # Run as gpu-device-plugin (its name picks its mode: src/main.c).
     mv "$stage/bin/gpu-device-plugin-readonly" "$stage/bin/gpu-device-plugin"
+    . "$src/tests/cdi/gpu-smoke-container.sh" # section 8: cdi-apply in bin/, rootfs/
+    bundle_apply "$src" "$build" "$stage"
     # ldd's answer for the dynamic binaries, then the rest of glibc that libnvidia-ml.so.1
     # links (libm, libdl, libpthread, librt): it must find ours, not the host's, because
     # it is loaded into a process running our glibc.
@@ -119,6 +130,7 @@ ${libc%/*}/$l"
     for l in $(printf '%s\n' "$libs" | sort -u); do
         cp -L "$l" "$stage/lib/${l##*/}"
     done
+    bundle_rootfs "$src" "$build" "$stage"
     check_nvml "$stage"/bin/* >"$stage/nvml-functions.txt"
     cp "$src/scripts/gpu-smoke.sh" "$stage/gpu-smoke.sh"
     chmod 755 "$stage/gpu-smoke.sh"
@@ -130,6 +142,7 @@ ${libc%/*}/$l"
         echo "build: ${buildtype:-unknown} ($build)"
         echo "bundled on: $(uname -srm), glibc $(ldd --version | awk 'NR == 1 { print $NF }'), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         echo "libraries: $(cd "$stage/lib" && echo *)"
+        echo "container rootfs (section 8): $rootfs_from, $(du -sk "$stage/rootfs" | cut -f1) KiB unpacked"
         echo "NVML functions named (all read-only): $(wc -l <"$stage/nvml-functions.txt")"
     } >"$stage/MANIFEST"
     tar -C "$build" -czf "$out" gpu-smoke
@@ -142,6 +155,7 @@ ${libc%/*}/$l"
 
 n_pass=0
 n_fail=0
+n_skip=0
 check() { # name, ok(0/1), detail
     if [ "$2" = 0 ]; then
         n_pass=$((n_pass + 1))
@@ -248,8 +262,9 @@ run() {
         esac
     done
     B=$(cd "$(dirname "$0")" && pwd)
-    [ -x "$B/lib/ld-linux-x86-64.so.2" ] && [ -x "$B/bin/gpu-device-plugin" ] ||
+    [ -x "$B/lib/ld-linux-x86-64.so.2" ] && [ -x "$B/bin/gpu-device-plugin" ] && [ -f "$B/gpu-smoke-container.sh" ] ||
         die "run: $B is not an unpacked bundle (scripts/gpu-smoke.sh bundle makes one)"
+    . "$B/gpu-smoke-container.sh"
     command -v timeout >/dev/null 2>&1 || die "run: needs timeout (coreutils or busybox)"
     T=$(mktemp -d "${TMPDIR:-/tmp}/gpu-smoke.XXXXXX") || die "run: mktemp failed"
     pid=''
@@ -338,12 +353,15 @@ run() {
     section "6. Figures (bench/ without a cluster)"
     figures
     section "7. DRA (serve --dra; the bundled fake API server as the cluster)"
+    dra_ready=0
     if budget_ok 240; then
         dra
     else
         check "DRA" 1 "skipped: the run is already $(elapsed_s) s old"
     fi
-    section "8. Summary"
+    section "8. The driver in a container (a claim's CDI spec applied by cdi-apply)"
+    section8 # gpu-smoke-container.sh; then dra_stop
+    section "9. Summary"
     summary
 }
 
@@ -467,6 +485,7 @@ quantile() { sort -n | awk -v q="$1" '{ v[NR] = $1 } END { i = int(NR * q + 0.99
 dra() {
     dra_node=gpu-smoke-node
     mkdir -p "$T/api" "$T/cdi-dra"
+    hook=$(cdi_hook) # NVIDIA's hook binary when this host has one (gpu-smoke-container.sh)
     # The registration and DRA sockets' directories: the plugin takes at most 64 bytes for
     # each (a socket path has 108), so under a long TMPDIR they go to a short one of /tmp.
     d=${TMPDIR:-/tmp}
@@ -488,7 +507,7 @@ dra() {
         "$port" "$T/api/ca.crt" >"$T/api/kubeconfig"
     plugin 0 --dra --kubeconfig="$T/api/kubeconfig" --node-name="$dra_node" \
         --kubelet-registrar-directory-path="$S/reg" --kubelet-plugins-directory-path="$S/plugins" \
-        --cdi-root="$T/cdi-dra" >"$T/dra.log" 2>&1 &
+        --cdi-root="$T/cdi-dra" ${hook:+--nvidia-cdi-hook-path="$hook"} >"$T/dra.log" 2>&1 &
     dra_pid=$!
     wait_for "$T/dra.log" "ResourceSlices of node $dra_node are up to date" 20
     rc=$?
@@ -546,27 +565,14 @@ dra() {
     figure "DRA: serve --dra RSS after the claims (VmRSS / VmHWM), threads" \
         "$(status_kib VmRSS) / $(status_kib VmHWM) KiB, $(status_kib Threads)"
     pid=''
-    kill -TERM "$dra_pid"
-    wait "$dra_pid"
-    rc=$?
-    dra_pid=''
-    left=$(ls "$T/cdi-dra" | grep -c 'claim_')
-    [ $rc = 0 ] && [ "$left" = 0 ]
-    check "DRA SIGTERM" $? "exit status $rc, $left claim spec(s) left in the CDI root"
-    echo "serve --dra log:"
-    sed 's/^/  /' "$T/dra.log"
-    exec 7>&-
-    wait "$api_pid" 2>/dev/null
-    api_pid=''
-    echo "| Figure | Value |"
-    echo "|---|---|"
-    grep '^| DRA' "$T/figures"
+    dra_dev=$(echo "$devices" | tail -n 1)
+    dra_ready=1
 }
 
 summary() {
-    echo "GPU settings changed: none (the bundle names only the read-only NVML functions in nvml-functions.txt; nvidia-smi is only queried)"
+    echo "GPU settings changed: ${settings_changed:-none (the bundle names only the read-only NVML functions in nvml-functions.txt; nvidia-smi is only queried)}"
     cat "$T/checks"
-    echo "checks: $n_pass passed, $n_fail failed, in $(elapsed_s) s"
+    echo "checks: $n_pass passed, $n_fail failed, $n_skip skipped, in $(elapsed_s) s"
     [ $n_fail = 0 ] || exit 1
 }
 

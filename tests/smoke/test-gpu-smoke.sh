@@ -1,10 +1,17 @@
 #!/bin/sh
 # gpu-smoke: scripts/gpu-smoke.sh bundle, then `run` from the unpacked bundle with
-# `env -i PATH=/usr/bin:/bin`, the simulated libnvidia-ml.so.1 under a driver root
-# (--driver-root, found the way a real host's driver is), and the a100 mock profile.
-# Asserts every section and check (DRA's against the bundled fake API server too), exit 0, and that the run removed its temp dir; then
-# that a host without NVML fails with the line that says so, and that check-nvml refuses
-# a binary naming an NVML setter.
+# `env -i PATH=<a query-only nvidia-smi>:/usr/bin:/bin`, the a100 mock profile, and a
+# driver root that nvml-sim-render --driver-root lays out (the simulated
+# libnvidia-ml.so.<ver>, the libcuda and nvidia-smi stand-ins; --driver-root, found the
+# way a real host's driver is) with, as root, its dev/ holding NVIDIA's character devices
+# (195:<minor>, nvidiactl; no driver behind them). Asserts every section and check (DRA's
+# against the bundled fake API server; section 8: a claim of gpu-7 applied by cdi-apply
+# to the bundled rootfs, cuda-probe in it seeing exactly that GPU as GPU 0 and allocating,
+# no hook binary here so the spec's SONAME mounts; the settings nvidia-smi reports the
+# same after), exit 0, and that the run removed its temp dir; then that a host without
+# NVML fails with the line that says so, and that check-nvml refuses a binary naming an
+# NVML setter. Not root: section 8 must be SKIPPED with cdi-apply's reason (under
+# CI=true that fails the test: the section must run in CI).
 set -u
 : "${GDP_BUILD_DIR:?}" "${GDP_SOURCE_DIR:?}" "${GDP_TEST_DATA:?}"
 profile="$GDP_TEST_DATA/nvml-mock-profiles/a100.yaml"
@@ -17,18 +24,45 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 "$GDP_SOURCE_DIR/scripts/gpu-smoke.sh" bundle --build-dir "$GDP_BUILD_DIR" --no-build \
     "$T/gpu-smoke.tar.gz" || { echo "FAIL: bundle"; exit 1; }
-mkdir -p "$T/host" "$T/driver/usr/lib/x86_64-linux-gnu" "$T/empty-driver" "$T/tmp"
+mkdir -p "$T/host" "$T/empty-driver" "$T/tmp" "$T/bin"
 tar -xzf "$T/gpu-smoke.tar.gz" -C "$T/host" || { echo "FAIL: unpack"; exit 1; }
-ln -s "$GDP_BUILD_DIR/sim/nvml/libnvidia-ml.so.1" "$T/driver/usr/lib/x86_64-linux-gnu/"
-for f in gpu-smoke.sh MANIFEST nvml-functions.txt bin/gpu-device-plugin bin/go-client \
-    bin/bench-topo bin/bench-metrics bin/fake-apiserver lib/ld-linux-x86-64.so.2 lib/libc.so.6; do
+"$GDP_BUILD_DIR/sim/nvml/nvml-sim-render" --profile "$profile" --driver-root "$T/driver" ||
+    { echo "FAIL: nvml-sim-render --driver-root"; exit 1; }
+root=0
+if [ "$(id -u)" = 0 ]; then
+    root=1
+    mkdir -p "$T/driver/dev"
+    for i in 0 1 2 3 4 5 6 7; do mknod "$T/driver/dev/nvidia$i" c 195 $i; done
+    mknod "$T/driver/dev/nvidiactl" c 195 255 && mknod "$T/driver/dev/nvidia-uvm" c 510 0 &&
+        chmod 666 "$T"/driver/dev/* || { echo "FAIL: mknod in $T/driver/dev"; exit 1; }
+elif [ "${CI:-}" = true ]; then
+    fail "not root: section 8 (the driver in a container) cannot run, and CI=true wants it"
+fi
+# nvidia-smi as a host has it, queries only: section 1's and section 8's settings (the
+# profile's 8 GPUs; the same answer every time: a setting that changed would show).
+cat >"$T/bin/nvidia-smi" <<'SMI'
+#!/bin/sh
+case "$*" in
+*--query-gpu=index,uuid,compute_mode,*)
+    for i in 0 1 2 3 4 5 6 7; do
+        echo "$i, GPU-12345678-1234-1234-1234-12345678000$i, Default, Enabled, Disabled, Disabled, Enabled, Enabled, 400.00 W, 1410 MHz, 1215 MHz"
+    done ;;
+*--query-gpu=*) echo "index, name"; echo "0, NVIDIA A100-SXM4-40GB" ;;
+*) echo "nvidia-smi (gpu-smoke test): only --query-gpu is answered" >&2; exit 2 ;;
+esac
+SMI
+chmod 755 "$T/bin/nvidia-smi"
+for f in gpu-smoke.sh gpu-smoke-container.sh MANIFEST nvml-functions.txt bin/gpu-device-plugin \
+    bin/go-client bin/bench-topo bin/bench-metrics bin/fake-apiserver bin/cdi-apply \
+    lib/ld-linux-x86-64.so.2 lib/libc.so.6 rootfs/usr/local/bin/cuda-probe \
+    rootfs/usr/lib/x86_64-linux-gnu/libc.so.6 rootfs/lib64/ld-linux-x86-64.so.2; do
     [ -e "$T/host/gpu-smoke/$f" ] || fail "the bundle lacks $f"
 done
 
 # Under a TMPDIR longer than 32 bytes the DRA sockets' directory is made in /tmp.
 dra_dirs() { ls -d /tmp/gdp-dra.* 2>/dev/null | sort; }
 dra_dirs >"$T/dra-dirs-before"
-env -i PATH=/usr/bin:/bin TMPDIR="$T/tmp" MOCK_NVML_CONFIG="$profile" \
+env -i PATH="$T/bin:/usr/bin:/bin" TMPDIR="$T/tmp" MOCK_NVML_CONFIG="$profile" \
     "$T/host/gpu-smoke/gpu-smoke.sh" run --quick --driver-root "$T/driver" >"$T/out" 2>&1
 rc=$?
 dra_dirs | comm -13 "$T/dra-dirs-before" - | grep . && fail "the run left the above in /tmp"
@@ -39,7 +73,7 @@ for want in '^== 1\. Host, GPU and driver ==$' '^GPU models: 8 x NVIDIA A100-SXM
     '^== 3\. labels ==$' '^nvidia\.com/gpu\.product=NVIDIA-A100-SXM4-40GB$' \
     '^== 4\. Registration and Allocate' '^register: version=v1beta1 endpoint=nvidia-gpu\.sock resource=nvidia\.com/gpu' \
     '^allocate: GPU-.* -> envs \[NVIDIA_VISIBLE_DEVICES=GPU-' '^smoke ok$' \
-    "^plugin (pid [0-9]*) loaded NVML from: .*/libnvidia-ml\.so\.1\$" \
+    "^plugin (pid [0-9]*) loaded NVML from: .*/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml\.so\.550\.163\.01\$" \
     '^== 5\. Xid event set' 'PASS  Xid event set: 8 GPU(s) watched, 8 registered' \
     '^== 6\. Figures' '^| start → Registered .* | [0-9.]* ms |$' '^| RSS after registration (VmRSS / VmHWM) | [0-9]* / [0-9]* KiB |$' \
     '^| threads | [0-9]* |$' '^| Allocate, grpc-go, unpinned (p50 / p99 / max) | [0-9.]* / [0-9.]* / [0-9.]* µs |$' \
@@ -52,9 +86,28 @@ for want in '^== 1\. Host, GPU and driver ==$' '^GPU models: 8 x NVIDIA A100-SXM
     '^  spec|             "path": "/dev/nvidia0",$' '^unprepare: [0-9]* µs, the spec file removed$' '^dra-smoke ok$' \
     'PASS  DRA Prepare benchmark: 8 of 8 claims' 'PASS  DRA SIGTERM: exit status 0, 0 claim spec(s) left' \
     '^| DRA: first Prepare of a 1-GPU claim, grpc-go, 250 ms apart (p50 / p99) | [0-9.]* / [0-9.]* ms |$' \
-    '^== 8\. Summary ==$' '^GPU settings changed: none' '^checks: 14 passed, 0 failed'; do
+    '^== 8\. The driver in a container ' 'PASS  GPU settings unchanged: 8 GPU(s): compute mode, ' \
+    '^claim default/ctr of gpu-7 (GPU-12345678-1234-1234-1234-123456780007); ' \
+    '^  spec| *"containerPath": "/usr/lib/x86_64-linux-gnu/libcuda\.so\.1",$' \
+    '^unprepare: [0-9]* µs, the spec file removed$' 'PASS  DRA SIGTERM: exit status 0, 0 claim spec(s) left' \
+    '^== 9\. Summary ==$' '^GPU settings changed: none'; do
     grep -q -- "$want" "$T/out" || fail "no line matching: $want"
 done
+if [ $root = 1 ]; then # the container: exactly the claimed GPU, renumbered 0, and 1 MiB on it
+    for want in '^cdi-apply| device /dev/nvidia7: mknod c 195:7 0666$' '^count 1$' \
+        '^gpu 0 NVIDIA A100-SXM4-40GB GPU-12345678-1234-1234-1234-123456780007$' '^memalloc ok$' \
+        '^exec: exit status 0, [0-9]* ms$' \
+        '^PASS  driver in a container: driver 550\.163\.01, 1 device(s) seen: NVIDIA A100-SXM4-40GB GPU-12345678-1234-1234-1234-123456780007 (claimed GPU-12345678-1234-1234-1234-123456780007), memalloc ok, [0-9]* ms from .*; no hooks (no nvidia-cdi-hook or nvidia-ctk here): the libraries also at their SONAMEs; device nodes by mknod$' \
+        '^| driver in a container: cdi-apply + cuda-probe .* | [0-9]* ms |$' \
+        '^checks: 16 passed, 0 failed, 0 skipped'; do
+        grep -q -- "$want" "$T/out" || fail "no line matching: $want"
+    done
+else
+    for want in '^SKIP  driver in a container: cdi-apply: building a container needs root' \
+        '^checks: 15 passed, 0 failed, 1 skipped'; do
+        grep -q -- "$want" "$T/out" || fail "no line matching: $want"
+    done
+fi
 grep -q '^FAIL' "$T/out" && fail "a check failed"
 [ -z "$(ls -A "$T/tmp")" ] || fail "run left $(ls -A "$T/tmp") in its TMPDIR"
 
