@@ -161,7 +161,10 @@ container() {
         [ "$rc" = 0 ] && grep -qx 'count 1' "$T/ctr.out" && [ "$alloc" = "memalloc ok" ] &&
             [ -n "$want" ] && [ "$uuid" = "$want" ] &&
             grep -q '^unprepare: .* the spec file removed$' "$T/ctr.out"
-        check "driver in a container" $? "${err:-driver ${driver:-?}, $(sed -n 's/^count //p' "$T/ctr.out") device(s) seen: ${name:-none} ${uuid:-} (claimed ${want:-?}), $alloc, ${ms:-?} ms from cdi-apply's start to cuda-probe's exit; $how}"
+        ok=$?
+        # (no apostrophe inside ${...:-...}: shells disagree on quotes there)
+        detail="driver ${driver:-?}, $(sed -n 's/^count //p' "$T/ctr.out") device(s) seen: ${name:-none} ${uuid:-} (claimed ${want:-?}), $alloc, ${ms:-?} ms from the start of cdi-apply to the exit of cuda-probe; $how"
+        check "driver in a container" $ok "${err:-$detail}"
         [ -z "$ms" ] || figure "driver in a container: cdi-apply + cuda-probe (namespace, mounts, cuInit, 1 MiB)" "$ms ms"
         [ -z "$ms" ] || grep '^| driver in a container' "$T/figures"
     fi
