@@ -121,16 +121,19 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
         if (tainted && body)
             learn_taints(p, body);
     } else if (status == 404) {
-        /* an update of a slice deleted meanwhile: create it */
+        /* an update of a slice deleted meanwhile: create it (a refused write all the same) */
+        p->stats.write_failures++;
         if (name)
             json_object_del(p->store, name);
         log_debug("ResourceSlice %s is gone, creating it again", name ? name : "?");
     } else if (status == 409) {
         /* someone wrote it (or created it) in between: the watch brings what they wrote,
          * the retry compares with that */
+        p->stats.write_failures++;
         failed(p, status_text(status, body, buf, sizeof(buf)));
         return;
     } else {
+        p->stats.write_failures++;
         failed(p, status_text(status, body, buf, sizeof(buf)));
         return;
     }
@@ -144,6 +147,7 @@ static void on_deleted(struct kube *k, int status, json_t *body, void *userdata)
     _cleanup_free_ char *name = p->req_name ? xstrdup(p->req_name) : NULL;
     request_done(p);
     if (status != 200 && status != 202 && status != 404) {
+        p->stats.write_failures++;
         failed(p, status_text(status, body, buf, sizeof(buf)));
         return;
     }
@@ -225,6 +229,7 @@ static void converge(struct dra_publish *p)
     }
     json_decref(slice);
     if (!p->req) {
+        p->stats.write_failures++;
         request_done(p);
         failed(p, err.msg);
     }
@@ -440,4 +445,5 @@ void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_un
 void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out)
 {
     *out = p->stats;
+    out->error = p->error;
 }

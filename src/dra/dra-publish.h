@@ -39,9 +39,14 @@ enum dra_taint_mode {
 struct dra_publish_stats {
     unsigned creates, updates, deletes; /* writes sent (answered or not) */
     unsigned failures;               /* requests that failed (retried with backoff) */
+    unsigned write_failures;         /* of those, slice writes (creates, updates, deletes)
+                                      * refused or never answered (the metrics' count) */
     unsigned restores;               /* convergences started by someone else's change */
     enum dra_taint_mode taints;
     bool converged;                  /* the server holds what was asked, nothing pending */
+    const char *error;               /* why the last request failed, while it is retried;
+                                      * NULL once one works (borrowed: valid until the
+                                      * loop runs again) */
 };
 
 /* Starts the watch and reads the Node's UID (the owner); nothing is written before the
