@@ -4,6 +4,7 @@
  * rest), and keeping both sockets bound (dra-service.h). */
 #include <errno.h>
 #include <libgen.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/macro.h"
+#include "core/ratelimit.h"
 #include "dra/dra-health-watch.h"
 #include "dra/dra-registrar.h"
 #include "dra/dra-request.h"
@@ -39,6 +41,7 @@ struct dra_call {
     enum call_kind kind;
     struct dra_request rq;     /* the claims, decoded and checked; ops got rq.refs */
     void *context;             /* the owner's */
+    uint64_t started_us;       /* decoded (loop_now_us): the histograms' start */
 };
 
 struct dra_service {
@@ -55,6 +58,9 @@ struct dra_service {
     struct dra_health_watch health;
 
     int inotify_fd;             /* -1 without inotify: only kubelet_restarted rebinds */
+
+    struct ratelimit claim_log; /* the failed-claim lines (dra-service.h) */
+    bool stopping;              /* freeing: cancelled calls are not the kubelet's doing */
 };
 
 /* ------------------------------------------------------------------ calls */
@@ -82,6 +88,19 @@ static const struct dra_claim_result *find_result(const struct dra_claim_result 
 }
 
 #define NO_RESULT "no result from the driver for this claim"
+
+/* What claim i of c is answered with: its error, or "" when it succeeded (the wire's
+ * "no error"): the rule of the encoders below, for the accounting. */
+static const char *claim_error(const struct dra_call *c, size_t i,
+                               const struct dra_claim_result *r, size_t n)
+{
+    if (c->rq.error[i])
+        return c->rq.error[i];
+    const struct dra_claim_result *res = find_result(r, n, c->rq.claims[i].uid);
+    if (!res)
+        return NO_RESULT;
+    return res->error ? res->error : "";
+}
 
 /* Encode the answer: one entry per claim of the request, pointing into c and r (no
  * copies; pack writes the bytes). */
@@ -176,6 +195,80 @@ static uint8_t *encode_unprepare(const struct dra_call *c, const struct dra_clai
     return buf;
 }
 
+/* ------------------------------------------------------------------ counting */
+
+/* A namespace or name as the log shows it: a Kubernetes name is printable ASCII of at
+ * most DRA_MAX_NAME_LEN bytes, but the peer's bytes are not checked for that (a longer
+ * one gets its own error): any other byte is '?' (the log must stay valid UTF-8, and the
+ * log's own escaping covers control bytes only) and past the bound it is cut with "...". */
+static const char *log_name(char *buf, size_t cap, const char *s)
+{
+    size_t i = 0;
+    for (; s[i] && i + 4 < cap; i++)
+        buf[i] = s[i] > 0x20 && s[i] < 0x7f ? s[i] : '?';
+    if (s[i])
+        memcpy(buf + i, "...", 3), i += 3;
+    buf[i] = '\0';
+    return buf;
+}
+
+/* One warning per failed claim, rate-limited: the only place a failed claim is logged,
+ * whichever layer refused it (the request's checks, the claim engine, no result), so the
+ * line is said once per claim and names what the kubelet sent. The UID is printable
+ * ASCII already (dra-request.h). */
+static void log_failed_claim(struct dra_service *s, const struct dra_call *c,
+                             const struct dra_claim_ref *claim, const char *cause)
+{
+    unsigned left_out = 0;
+    if (!ratelimit_below(&s->claim_log, &left_out))
+        return;
+    char more[48] = "", ns[DRA_MAX_NAME_LEN + 4], name[DRA_MAX_NAME_LEN + 4];
+    if (left_out)
+        snprintf(more, sizeof(more), " (%u more not logged)", left_out);
+    log_warning("DRA: %s of claim %s/%s (UID %s) failed: %s%s",
+                c->kind == CALL_PREPARE ? "NodePrepareResources" : "NodeUnprepareResources",
+                log_name(ns, sizeof(ns), claim->namespace_),
+                log_name(name, sizeof(name), claim->name), claim->uid, cause, more);
+}
+
+/* Tell the owner c ended (n_failed of its claims failed): its metrics. */
+static void count_call(struct dra_service *s, const struct dra_call *c, size_t n_failed)
+{
+    if (s->ops.call_ended && c->rq.n)
+        s->ops.call_ended(s->ud, c->kind == CALL_PREPARE, c->rq.n, n_failed,
+                          loop_now_us() - c->started_us);
+}
+
+/* The answer to c is r: count it, log its failed claims. No allocation (the log line of
+ * a failed claim formats on the stack). */
+static void account_answer(struct dra_service *s, const struct dra_call *c,
+                           const struct dra_claim_result *r, size_t n)
+{
+    size_t failed = 0;
+    for (size_t i = 0; i < c->rq.n; i++) {
+        const char *e = claim_error(c, i, r, n);
+        if (e && *e) {
+            failed++;
+            log_failed_claim(s, c, &c->rq.claims[i], e);
+        }
+    }
+    count_call(s, c, failed);
+}
+
+/* The kubelet gave up on c: every claim of it failed as far as the kubelet knows. Not
+ * logged while the service stops (that is ours, and said once). */
+static void account_cancelled(struct dra_service *s, const struct dra_call *c)
+{
+    count_call(s, c, c->rq.n);
+    if (s->stopping)
+        return;
+    for (size_t i = 0; i < c->rq.n; i++)
+        log_failed_claim(s, c, &c->rq.claims[i],
+                         c->rq.error[i] ? c->rq.error[i]
+                                        : "the kubelet gave up waiting for the answer (its "
+                                          "deadline passed, or its connection closed)");
+}
+
 void dra_call_set_context(struct dra_call *c, void *context) { c->context = context; }
 void *dra_call_context(const struct dra_call *c) { return c->context; }
 
@@ -189,6 +282,7 @@ void dra_call_done(struct dra_call *c, const struct dra_claim_result *r, size_t 
             log_warning("DRA: result for claim %s that the kubelet did not ask for, ignoring",
                         r[i].uid ? r[i].uid : "(no UID)");
     }
+    account_answer(c->svc, c, r, n);
     size_t len;
     _cleanup_free_ uint8_t *buf = c->kind == CALL_PREPARE ? encode_prepare(c, r, n, &len)
                                                           : encode_unprepare(c, r, n, &len);
@@ -214,6 +308,7 @@ static void on_claims(struct dra_service *s, enum call_kind kind, struct grpc_pe
     c->pending = p;
     c->kind = kind;
     c->rq = rq;
+    c->started_us = loop_now_us();
     c->next = s->calls;
     if (s->calls)
         s->calls->prev = c;
@@ -248,6 +343,7 @@ static void on_call_cancelled(void *ud, struct grpc_pending *p)
     if (!c)
         return; /* refused inside the handler: never handed out */
     log_debug("DRA: the kubelet gave up on a call of %zu claims", c->rq.n);
+    account_cancelled(s, c);
     s->ops.call_cancelled(s->ud, c);
     call_free(c);
 }
@@ -397,6 +493,7 @@ int dra_service_start(struct loop *l, const struct dra_service_options *opts,
     s->ops = *ops;
     s->ud = ud;
     s->inotify_fd = -1;
+    s->claim_log = RATELIMIT_INIT(DRA_CLAIM_LOG_INTERVAL_MS, DRA_CLAIM_LOG_BURST);
     s->health = (struct dra_health_watch){
         .loop = l, .health = ops->health, .free_fn = ops->health_free, .ud = ud,
         .resend_ms = opts->health_resend_ms ? opts->health_resend_ms : DRA_HEALTH_RESEND_MS,
@@ -432,6 +529,7 @@ void dra_service_free(struct dra_service *s)
 {
     if (!s)
         return;
+    s->stopping = true;
     if (s->inotify_fd >= 0) {
         (void)loop_del_io(s->loop, s->inotify_fd);
         close(s->inotify_fd);

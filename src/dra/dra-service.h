@@ -52,6 +52,13 @@ struct dra_call;
 #define DRA_MAX_UID_LEN 128u
 #define DRA_MAX_NAME_LEN 253u
 
+/* A claim answered with an error, or a call the kubelet gave up on, is one warning per
+ * claim naming its namespace/name, UID and cause; at most this many per window, the next
+ * line let through counts the ones left out (core/ratelimit.h): a pod whose claims keep
+ * failing, or a peer sending hundreds of bad claims, cannot flood the log. */
+#define DRA_CLAIM_LOG_INTERVAL_MS 60000u
+#define DRA_CLAIM_LOG_BURST 20u
+
 struct dra_service_options {
     const char *driver_name;    /* e.g. DRA_DRIVER_NAME */
     const char *registrar_dir;  /* the kubelet's plugins_registry */
@@ -80,6 +87,11 @@ struct dra_service_ops {
      * count. NULL: no health is reported (the stream is still served, empty). */
     size_t (*health)(void *ud, struct dra_health_entry **out);
     void (*health_free)(void *ud, struct dra_health_entry *h, size_t n);
+    /* A call with n >= 1 claims ended: answered (failed of them with an error) or given up
+     * on by the kubelet (failed == n), elapsed_us after its request was decoded. For the
+     * owner's metrics (the service knows none): called on the loop once per call, as it
+     * ends; on the Prepare path, so it should not allocate. NULL: not told. */
+    void (*call_ended)(void *ud, bool prepare, size_t n, size_t failed, uint64_t elapsed_us);
 };
 
 /* Create both sockets (directories made as needed: the driver's 0750, the registrar's
