@@ -3,6 +3,7 @@
 
 #include "core/log.h"
 #include "daemon/daemon-dra.h"
+#include "daemon/daemon-metrics.h"
 #include "dra/dra-claims.h"
 #include "dra/dra-devices.h"
 #include "dra/dra-publish.h"
@@ -10,6 +11,7 @@
 #include "dra/dra-sharing.h"
 #include "dra/dra-slice.h"
 #include "health/monitor.h"
+#include "metrics/metrics.h"
 #include "policy/dra-split.h"
 #include "policy/health.h"
 
@@ -24,6 +26,7 @@ struct daemon_dra {
     struct dra_claims *claims;
     struct dra_sharing_ctx *sharing; /* TimeSlicing applied and reset (the claims' hooks) */
     struct dra_publish *pub;
+    struct daemon_dra_metrics metrics;    /* all NULL: metrics off */
 };
 
 /* ---- the kubelet's calls: handed to the claim engine, answered when it is done ---- */
@@ -49,6 +52,16 @@ static void op_unprepare(void *ud, struct dra_call *c, const struct dra_claim_re
 static void op_cancelled(void *ud, struct dra_call *c)
 {
     dra_claims_cancel(dra_call_context(c));
+}
+
+/* On the Prepare path: adds on series made at start, no allocation (metrics.h). */
+static void op_call_ended(void *ud, bool prepare, size_t n, size_t failed, uint64_t elapsed_us)
+{
+    const struct daemon_dra_metrics *m = &((struct daemon_dra *)ud)->metrics;
+    metrics_add(prepare ? m->prepare : m->unprepare, (double)n);
+    metrics_add(prepare ? m->prepare_errors : m->unprepare_errors, (double)failed);
+    metrics_observe(prepare ? m->prepare_seconds : m->unprepare_seconds,
+                    (double)elapsed_us / 1e6);
 }
 
 /* ---- health: the monitor's view of each DRA device ---- */
@@ -83,6 +96,7 @@ static const struct dra_service_ops service_ops = {
     .unprepare = op_unprepare,
     .call_cancelled = op_cancelled,
     .health = op_health,
+    .call_ended = op_call_ended,
 };
 
 /* ---- the slices: every device, the unhealthy ones named with why ---- */
@@ -125,7 +139,8 @@ int daemon_dra_check(const struct config *cfg, struct error *err)
 }
 
 int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
-                     struct daemon_dra **out, struct error *err)
+                     const struct daemon_dra_metrics *metrics, struct daemon_dra **out,
+                     struct error *err)
 {
     const char *node = cfg->cluster.node_name;
     int r = daemon_dra_check(cfg, err);
@@ -137,6 +152,8 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
                          "be made (see the error above)");
     struct daemon_dra *d = xcalloc(1, sizeof(*d));
     d->loop = l;
+    if (metrics)
+        d->metrics = *metrics;
     d->node_name = xstrdup(node);
     d->health_time = (int64_t)time(NULL);
     _cleanup_free_ char *plugin_dir = xasprintf("%s/%s", cfg->dra.plugins_dir, DRA_DRIVER_NAME);
@@ -216,6 +233,22 @@ void daemon_dra_kubelet_restarted(struct daemon_dra *d)
     struct error err = { 0 };
     if (dra_service_kubelet_restarted(d->svc, &err) < 0)
         log_error("DRA: %s", err.msg);
+}
+
+void daemon_dra_status(const struct daemon_dra *d, struct daemon_dra_status *out)
+{
+    struct dra_publish_stats ps;
+    dra_publish_get_stats(d->pub, &ps);
+    *out = (struct daemon_dra_status){
+        .driver = DRA_DRIVER_NAME,
+        .registrar_path = dra_service_registrar_path(d->svc),
+        .registered = dra_service_registered(d->svc),
+        .slices_converged = ps.converged,
+        .slices_error = ps.error,
+        .slice_writes = ps.creates + ps.updates + ps.deletes,
+        .slice_write_failures = ps.write_failures,
+        .claims_prepared = dra_claims_prepared_count(d->claims),
+    };
 }
 
 void daemon_dra_free(struct daemon_dra *d)

@@ -12,15 +12,21 @@ struct loop;
 struct kube;
 struct health_monitor;
 struct daemon_dra;
+struct daemon_dra_status;
+struct daemon_dra_metrics;
 
 /* The settings DRA cannot start without (the node name), checked before anything is
  * made. Returns 0 or -EINVAL with err set. */
 int daemon_dra_check(const struct config *cfg, struct error *err);
 /* Needs the node name (the pool) and an API client (k; NULL: none could be made, which
  * is an error here: DRA without the API server can prepare nothing). cfg is read for
- * the directories and the node name (copied). Returns 0 or -errno with err set. */
+ * the directories and the node name (copied). metrics: the series the kubelet's calls
+ * update (daemon_metrics_dra; copied; NULL: none). Returns 0 or -errno with err set. */
 int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
-                     struct daemon_dra **out, struct error *err);
+                     const struct daemon_dra_metrics *metrics, struct daemon_dra **out,
+                     struct error *err);
+/* What /readyz and the scrape-time metrics read: registration, the slices, the claims. */
+void daemon_dra_status(const struct daemon_dra *d, struct daemon_dra_status *out);
 /* Serve s from now on (borrowed until the next update or free; the old state may be
  * freed right after this returns). h may be NULL (health checks unavailable). */
 void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,

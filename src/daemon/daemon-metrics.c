@@ -4,6 +4,7 @@
  * daemon-metrics.h. */
 #include "daemon/daemon-metrics.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -21,6 +22,11 @@
  * large NVLink topologies: buckets from 5 us to 100 ms. */
 static const double latency_bounds[] = { 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
                                          1e-3, 2.5e-3, 5e-3,   1e-2, 2.5e-2, 0.1 };
+/* A DRA call GETs its claims from the API server and writes and syncs a spec file per
+ * claim (milliseconds); a sharing config runs nvidia-smi, killed at 10 s: buckets from
+ * 1 ms to 30 s. */
+static const double dra_bounds[] = { 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
+                                     0.25, 0.5,    1,    2.5,  5,      10,   30 };
 
 struct daemon_metrics {
     daemon_metrics_visit_fn visit;
@@ -33,6 +39,10 @@ struct daemon_metrics {
     /* set at scrape time from the daemon (collect_state) */
     struct metrics_family *registered, *connections, *healthy, *last_xid;
     struct metrics_series *reload[3];
+    /* DRA: counted by the service (daemon_metrics_dra); read at scrape time (collect_dra) */
+    struct metrics_family *dra_prepare, *dra_prepare_errors, *dra_prepare_seconds;
+    struct metrics_family *dra_unprepare, *dra_unprepare_errors, *dra_unprepare_seconds;
+    struct metrics_family *dra_slice_writes, *dra_slice_failures, *dra_prepared;
 };
 
 static const char *const L_RESOURCE[] = { "resource", NULL };
@@ -79,9 +89,61 @@ static void collect_state(struct metrics_family *f, void *userdata)
     dm->visit(dm->source, &v, dm);
 }
 
+static void visit_dra(void *userdata, const struct daemon_dra_status *st)
+{
+    struct daemon_metrics *dm = userdata;
+    metrics_set(metrics_series(dm->dra_slice_writes, NULL), st->slice_writes);
+    metrics_set(metrics_series(dm->dra_slice_failures, NULL), st->slice_write_failures);
+    metrics_set(metrics_series(dm->dra_prepared, NULL), (double)st->claims_prepared);
+}
+
+/* Runs before the first of the three families it fills; with DRA off they stay empty. */
+static void collect_dra(struct metrics_family *f, void *userdata)
+{
+    struct daemon_metrics *dm = userdata;
+    static const struct daemon_visitor v = { .dra = visit_dra };
+    dm->visit(dm->source, &v, dm);
+}
+
 static void collect_buffered(struct metrics_family *f, void *userdata)
 {
     metrics_set(metrics_series(f, NULL), (double)grpc_server_buffered_bytes());
+}
+
+/* DRA's (docs/metrics.md): the same prefix as the rest, "dra_" after it; no labels, as
+ * the process serves one driver. */
+static void make_dra_families(struct daemon_metrics *dm)
+{
+    struct metrics *r = dm->reg;
+    dm->dra_prepare = family(dm, METRICS_COUNTER, P "dra_prepare_total",
+                             "Claims of NodePrepareResources calls answered or given up on "
+                             "by the kubelet (DRA).", NULL);
+    dm->dra_prepare_errors = family(dm, METRICS_COUNTER, P "dra_prepare_errors_total",
+                                    "Claims of NodePrepareResources answered with an error, "
+                                    "or whose call the kubelet gave up on.", NULL);
+    dm->dra_prepare_seconds = metrics_family_new(
+        r, METRICS_HISTOGRAM, P "dra_prepare_duration_seconds",
+        "Time from a NodePrepareResources call's arrival to its answer (calls with claims).",
+        NULL, dra_bounds, ELEMENTSOF(dra_bounds));
+    dm->dra_unprepare = family(dm, METRICS_COUNTER, P "dra_unprepare_total",
+                               "Claims of NodeUnprepareResources calls answered or given up on "
+                               "by the kubelet (DRA).", NULL);
+    dm->dra_unprepare_errors = family(dm, METRICS_COUNTER, P "dra_unprepare_errors_total",
+                                      "Claims of NodeUnprepareResources answered with an "
+                                      "error, or whose call the kubelet gave up on.", NULL);
+    dm->dra_unprepare_seconds = metrics_family_new(
+        r, METRICS_HISTOGRAM, P "dra_unprepare_duration_seconds",
+        "Time from a NodeUnprepareResources call's arrival to its answer (calls with claims).",
+        NULL, dra_bounds, ELEMENTSOF(dra_bounds));
+    dm->dra_slice_writes = family(dm, METRICS_COUNTER, P "dra_slice_writes_total",
+                                  "ResourceSlice creates, updates and deletes sent to the API "
+                                  "server.", NULL);
+    metrics_family_set_collect(dm->dra_slice_writes, collect_dra, dm);
+    dm->dra_slice_failures = family(dm, METRICS_COUNTER, P "dra_slice_write_failures_total",
+                                    "ResourceSlice writes the API server refused or never "
+                                    "answered (each retried with backoff).", NULL);
+    dm->dra_prepared = family(dm, METRICS_GAUGE, P "dra_claims_prepared",
+                              "Claims prepared on this node now (its DRA checkpoint).", NULL);
 }
 
 static void make_families(struct daemon_metrics *dm)
@@ -143,6 +205,7 @@ static void make_families(struct daemon_metrics *dm)
                "Bytes the gRPC servers hold for peers now (request bodies, unsent replies).",
                NULL);
     metrics_family_set_collect(f, collect_buffered, dm);
+    make_dra_families(dm);
 }
 
 /* ------------------------------------------------------------------ HTTP */
@@ -161,33 +224,62 @@ static void on_healthz(void *userdata, struct http_response *r)
     r->len = 3;
 }
 
+/* Ready: every device-plugin resource serves and is registered, and with DRA on, the
+ * driver is registered and its slices converged; either side may have nothing (a node
+ * all DRA, or DRA off), not both. why says what is not ready yet, a line per side. */
 struct readiness {
     unsigned resources;
-    char why[256];
+    bool dp_waiting; /* a device-plugin resource is not ready (the first is named) */
+    bool dra;
+    char why[1024];
 };
+
+static void why_add(struct readiness *rd, const char *fmt, ...) _printf_(2, 3);
+static void why_add(struct readiness *rd, const char *fmt, ...)
+{
+    size_t used = strlen(rd->why);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rd->why + used, sizeof(rd->why) - used, fmt, ap);
+    va_end(ap);
+}
 
 static void ready_resource(void *userdata, const char *resource, bool serving,
                            bool registering, bool registered, unsigned connections)
 {
     struct readiness *rd = userdata;
     rd->resources++;
-    if (rd->why[0])
+    if (rd->dp_waiting)
         return;
+    rd->dp_waiting = !serving || (registering && !registered);
     if (!serving)
-        snprintf(rd->why, sizeof(rd->why), "'%s' is not serving yet\n", resource);
+        why_add(rd, "'%s' is not serving yet\n", resource);
     else if (registering && !registered)
-        snprintf(rd->why, sizeof(rd->why), "'%s' is not registered with the kubelet\n",
-                 resource);
+        why_add(rd, "'%s' is not registered with the kubelet\n", resource);
+}
+
+static void ready_dra(void *userdata, const struct daemon_dra_status *st)
+{
+    struct readiness *rd = userdata;
+    rd->dra = true;
+    if (!st->registered)
+        why_add(rd, "DRA driver %s is not registered with the kubelet yet (it registers "
+                "through %s)\n", st->driver, st->registrar_path);
+    if (!st->slices_converged && st->slices_error)
+        why_add(rd, "the ResourceSlices of DRA driver %s are not published yet: %s\n",
+                st->driver, st->slices_error);
+    else if (!st->slices_converged)
+        why_add(rd, "the ResourceSlices of DRA driver %s are not published yet\n", st->driver);
 }
 
 static void on_readyz(void *userdata, struct http_response *r)
 {
     struct daemon_metrics *dm = userdata;
-    static const struct daemon_visitor v = { .resource = ready_resource };
+    static const struct daemon_visitor v = { .resource = ready_resource, .dra = ready_dra };
     struct readiness rd = { 0 };
     dm->visit(dm->source, &v, &rd);
-    if (rd.resources == 0)
-        snprintf(rd.why, sizeof(rd.why), "no resources to advertise\n");
+    if (rd.resources == 0 && !rd.dra)
+        why_add(&rd, "no resources to advertise\n");
     r->status = rd.why[0] ? 503 : 200;
     r->body = xstrdup(rd.why[0] ? rd.why : "ok\n");
     r->len = strlen(r->body);
@@ -239,6 +331,20 @@ struct dp_metrics daemon_metrics_resource(struct daemon_metrics *dm, const char 
         .preferred = metrics_series(dm->preferred, v),
         .preferred_errors = metrics_series(dm->preferred_errors, v),
         .preferred_seconds = metrics_series(dm->preferred_seconds, v),
+    };
+}
+
+struct daemon_dra_metrics daemon_metrics_dra(struct daemon_metrics *dm)
+{
+    if (!dm)
+        return (struct daemon_dra_metrics){ 0 };
+    return (struct daemon_dra_metrics){
+        .prepare = metrics_series(dm->dra_prepare, NULL),
+        .prepare_errors = metrics_series(dm->dra_prepare_errors, NULL),
+        .prepare_seconds = metrics_series(dm->dra_prepare_seconds, NULL),
+        .unprepare = metrics_series(dm->dra_unprepare, NULL),
+        .unprepare_errors = metrics_series(dm->dra_unprepare_errors, NULL),
+        .unprepare_seconds = metrics_series(dm->dra_unprepare_seconds, NULL),
     };
 }
 

@@ -15,7 +15,21 @@ struct daemon_metrics;
 struct error;
 struct loop;
 struct metrics_family;
+struct metrics_series;
 struct reg;
+
+/* DRA as daemon_visit() reports it (daemon-dra.c fills it; strings borrowed for the
+ * visit). */
+struct daemon_dra_status {
+    const char *driver;          /* gpu.nvidia.com */
+    const char *registrar_path;  /* the registration socket the kubelet finds */
+    bool registered;             /* the kubelet's last NotifyRegistrationStatus said so */
+    bool slices_converged;       /* the API server holds the slices of the devices now */
+    const char *slices_error;    /* why the last slice request failed; NULL: none */
+    unsigned slice_writes;       /* slice creates, updates and deletes sent */
+    unsigned slice_write_failures;
+    size_t claims_prepared;      /* claims in the checkpoint */
+};
 
 /* What daemon_visit() reports to the collectors and /readyz. */
 struct daemon_visitor {
@@ -26,6 +40,8 @@ struct daemon_visitor {
     void (*device)(void *userdata, const char *resource, const char *device,
                    const char *gpu_uuid, bool healthy, uint64_t last_xid,
                    const char *xid_class);
+    /* Only with DRA on (--dra, gpu-kubelet-plugin); once per visit. */
+    void (*dra)(void *userdata, const struct daemon_dra_status *st);
 };
 
 /* How the collectors and /readyz read the served state: the daemon hands in its visit
@@ -44,6 +60,15 @@ unsigned daemon_metrics_port(const struct daemon_metrics *dm);
 
 /* The series of one resource's RPCs (all NULL when dm is NULL). */
 struct dp_metrics daemon_metrics_resource(struct daemon_metrics *dm, const char *resource);
+/* The series DRA's calls update (daemon-dra.c, told by the service as each call ends);
+ * all NULL while metrics are off, which makes every update a no-op. Made once, when DRA
+ * starts, so that counting a call is a few adds: no lookup, no allocation. The counters
+ * count claims, the histograms calls (docs/metrics.md). */
+struct daemon_dra_metrics {
+    struct metrics_series *prepare, *prepare_errors, *prepare_seconds;
+    struct metrics_series *unprepare, *unprepare_errors, *unprepare_seconds;
+};
+struct daemon_dra_metrics daemon_metrics_dra(struct daemon_metrics *dm);
 /* Count r's Register outcomes under resource. */
 void daemon_metrics_registration(struct daemon_metrics *dm, const char *resource,
                                  struct reg *r);

@@ -427,8 +427,9 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
         int r = daemon_dra_check(cfg, err);
         if (r < 0)
             return r;
-        r = daemon_dra_start(m->loop, cfg, m->cluster ? cluster_kube(m->cluster) : NULL,
-                                 &m->dra, err);
+        struct daemon_dra_metrics dm = daemon_metrics_dra(m->metrics);
+        r = daemon_dra_start(m->loop, cfg, m->cluster ? cluster_kube(m->cluster) : NULL, &dm,
+                             &m->dra, err);
         if (r < 0)
             return r;
     }
@@ -498,6 +499,11 @@ void daemon_visit(const struct daemon *m, const struct daemon_visitor *v, void *
             v->device(userdata, res->name, d->id, s->node.inv.gpus[d->gpu].uuid,
                       device_healthy((void *)m, d, NULL), xid, cls);
         }
+    }
+    if (v->dra && m->dra) {
+        struct daemon_dra_status st;
+        daemon_dra_status(m->dra, &st);
+        v->dra(userdata, &st);
     }
 }
 

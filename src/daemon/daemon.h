@@ -26,7 +26,8 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err);
 int daemon_reload(struct daemon *m, struct config *cfg, struct error *err);
 /* Count a reload's outcome in the metrics (cmd_serve.c knows all three). */
 void daemon_count_reload(struct daemon *m, enum daemon_reload_outcome o);
-/* Report every served resource and its devices, as they are now (metrics, /readyz). */
+/* Report every served resource and its devices, and DRA when on, as they are now
+ * (metrics, /readyz). */
 void daemon_visit(const struct daemon *m, const struct daemon_visitor *v, void *userdata);
 /* The kubelet socket was created again: rebind every plugin socket, re-register. */
 void daemon_kubelet_restarted(struct daemon *m);
