@@ -63,6 +63,70 @@ static int check(struct dra_request *r, const ClaimsRequest *in, char **message)
     return GRPC_STATUS_OK;
 }
 
+/* One varint at *p (at most 10 bytes, before end), *p moved past it; false: none whole. */
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; *p < end && shift < 70; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* The fields of the message in [p, end): for each length-delimited one, fn(field number,
+ * its bytes). False where the wire does not walk (the decoder refuses that anyway). */
+static bool walk(const uint8_t *p, const uint8_t *end,
+                 bool (*fn)(void *ud, uint64_t field, const uint8_t *b, size_t n), void *ud)
+{
+    uint64_t key, n;
+    while (p < end) {
+        if (!varint(&p, end, &key))
+            return false;
+        unsigned type = key & 7;
+        if (type == 0) { /* a varint: nothing to look into */
+            if (!varint(&p, end, &n))
+                return false;
+            continue;
+        }
+        if (type == 1 || type == 5)
+            n = type == 1 ? 8 : 4;
+        else if (type != 2 || !varint(&p, end, &n)) /* groups: protobuf-c refuses them too */
+            return false;
+        if (n > (uint64_t)(end - p) || (type == 2 && !fn(ud, key >> 3, p, (size_t)n)))
+            return false;
+        p += n;
+    }
+    return true;
+}
+
+struct nul_scan {
+    size_t claim; /* the claims walked whole */
+    bool nul;
+};
+
+/* Claim: namespace 1, uid 2, name 3, all strings. */
+static bool claim_string(void *ud, uint64_t field, const uint8_t *b, size_t n)
+{
+    struct nul_scan *s = ud;
+    s->nul = field >= 1 && field <= 3 && memchr(b, 0, n);
+    return !s->nul;
+}
+
+/* The request: claims 1, repeated Claim. */
+static bool claim(void *ud, uint64_t field, const uint8_t *b, size_t n)
+{
+    struct nul_scan *s = ud;
+    if (field != 1)
+        return true;
+    if (!walk(b, b + n, claim_string, s))
+        return false;
+    s->claim++;
+    return true;
+}
+
 int dra_request_parse(const uint8_t *buf, size_t len, struct dra_request *out, char **message)
 {
     *out = (struct dra_request){ 0 };
@@ -76,6 +140,15 @@ int dra_request_parse(const uint8_t *buf, size_t len, struct dra_request *out, c
     }
     out->msg = in;
     out->n = in->n_claims;
+    /* protobuf-c hands a string over as a C string, cut at its first NUL: "u-1\0../x" would
+     * be claim "u-1". Refused as a UID with a byte that is not printable is. */
+    struct nul_scan scan = { 0 };
+    if (!walk(buf, buf + len, claim, &scan)) {
+        *message = scan.nul ? xasprintf("claim %zu: a NUL byte in its UID, namespace or name", scan.claim)
+                            : xstrdup("cannot decode request");
+        dra_request_clear(out);
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
     int status = check(out, in, message);
     if (status != GRPC_STATUS_OK)
         dra_request_clear(out);

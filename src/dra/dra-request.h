@@ -8,8 +8,10 @@
  * The checks (bounds in dra-service.h): more than DRA_MAX_CLAIMS_PER_CALL claims refuses
  * the call (RESOURCE_EXHAUSTED); a UID empty, longer than DRA_MAX_UID_LEN, with a byte
  * that is not printable ASCII, or twice in the call refuses it (INVALID_ARGUMENT: it
- * cannot key an answer, or would carry a peer's bytes into messages); a namespace or name longer
- * than DRA_MAX_NAME_LEN gives that claim its own error. */
+ * cannot key an answer, or would carry a peer's bytes into messages); so does a NUL byte
+ * in a claim's UID, namespace or name (the decoder would cut the string there, making it
+ * another claim's); a namespace or name longer than DRA_MAX_NAME_LEN gives that claim its
+ * own error (the engine checks that a prepared claim's are Kubernetes names). */
 #pragma once
 
 #include <stddef.h>

@@ -39,6 +39,9 @@ cases = {
     "uid-newline-twice": claim("a", "u-c\n\r", "c1") + claim("b", "u-c\n\r", "c2"),
     "uid-control": claim("a", "u-\x01", "c"),
     "uid-high-bytes": claim("a", "u-\xc3\xa9", "c"),
+    # protobuf-c cuts a string at a NUL: refused, never prepared as "u-1" (issue 30)
+    "uid-nul": claim("a", "u-1\x00../x", "c"),
+    "name-nul": claim("a", "u-1", "c\x00x"),
     "name-too-long": claim("default", "u-1", "n" * 254) + claim("default", "u-2", "ok"),
     "namespace-too-long": claim("n" * 254, "u-1", "c"),
     "too-many": b"".join(claim("a", "u-%d" % i, "c") for i in range(257)),

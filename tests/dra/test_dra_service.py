@@ -239,6 +239,23 @@ class DraServiceTest(unittest.TestCase):
         self.assertEqual(got, entry_long + entry_ok)
         self.assertEqual(self.svc.status()["prepares"], 2)  # 256 claims, then u-ok alone
 
+    def test_nul_in_a_claim_string_is_refused(self):
+        """A string with a NUL byte is not cut there (it would become another claim's
+        UID, namespace or name): the call is refused, on both methods, and nothing reaches
+        the ops. Issue 30, row 10."""
+        for c in (claim("u-1\0../x"), claim("\0u-1"), claim("u-1", namespace="default\0x"),
+                  claim("u-1", name="c\0")):
+            for method in ("NodePrepareResources", "NodeUnprepareResources"):
+                code, msg = self.code(lambda: self.svc.unary(V1 + method, claim("u-ok") + c))
+                self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, (method, c))
+                self.assertEqual(msg, "claim 1: a NUL byte in its UID, namespace or name")
+        st = self.svc.status()
+        self.assertEqual((st["prepares"], st["unprepares"]), (0, 0))
+        # a NUL in a field the message does not have is no string of the claim's
+        self.assertIn(b"gpu-7", self.svc.unary(V1 + "NodePrepareResources",
+                                               field(1, field(1, "ns") + field(2, "u-2") +
+                                                     field(9, "x\0y") + field(3, "c"))))
+
     def test_mutated_requests(self):
         """Any bytes on either method: an answer (OK, or INVALID_ARGUMENT for what does not
         decode or repeats a UID), never a dead service. Fixed seed: the same 400 inputs."""
