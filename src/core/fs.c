@@ -1,4 +1,5 @@
-/* Filesystem helpers declared in core/fs.h (mkdir -p with a mode, a bounded read). */
+/* Filesystem helpers declared in core/fs.h (mkdir -p with a mode, a bounded read, a file
+ * moved aside). */
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -61,7 +62,13 @@ int read_fd_bounded(int fd, size_t hint, size_t max, char **out, size_t *len)
 
 int read_file_bounded(const char *path, size_t max, char **out, size_t *len, struct stat *st)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    return read_file_bounded_flags(path, 0, max, out, len, st);
+}
+
+int read_file_bounded_flags(const char *path, int flags, size_t max, char **out, size_t *len,
+                            struct stat *st)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
     if (fd < 0)
         return -errno;
     struct stat sb;
@@ -75,6 +82,37 @@ int read_file_bounded(const char *path, size_t max, char **out, size_t *len, str
     if (r == 0 && st)
         *st = sb;
     return r;
+}
+
+const char *fs_type_name(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    default: return "a file of unknown type";
+    }
+}
+
+int fs_move_aside(const char *path, const char *suffix, char **aside)
+{
+    for (int i = 0; i <= FS_ASIDE_MAX; i++) {
+        _cleanup_free_ char *to = i ? xasprintf("%s%s.%d", path, suffix, i)
+                                    : xasprintf("%s%s", path, suffix);
+        if (rename(path, to) == 0) {
+            *aside = TAKE_PTR(to);
+            return 0;
+        }
+        /* Only a name blocked by a directory (or a file where a directory moves) takes
+         * the next one; anything else fails the same way for every name. */
+        if (errno != EISDIR && errno != ENOTDIR && errno != ENOTEMPTY && errno != EEXIST)
+            return -errno;
+    }
+    return -ENOTEMPTY;
 }
 
 bool fs_same_file(const struct stat *a, const struct stat *b)

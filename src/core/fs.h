@@ -19,6 +19,22 @@ int read_fd_bounded(int fd, size_t hint, size_t max, char **out, size_t *len);
  * check (-EINVAL) instead of blocking the loop; -EFBIG past max. st (optional) gets the
  * file's stat. Returns 0 or -errno. */
 int read_file_bounded(const char *path, size_t max, char **out, size_t *len, struct stat *st);
+/* read_file_bounded with more flags for open(2): O_NOFOLLOW where the caller owns the name
+ * and a symlink there must not be read through (-ELOOP). */
+int read_file_bounded_flags(const char *path, int flags, size_t max, char **out, size_t *len,
+                            struct stat *st);
+
+/* What a file is, by its mode, for messages: "a regular file", "a directory", "a FIFO", ... */
+const char *fs_type_name(mode_t mode);
+
+/* Sets path aside under a name that says why: renamed to path+suffix ("<path>.corrupt"),
+ * replacing a file of that name (only the last one is kept). Where a directory blocks that
+ * name (or path is a directory and a file does), the next of path+suffix+".1" ...
+ * ".FS_ASIDE_MAX" (bounded: a node that keeps putting directories there fails at last).
+ * The link itself moves, never what it points to. *aside (malloc'd): the name used.
+ * 0 or -errno. */
+#define FS_ASIDE_MAX 8
+int fs_move_aside(const char *path, const char *suffix, char **aside);
 
 /* The same file as before, by identity and change time: device, inode and ctime. A file
  * unlinked and created again may get the same inode number back (tmpfs reuses them),

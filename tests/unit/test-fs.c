@@ -3,7 +3,8 @@
  * once and after the first missing parent alike; nothing is left behind.
  * fs_stage: the file appears only at the commit, whole, with the mode, over an old one;
  * until then only a hidden temporary file is there, and an abort or a failed commit
- * leaves neither it nor a changed file; a zeroed stage is closed. */
+ * leaves neither it nor a changed file; a zeroed stage is closed. Reading a file that is
+ * not a regular one, or through a symlink; moving a file aside. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -92,6 +93,73 @@ static void test_stage(const char *root)
     CHECK(rmdir(path) == 0 && rmdir(dir) == 0);
 }
 
+/* read_file_bounded(_flags): a FIFO (no writer) fails the type check at once instead of
+ * blocking, O_NOFOLLOW refuses a symlink; fs_type_name; fs_move_aside: a file renamed to
+ * path+suffix over the one before, the link itself moved, a name blocked by a directory
+ * skipped for the next, bounded. */
+static void test_read_and_aside(const char *root)
+{
+    char dir[4200], path[4200], fifo[4200], link[4200], aside[4300];
+    snprintf(dir, sizeof(dir), "%s/r", root);
+    snprintf(path, sizeof(path), "%s/r/file", root);
+    snprintf(fifo, sizeof(fifo), "%s/r/fifo", root);
+    snprintf(link, sizeof(link), "%s/r/link", root);
+    CHECK(mkdir(dir, 0755) == 0);
+    int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    CHECK(fd >= 0 && write(fd, "abc", 3) == 3);
+    close(fd);
+    CHECK(mkfifo(fifo, 0600) == 0 && symlink(path, link) == 0);
+
+    char *text = NULL;
+    size_t len = 0;
+    struct stat st;
+    CHECK(read_file_bounded(link, 10, &text, &len, &st) == 0 && len == 3 && S_ISREG(st.st_mode));
+    free(text);
+    CHECK(read_file_bounded_flags(link, O_NOFOLLOW, 10, &text, &len, NULL) == -ELOOP);
+    CHECK(read_file_bounded_flags(path, O_NOFOLLOW, 10, &text, &len, NULL) == 0 && len == 3);
+    free(text);
+    CHECK(read_file_bounded(fifo, 10, &text, &len, NULL) == -EINVAL);
+    CHECK(read_file_bounded(dir, 10, &text, &len, NULL) == -EINVAL);
+    CHECK(read_file_bounded(path, 2, &text, &len, NULL) == -EFBIG);
+    CHECK(lstat(fifo, &st) == 0 && strcmp(fs_type_name(st.st_mode), "a FIFO") == 0);
+    CHECK(lstat(link, &st) == 0 && strcmp(fs_type_name(st.st_mode), "a symbolic link") == 0);
+    CHECK(strcmp(fs_type_name(S_IFDIR | 0755), "a directory") == 0);
+
+    char *got = NULL;
+    CHECK(fs_move_aside(link, ".bad", &got) == 0);
+    snprintf(aside, sizeof(aside), "%s.bad", link);
+    CHECK(got && strcmp(got, aside) == 0 && lstat(aside, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(access(link, F_OK) < 0 && slurp(path) && strcmp(slurp(path), "abc") == 0);
+    free(got);
+    /* Over the one before: only the last is kept. */
+    CHECK(rename(fifo, link) == 0 && fs_move_aside(link, ".bad", &got) == 0);
+    CHECK(strcmp(got, aside) == 0 && lstat(aside, &st) == 0 && S_ISFIFO(st.st_mode));
+    free(got);
+    /* A directory moved where a file is, a file where directories are: the next names. */
+    CHECK(mkdir(link, 0700) == 0 && fs_move_aside(link, ".bad", &got) == 0);
+    snprintf(aside, sizeof(aside), "%s.bad.1", link);
+    CHECK(strcmp(got, aside) == 0 && lstat(aside, &st) == 0 && S_ISDIR(st.st_mode));
+    free(got);
+    for (int i = 2; i <= FS_ASIDE_MAX; i++) {
+        snprintf(aside, sizeof(aside), "%s.bad.%d", link, i);
+        CHECK(mkdir(aside, 0700) == 0);
+    }
+    snprintf(aside, sizeof(aside), "%s.bad", link);
+    CHECK(unlink(aside) == 0 && mkdir(aside, 0700) == 0);
+    fd = open(link, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    close(fd);
+    got = NULL;
+    CHECK(fs_move_aside(link, ".bad", &got) == -ENOTEMPTY && !got && access(link, F_OK) == 0);
+    CHECK(fs_move_aside(fifo, ".bad", &got) == -ENOENT);
+    CHECK(unlink(link) == 0 && rmdir(aside) == 0);
+    for (int i = 1; i <= FS_ASIDE_MAX; i++) {
+        snprintf(aside, sizeof(aside), "%s.bad.%d", link, i);
+        CHECK(rmdir(aside) == 0);
+    }
+    CHECK(unlink(path) == 0 && entries(dir) == 0 && rmdir(dir) == 0);
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR");
@@ -129,6 +197,7 @@ int main(void)
     CHECK(mkdir_p(deeper, 0755) == -ENOTDIR);
 
     test_stage(root);
+    test_read_and_aside(root);
 
     unlink(f2);
     unlink(file);
