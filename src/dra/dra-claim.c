@@ -14,27 +14,37 @@ bool dra_claim_uid_valid(const char *uid)
     return n > 0 && n <= DRA_CLAIM_UID_MAX;
 }
 
+/* n bytes of [a-z0-9-], a letter or digit first and last: one label of RFC 1123, of any
+ * length (Kubernetes bounds a subdomain's labels only by the whole name). */
+static bool label(const char *s, size_t n)
+{
+    if (n == 0 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+bool dra_claim_dns_label(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    return n < DRA_DEVICE_NAME_MAX && label(s, n);
+}
+
 bool dra_claim_object_name_valid(const char *s)
 {
     size_t n = s ? strlen(s) : 0;
     if (n == 0 || n > DRA_CLAIM_NAME_MAX)
         return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+    /* Labels joined by single dots: ".", "..", "a..b", ".a" and "a." are none. */
+    for (const char *p = s, *dot;; p = dot + 1) {
+        dot = strchr(p, '.');
+        if (!label(p, dot ? (size_t)(dot - p) : strlen(p)))
             return false;
-    return true;
-}
-
-/* A DNS label, as the API server checks device names: they reach CDI device names. */
-static bool dns_label(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n >= DRA_DEVICE_NAME_MAX || s[0] == '-' || s[n - 1] == '-')
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
-            return false;
-    return true;
+        if (!dot)
+            return true;
+    }
 }
 
 /* A string member of at most max bytes, or NULL (err set). */
@@ -151,7 +161,7 @@ static int parse_result(json_t *res, size_t i, struct dra_alloc *a, struct error
     const char *device = request ? get_str(res, "device", what, DRA_DEVICE_NAME_MAX - 1, err) : NULL;
     if (!device)
         return err->code;
-    if (!dns_label(device))
+    if (!dra_claim_dns_label(device))
         return error_set(err, -EINVAL, "%s: device name \"%s\" is not a DNS label", what, device);
     const char *slash = strchr(request, '/');
     *a = (struct dra_alloc){

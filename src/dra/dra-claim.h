@@ -47,5 +47,10 @@ void dra_claim_clear(struct dra_claim *c);
 /* A claim UID we may put in a file name and a CDI device name: 1..DRA_CLAIM_UID_MAX of
  * [A-Za-z0-9-] (Kubernetes UIDs are RFC 4122 text). */
 bool dra_claim_uid_valid(const char *uid);
-/* A namespace or name the API server could hold: a DNS subdomain (NULL: no). */
+/* A claim name the API server could hold: a DNS subdomain (RFC 1123: at most 253 bytes,
+ * labels of [a-z0-9-] joined by dots, each with a letter or digit first and last; NULL: no).
+ * It goes into the path of the claim's GET, so "..", "a..b" or ".x" must not. */
 bool dra_claim_object_name_valid(const char *s);
+/* A DNS label (RFC 1123: 1..63 of [a-z0-9-], a letter or digit first and last; NULL: no):
+ * a namespace, a device name (they reach CDI device names), a request name. */
+bool dra_claim_dns_label(const char *s);

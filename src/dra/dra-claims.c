@@ -529,8 +529,17 @@ struct dra_claims_call *dra_claims_prepare(struct dra_claims *c, const struct dr
                 dra_ckpt_claim_result(rec, res);
             continue;
         }
-        if (!dra_claim_object_name_valid(ref->namespace_) || !dra_claim_object_name_valid(ref->name)) {
-            error_set(&err, -EINVAL, "namespace or name is not a Kubernetes object name");
+        /* Both go into the GET's path: "..", "a/b" or "a..b" never may. Not quoted: they
+         * are the peer's bytes. */
+        if (!dra_claim_dns_label(ref->namespace_)) {
+            error_set(&err, -EINVAL, "namespace is not a DNS label (at most 63 of a-z, 0-9 and "
+                                     "'-', a letter or digit first and last)");
+            claims_result_error(res, "preparing", NULL, NULL, &err);
+            continue;
+        }
+        if (!dra_claim_object_name_valid(ref->name)) {
+            error_set(&err, -EINVAL, "name is not a DNS subdomain (at most 253 of a-z, 0-9, '-' "
+                                     "and '.', a letter or digit first, last and beside each '.')");
             claims_result_error(res, "preparing", NULL, NULL, &err);
             continue;
         }
