@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "core/fs.h"
+#include "core/log.h"
+#include "dra/dra-cdi.h"
 #include "dra/dra-checkpoint.h"
 #include "dra/dra-claim.h"
 
@@ -110,12 +112,40 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
     return 0;
 }
 
-static int claim_from_json(const char *uid, json_t *o, struct dra_ckpt_claim *cl)
+/* What a record says is answered to the kubelet as it is (a repeated Prepare) and names
+ * files and devices on unprepare: it is checked as a claim from the API server and the
+ * kubelet is, and as what a prepare of this node records (dra-claims.c, plan()). The
+ * reason it fails (no bytes of the file in it: they could be anything), or NULL. */
+static const char *record_fails(const struct dra_ckpt_claim *cl, const char *pool)
+{
+    if (!dra_claim_dns_label(cl->namespace_) || !dra_claim_object_name_valid(cl->name))
+        return "a namespace or name that is not a Kubernetes name";
+    for (size_t i = 0; i < cl->n_devices; i++) {
+        const struct dra_ckpt_device *d = &cl->devices[i];
+        if (!dra_claim_dns_label(d->device))
+            return "a device name that is not a DNS label";
+        if (!dra_claim_dns_label(d->request))
+            return "a request name that is not a DNS label";
+        if (!streq(d->pool, pool))
+            return "a device of another node's pool";
+        _cleanup_free_ char *id = dra_cdi_device_id(cl->uid, d->device);
+        if (!streq(d->cdi_id, id))
+            return "a CDI device ID not its own";
+    }
+    return NULL;
+}
+
+/* 0, or -EINVAL with *why: NULL for a record that is not ours at all, else what is wrong
+ * with claim uid's. */
+static int claim_from_json(const char *uid, json_t *o, const char *pool, struct dra_ckpt_claim *cl,
+                           const char **why)
 {
     const char *state = str(o, "checkpointState"), *ns = str(o, "namespace"), *name = str(o, "name");
     json_t *devs = json_object_get(o, "devices");
+    *why = NULL;
     /* The UID names a CDI file on unprepare: only what a prepare could have recorded. */
-    if (!state || !ns || !name || !json_is_array(devs) || !dra_claim_uid_valid(uid))
+    if (!state || !ns || !name || !json_is_array(devs) || !dra_claim_uid_valid(uid) ||
+        json_array_size(devs) > DRA_CLAIM_MAX_RESULTS)
         return -EINVAL;
     *cl = (struct dra_ckpt_claim){ .uid = xstrdup(uid), .namespace_ = xstrdup(ns),
                                    .name = xstrdup(name) };
@@ -131,35 +161,41 @@ static int claim_from_json(const char *uid, json_t *o, struct dra_ckpt_claim *cl
             return -EINVAL;
         cl->n_devices++;
     }
-    return 0;
+    *why = record_fails(cl, pool);
+    return *why ? -EINVAL : 0;
 }
 
-/* What the file says, or -EINVAL (what) for anything not ours. */
-static int parse(struct dra_checkpoint *c, const char *text, size_t len, const char **what)
+/* What the file says, or -EINVAL with what (what is wrong: "is not JSON") for anything not
+ * ours or not of this node's pool. */
+static int parse(struct dra_checkpoint *c, const char *text, size_t len, const char *pool,
+                 char *what, size_t what_size)
 {
     json_error_t jerr;
     json_t *doc = json_loadb(text, len, 0, &jerr);
     int r = -EINVAL;
-    *what = "not JSON";
+    snprintf(what, what_size, "is not JSON");
     if (!doc)
         return r;
     json_t *claims = json_object_get(doc, "preparedClaims");
-    *what = "not a version 1 checkpoint";
+    snprintf(what, what_size, "is not a version 1 checkpoint");
     if (!json_is_integer(json_object_get(doc, "version")) ||
         json_integer_value(json_object_get(doc, "version")) != CKPT_VERSION ||
         !str(doc, "nodeBootID") || !json_is_object(claims))
         goto out;
-    *what = "too many claims";
+    snprintf(what, what_size, "has more than %d claims", DRA_CKPT_MAX_CLAIMS);
     if (json_object_size(claims) > DRA_CKPT_MAX_CLAIMS)
         goto out;
-    *what = "a malformed claim";
     c->claims = xcalloc(json_object_size(claims) + 1, sizeof(*c->claims));
     c->alloc = json_object_size(claims) + 1;
-    const char *uid;
+    const char *uid, *why;
     json_t *o;
     json_object_foreach(claims, uid, o) {
         struct dra_ckpt_claim *cl = &c->claims[c->n_claims];
-        if (claim_from_json(uid, o, cl) < 0) {
+        if (claim_from_json(uid, o, pool, cl, &why) < 0) {
+            if (why) /* the UID is one, checked first */
+                snprintf(what, what_size, "has claim %s with %s", uid, why);
+            else
+                snprintf(what, what_size, "has a malformed claim");
             dra_ckpt_claim_clear(cl);
             goto out;
         }
@@ -170,6 +206,59 @@ static int parse(struct dra_checkpoint *c, const char *text, size_t len, const c
 out:
     json_decref(doc);
     return r;
+}
+
+/* Whatever is at path when it is not a regular file (a FIFO, a symlink, a directory; put
+ * there by someone else) renamed to path.not-regular, for a person to look at: a file of
+ * ours the plugin opens must never block it (a FIFO), lead it outside its directory (a
+ * symlink) or stop it for good. 1 when moved (*what says what it was, *aside where it
+ * went), 0 when path is a regular file or missing, -errno (err) when it cannot be moved. */
+static int set_aside(const char *path, const char **what, char **aside, struct error *err)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0 || S_ISREG(st.st_mode))
+        return 0;
+    *what = fs_type_name(st.st_mode);
+    int r = fs_move_aside(path, ".not-regular", aside);
+    if (r < 0)
+        return error_set(err, r, "checkpoint %s is %s, not a regular file, and moving it aside "
+                                 "failed: %s", path, *what, strerror(-r));
+    return 1;
+}
+
+/* set_aside during a save: said here, the save goes on (the caller hears of it no more). */
+static int set_aside_warn(const char *path, struct error *err)
+{
+    const char *what;
+    _cleanup_free_ char *aside = NULL;
+    int r = set_aside(path, &what, &aside, err);
+    if (r > 0)
+        log_warning("checkpoint %s is %s, not a regular file: moved to %s", path, what, aside);
+    return r;
+}
+
+/* The spare, opened to be written: without blocking (O_NONBLOCK: a FIFO without a reader
+ * fails with ENXIO instead of waiting for one, forever, on the loop) or following a symlink,
+ * and a regular file (checked after the open: a FIFO with a reader opens). Anything else is
+ * set aside and the spare made anew, once. An fd, or -errno (err). */
+static int open_spare(const struct dra_checkpoint *c, struct error *err)
+{
+    for (int tries = 0;; tries++) {
+        int fd = open(c->spare_path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+                      O_CLOEXEC | (tries ? O_EXCL : 0), 0600);
+        struct stat st;
+        int r = fd < 0 || fstat(fd, &st) < 0 ? -errno : 0;
+        if (r == 0 && S_ISREG(st.st_mode))
+            return fd;
+        if (fd >= 0)
+            close(fd);
+        int moved = tries == 0 ? set_aside_warn(c->spare_path, err) : 0;
+        if (moved < 0)
+            return moved;
+        if (moved == 0)
+            return error_set(err, r < 0 ? r : -EINVAL, "writing checkpoint %s: %s", c->spare_path,
+                             strerror(r < 0 ? -r : EINVAL));
+    }
 }
 
 /* Saved without creating, removing or renaming a file over another: the new text is
@@ -188,28 +277,38 @@ out:
  * No fsync: what it guards against cannot need it. A killed plugin leaves the page cache
  * to the next one; an OS crash means a reboot, whose new boot id discards the checkpoint
  * anyway (and a file torn by it is moved aside as corrupt). Two fsyncs per write cost
- * about 8 ms of every Prepare on an ordinary disk. 0 or -errno. */
-static int replace(const struct dra_checkpoint *c, const char *text, size_t len)
+ * about 8 ms of every Prepare on an ordinary disk. What is not a regular file at either
+ * name is set aside first (set_aside), the spare's after its open, checkpoint.json's by one
+ * lstat (~1 us): the exchange would carry it into the spare's name, to be found there at
+ * the next save under a name that is not where it was put. 0 or -errno (err). */
+static int replace(const struct dra_checkpoint *c, const char *text, size_t len, struct error *err)
 {
-    _cleanup_close_ int fd = open(c->spare_path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int r;
+    _cleanup_close_ int fd = open_spare(c, err);
+    if (fd < 0)
+        return fd;
     /* Exactly 0600, whatever the umask or whoever changed the spare. */
-    if (fd < 0 || fchmod(fd, 0600) < 0)
-        return -errno;
+    if (fchmod(fd, 0600) < 0)
+        goto fail;
     for (size_t done = 0; done < len;) {
         ssize_t n = RETRY_EINTR(write(fd, text + done, len - done));
         if (n < 0)
-            return -errno;
+            goto fail;
         done += (size_t)n;
     }
     /* Shorter than what the spare held: the rest goes (never to size 0, which would make
      * ext4 flush it at close). */
     if (ftruncate(fd, (off_t)len) < 0)
-        return -errno;
+        goto fail;
+    if ((r = set_aside_warn(c->path, err)) < 0)
+        return r;
     if (renameat2(AT_FDCWD, c->spare_path, AT_FDCWD, c->path, RENAME_EXCHANGE) == 0)
         return 0;
-    if (errno != ENOENT && errno != EINVAL && errno != ENOSYS)
-        return -errno;
-    return rename(c->spare_path, c->path) < 0 ? -errno : 0;
+    if ((errno != ENOENT && errno != EINVAL && errno != ENOSYS) || rename(c->spare_path, c->path) < 0)
+        goto fail;
+    return 0;
+fail:
+    return error_set(err, -errno, "writing checkpoint %s: %s", c->path, strerror(errno));
 }
 
 static int save(struct dra_checkpoint *c, struct error *err)
@@ -230,14 +329,20 @@ static int save(struct dra_checkpoint *c, struct error *err)
     if (len > DRA_CKPT_MAX_BYTES)
         return error_set(err, -EFBIG, "checkpoint %s: would grow to %zu bytes, past its bound of %u",
                          c->path, len, DRA_CKPT_MAX_BYTES);
-    int r = replace(c, text, len);
-    if (r < 0)
-        return error_set(err, r, "writing checkpoint %s: %s", c->path, strerror(-r));
-    return 0;
+    return replace(c, text, len, err);
+}
+
+/* Forgets what parse() may have loaded and starts this boot's checkpoint empty. */
+static void forget(struct dra_checkpoint *c, const char *boot_id)
+{
+    for (size_t i = 0; i < c->n_claims; i++)
+        dra_ckpt_claim_clear(&c->claims[i]);
+    c->n_claims = 0;
+    snprintf(c->boot_id, sizeof(c->boot_id), "%s", boot_id);
 }
 
 int dra_checkpoint_open(struct dra_checkpoint *c, const char *dir, const char *boot_id,
-                        struct error *discarded, struct error *err)
+                        const char *pool, struct error *discarded, struct error *err)
 {
     *c = (struct dra_checkpoint){ 0 };
     int r = mkdir_p(dir, 0750);
@@ -247,42 +352,47 @@ int dra_checkpoint_open(struct dra_checkpoint *c, const char *dir, const char *b
     c->spare_path = xasprintf("%s/" DRA_CKPT_FILE DRA_CKPT_SPARE_SUFFIX, dir);
     snprintf(c->boot_id, sizeof(c->boot_id), "%s", boot_id);
 
-    _cleanup_free_ char *text = NULL;
+    /* Not through a symlink (O_NOFOLLOW); a FIFO or a directory fails the type check
+     * after a non-blocking open. Either is set aside, and the start goes on. */
+    _cleanup_free_ char *text = NULL, *aside = NULL;
     size_t len;
-    r = read_file_bounded(c->path, DRA_CKPT_MAX_BYTES, &text, &len, NULL);
+    r = read_file_bounded_flags(c->path, O_NOFOLLOW, DRA_CKPT_MAX_BYTES, &text, &len, NULL);
     if (r == -ENOENT)
         return 0;
-    const char *what = NULL;
+    char what[DRA_CLAIM_UID_MAX + 96];
+    if (r < 0 && r != -EFBIG) {
+        const char *type;
+        int moved = set_aside(c->path, &type, &aside, err);
+        if (moved <= 0) {
+            if (moved == 0) /* a regular file that cannot be read */
+                moved = error_set(err, r, "reading checkpoint %s: %s", c->path, strerror(-r));
+            dra_checkpoint_clear(c);
+            return moved;
+        }
+        error_set(discarded, -EINVAL, "checkpoint %s is %s, not a regular file: moved to %s, "
+                  "starting with no prepared claims", c->path, type, aside);
+        return 1;
+    }
     if (r == -EFBIG)
-        what = "larger than its bound";
-    else if (r < 0) {
-        r = error_set(err, r, "reading checkpoint %s: %s", c->path, strerror(-r));
-        dra_checkpoint_clear(c);
-        return r;
-    } else if (parse(c, text, len, &what) == 0) {
+        snprintf(what, sizeof(what), "is larger than its bound");
+    else if (parse(c, text, len, pool, what, sizeof(what)) == 0) {
         if (streq(c->boot_id, boot_id))
             return 0;
         error_set(discarded, -ESTALE,
                   "checkpoint %s is of another boot (%s, now %s): its %zu claims are forgotten",
                   c->path, c->boot_id, boot_id, c->n_claims);
-        for (size_t i = 0; i < c->n_claims; i++)
-            dra_ckpt_claim_clear(&c->claims[i]);
-        c->n_claims = 0;
-        snprintf(c->boot_id, sizeof(c->boot_id), "%s", boot_id);
+        forget(c, boot_id);
         return 1;
     }
-    for (size_t i = 0; i < c->n_claims; i++)
-        dra_ckpt_claim_clear(&c->claims[i]);
-    c->n_claims = 0;
-    snprintf(c->boot_id, sizeof(c->boot_id), "%s", boot_id);
-    _cleanup_free_ char *aside = xasprintf("%s.corrupt", c->path);
-    if (rename(c->path, aside) < 0) {
-        r = error_set(err, -errno, "checkpoint %s is %s, and moving it aside failed: %s", c->path,
-                      what, strerror(errno));
+    forget(c, boot_id);
+    /* Kept for a person to look at; the previous one of that name is replaced. */
+    if ((r = fs_move_aside(c->path, ".corrupt", &aside)) < 0) {
+        r = error_set(err, r, "checkpoint %s %s, and moving it aside failed: %s", c->path, what,
+                      strerror(-r));
         dra_checkpoint_clear(c);
         return r;
     }
-    error_set(discarded, -EINVAL, "checkpoint %s is %s: moved to %s, starting with no prepared claims",
+    error_set(discarded, -EINVAL, "checkpoint %s %s: moved to %s, starting with no prepared claims",
               c->path, what, aside);
     return 1;
 }

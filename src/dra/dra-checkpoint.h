@@ -18,9 +18,17 @@
  * before the last), that trades names with it atomically; not fsynced (dra-checkpoint.c,
  * replace(), says why);
  * bounded (DRA_CKPT_MAX_CLAIMS claims, DRA_CKPT_MAX_BYTES): a change that would pass a
- * bound is refused with an error and the checkpoint stays as it was. A file that
- * does not parse is renamed to checkpoint.json.corrupt (kept for a person to look at;
- * the previous one of that name is replaced) and the plugin starts empty.
+ * bound is refused with an error and the checkpoint stays as it was.
+ * What a node may have put there is moved aside, never trusted, and the plugin goes on
+ * (core/fs.h, fs_move_aside: the previous one of a name is replaced; a person looks):
+ * - at start, a checkpoint.json that does not parse, passes its bound, or has a record
+ *   that does not check out as a claim of this node (its namespace, name, devices and
+ *   requests Kubernetes names, its pool this node's, its CDI IDs its own: they are
+ *   answered to the kubelet as they are) goes to checkpoint.json.corrupt, and the plugin
+ *   starts with no prepared claims;
+ * - at start or at any save, what is not a regular file at either name (a FIFO, a
+ *   symlink, a directory, ...) goes to <name>.not-regular: never opened blocking, never
+ *   followed. A save moves it and goes on, saying so in one warning.
  * Loop-only, like its only user dra-claims. */
 #pragma once
 
@@ -63,18 +71,20 @@ struct dra_checkpoint {
  * 0 or -errno with err naming the file. */
 int dra_checkpoint_boot_id(const char *path, char out[DRA_CKPT_BOOT_ID_MAX], struct error *err);
 
-/* Opens <dir>/checkpoint.json for boot boot_id (dir created if missing). Returns 0 with
- * what the file holds (or nothing: no file yet), 1 when the file was discarded (another
- * boot's, or corrupt and moved aside): `discarded` then says which, for the caller to
- * log; -errno (err set) when dir cannot be made or the file cannot be read. */
+/* Opens <dir>/checkpoint.json for boot boot_id, of the node whose pool is `pool` (dir
+ * created if missing). Returns 0 with what the file holds (or nothing: no file yet), 1
+ * when the file was discarded (another boot's, or moved aside as above): `discarded` then
+ * says which, for the caller to log; -errno (err set) when dir cannot be made, or the
+ * file cannot be read or moved aside. */
 int dra_checkpoint_open(struct dra_checkpoint *c, const char *dir, const char *boot_id,
-                        struct error *discarded, struct error *err);
+                        const char *pool, struct error *discarded, struct error *err);
 void dra_checkpoint_clear(struct dra_checkpoint *c);
 
 /* The record of uid, or NULL. Valid until the next change. */
 const struct dra_ckpt_claim *dra_checkpoint_find(const struct dra_checkpoint *c, const char *uid);
 /* Records *claim (taken over: *claim is zeroed), replacing a record of the same UID, and
- * saves. On failure (err set) nothing changes, and *claim is still the caller's. */
+ * saves. On failure (err set) nothing changes, and *claim is still the caller's. A save
+ * that set a file aside logs its warning itself and succeeds (as do the two below). */
 int dra_checkpoint_put(struct dra_checkpoint *c, struct dra_ckpt_claim *claim, struct error *err);
 /* Marks the record of uid PrepareCompleted and saves (-ENOENT: not recorded). On failure
  * nothing changes. */

@@ -31,16 +31,14 @@ int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_optio
         return r;
     struct dra_claims *c = xcalloc(1, sizeof(*c));
     struct error discarded = { 0 };
-    r = dra_checkpoint_open(&c->ckpt, o->plugin_dir, boot, &discarded, err);
+    r = dra_checkpoint_open(&c->ckpt, o->plugin_dir, boot, o->node_name, &discarded, err);
     if (r < 0) {
         free(c);
         return r;
     }
     /* A tolerated start: the claims are forgotten and the kubelet prepares them again. */
-    if (r == 1 && discarded.code == -ESTALE)
+    if (r == 1)
         log_warning("%s", discarded.msg);
-    else if (r == 1)
-        log_error("%s", discarded.msg);
     int swept = dra_cdi_sweep(o->cdi_root);
     if (swept > 0)
         log_info("removed %d CDI spec file(s) an earlier run staged under %s and never wrote", swept,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "core/fs.h"
+#include "dra/dra-cdi.h"
 #include "dra/dra-checkpoint.h"
 #include "dra/dra-claim.h"
 #include "dra/dra-config.h"
@@ -61,14 +62,25 @@ static void checkpoint(const unsigned char *data, size_t size)
         abort();
     struct dra_checkpoint c;
     struct error err = { 0 }, discarded = { 0 };
-    int r = dra_checkpoint_open(&c, dir, "boot", &discarded, &err);
+    int r = dra_checkpoint_open(&c, dir, "boot", "gpu-node-1", &discarded, &err);
     must_say(r, &err);
     if (r == 1)
         must_say(-1, &discarded);
     if (r >= 0) {
-        for (size_t i = 0; i < c.n_claims; i++)
-            if (!dra_claim_uid_valid(c.claims[i].uid))
+        /* What is loaded is answered as it is: it must check out as a claim of this node. */
+        for (size_t i = 0; i < c.n_claims; i++) {
+            const struct dra_ckpt_claim *cl = &c.claims[i];
+            if (!dra_claim_uid_valid(cl->uid) || !dra_claim_dns_label(cl->namespace_) ||
+                !dra_claim_object_name_valid(cl->name) || cl->n_devices > DRA_CLAIM_MAX_RESULTS)
                 abort();
+            for (size_t j = 0; j < cl->n_devices; j++) {
+                char *id = dra_cdi_device_id(cl->uid, cl->devices[j].device);
+                if (!streq(cl->devices[j].pool, "gpu-node-1") || !streq(cl->devices[j].cdi_id, id) ||
+                    !dra_claim_dns_label(cl->devices[j].device) || !dra_claim_dns_label(cl->devices[j].request))
+                    abort();
+                free(id);
+            }
+        }
         dra_checkpoint_clear(&c);
     }
     scratch_remove(dir);

@@ -5,8 +5,9 @@
  * whole and not discarded, either the checkpoint as it was or as changed, never less, and
  * nothing beside it but the spare; and the change made again gives the changed one. The
  * same on a filesystem that cannot exchange two names. Then the spare: never read, its
- * leftover content cut off, a symlink in its place not followed. (The rest of the
- * checkpoint is test-dra-claims' "checkpoint" case.) */
+ * leftover content cut off. Then what is not a regular file at either name, at a save
+ * and at open: moved aside, never blocking or followed. (The rest of the checkpoint is
+ * test-dra-claims' "checkpoint" case.) */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -90,7 +91,7 @@ static char *contents(const char *dir)
 {
     struct dra_checkpoint c;
     struct error err = { 0 }, discarded = { 0 };
-    int r = dra_checkpoint_open(&c, dir, "boot-1", &discarded, &err);
+    int r = dra_checkpoint_open(&c, dir, "boot-1", "node", &discarded, &err);
     if (r != 0) {
         fprintf(stderr, "open: %d: %s%s\n", r, err.msg, discarded.msg);
         if (r == 1)
@@ -139,7 +140,7 @@ static int apply(const char *dir, enum change what, const char *uid, int die_at)
     }
     struct dra_checkpoint c;
     struct error err = { 0 }, discarded = { 0 };
-    if (dra_checkpoint_open(&c, dir, "boot-1", &discarded, &err) != 0)
+    if (dra_checkpoint_open(&c, dir, "boot-1", "node", &discarded, &err) != 0)
         return -1;
     kill_at = die_at;
     calls = 0;
@@ -231,14 +232,12 @@ static void write_text(const char *path, const char *text)
 }
 
 /* The spare (checkpoint.json.old) is never read: garbage there changes nothing, a save
- * over a longer one leaves none of it behind, and it then holds the checkpoint before. A
- * symlink in its place is not followed: the save fails, checkpoint.json is unchanged. */
+ * over a longer one leaves none of it behind, and it then holds the checkpoint before. */
 static void test_spare(void)
 {
     const char *dir = scratch_dir("dra-ckpt-spare-");
     char *path = xasprintf("%s/" DRA_CKPT_FILE, dir);
     char *spare = xasprintf("%s" DRA_CKPT_SPARE_SUFFIX, path);
-    char *elsewhere = xasprintf("%s/elsewhere", dir);
     CHECK(apply(dir, PUT_COMPLETED, "uid-a", 0) == 0);
     char *garbage = xcalloc(10001, 1);
     memset(garbage, '}', 10000);
@@ -257,27 +256,122 @@ static void test_spare(void)
     now = contents(dir);
     CHECK_STR(now, "uid-a:C");
     free(now);
+    free(garbage);
+    free(spare);
+    free(path);
+    scratch_remove(dir);
+}
 
-    CHECK(unlink(spare) < 0 && errno == ENOENT);
+static bool is_type(const char *path, mode_t type)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+/* What is not a regular file where the checkpoint or its spare goes (issue 30, rows 4, 5
+ * and 12): a FIFO (with a reader or without: never opened blocking), a symlink (never
+ * followed: what it points to is neither read nor written), a directory. A save moves it
+ * to <name>.not-regular and succeeds, checkpoint.json then whole; at open, a
+ * checkpoint.json that is one is moved so, with the start going on empty. */
+static void test_not_regular(void)
+{
+    const char *dir = scratch_dir("dra-ckpt-type-");
+    char *path = xasprintf("%s/" DRA_CKPT_FILE, dir);
+    char *spare = xasprintf("%s" DRA_CKPT_SPARE_SUFFIX, path);
+    char *path_aside = xasprintf("%s.not-regular", path);
+    char *spare_aside = xasprintf("%s.not-regular", spare);
+    char *elsewhere = xasprintf("%s/elsewhere", dir);
+    static const char *const uids[] = { "uid-a", "uid-b", "uid-c", "uid-d", "uid-e" };
+    CHECK(apply(dir, PUT_COMPLETED, "uid-z", 0) == 0); /* a checkpoint.json, no spare */
     write_text(elsewhere, "not a checkpoint");
-    CHECK(symlink(elsewhere, spare) == 0);
+
+    for (int k = 0; k < 4; k++) {
+        /* At the spare: a FIFO without a reader, one with, a symlink, a directory. */
+        const char *at = spare;
+        int reader = -1;
+        (void)unlink(spare);
+        if (k == 0 || k == 1)
+            CHECK(mkfifo(at, 0600) == 0);
+        if (k == 1)
+            CHECK((reader = open(at, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) >= 0);
+        if (k == 2)
+            CHECK(symlink(elsewhere, at) == 0);
+        if (k == 3)
+            CHECK(mkdir(at, 0700) == 0);
+        mode_t type = k < 2 ? S_IFIFO : k == 3 ? S_IFDIR : S_IFLNK;
+        char *want = xasprintf("uid-z:C,%s:C", uids[k]);
+        CHECK(apply(dir, PUT_COMPLETED, uids[k], 0) == 0);
+        char *now = contents(dir);
+        CHECK_STR(now, want);
+        CHECK(is_type(spare_aside, type));
+        CHECK(is_type(path, S_IFREG) && is_type(spare, S_IFREG));
+        if (reader >= 0) {
+            char buf[8];
+            CHECK(read(reader, buf, sizeof(buf)) == 0); /* nothing written into it */
+            close(reader);
+        }
+        CHECK(apply(dir, REMOVE, uids[k], 0) == 0);
+        CHECK(unlink(spare_aside) == 0 || rmdir(spare_aside) == 0);
+        free(now);
+        free(want);
+    }
+    /* checkpoint.json made a symlink while the plugin runs: the next save sets it aside
+     * under its own name, not the exchange into the spare's. */
     struct dra_checkpoint c;
     struct error err = { 0 }, discarded = { 0 };
-    CHECK(dra_checkpoint_open(&c, dir, "boot-1", &discarded, &err) == 0);
-    struct dra_ckpt_claim cl = claim("uid-c", DRA_CKPT_PREPARE_COMPLETED);
-    CHECK(dra_checkpoint_put(&c, &cl, &err) == -ELOOP && cl.uid && c.n_claims == 1);
-    CHECK_STR_CONTAINS(err.msg, "writing checkpoint ");
-    dra_ckpt_claim_clear(&cl);
+    CHECK(dra_checkpoint_open(&c, dir, "boot-1", "node", &discarded, &err) == 0);
+    CHECK(unlink(path) == 0 && symlink(elsewhere, path) == 0);
+    struct dra_ckpt_claim cl = claim("uid-e", DRA_CKPT_PREPARE_COMPLETED);
+    CHECK(dra_checkpoint_put(&c, &cl, &err) == 0 && !cl.uid);
     dra_checkpoint_clear(&c);
-    now = contents(dir);
-    CHECK_STR(now, "uid-a:C");
+    char *now = contents(dir);
+    CHECK_STR(now, "uid-z:C,uid-e:C");
     free(now);
+    CHECK(is_type(path_aside, S_IFLNK) && is_type(path, S_IFREG) && unlink(path_aside) == 0);
     char *text = NULL;
     size_t len;
     CHECK(read_file_bounded(elsewhere, 100, &text, &len, NULL) == 0 && streq(text, "not a checkpoint"));
     free(text);
-    free(garbage);
+
+    /* At open: checkpoint.json a symlink to a checkpoint (not read through), a FIFO (with a
+     * writer: it opens), a directory; each moved aside, the start empty. The third finds
+     * the FIFO before it at the first name, and takes the next. */
+    CHECK(rename(path, elsewhere) == 0);
+    char *next = xasprintf("%s.1", path_aside);
+    for (int k = 0; k < 3; k++) {
+        int writer = -1;
+        if (k == 0)
+            CHECK(symlink(elsewhere, path) == 0);
+        if (k == 1) {
+            CHECK(mkfifo(path, 0600) == 0);
+            int rd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+            CHECK(rd >= 0 && (writer = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0);
+            close(rd);
+        }
+        if (k == 2) /* the FIFO before it still at the first name: a directory cannot replace it */
+            CHECK(mkdir(path, 0700) == 0);
+        discarded = (struct error){ 0 };
+        CHECK(dra_checkpoint_open(&c, dir, "boot-1", "node", &discarded, &err) == 1 && c.n_claims == 0);
+        static const char *const types[] = { "a symbolic link", "a FIFO", "a directory" };
+        char *msg = xasprintf("checkpoint %s is %s, not a regular file: moved to %s, starting with "
+                              "no prepared claims", path, types[k], k < 2 ? path_aside : next);
+        CHECK_STR(discarded.msg, msg);
+        free(msg);
+        CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+        CHECK(is_type(k < 2 ? path_aside : next, k == 0 ? S_IFLNK : k == 1 ? S_IFIFO : S_IFDIR));
+        dra_checkpoint_clear(&c);
+        if (writer >= 0)
+            close(writer);
+    }
+    now = contents(dir);
+    CHECK_STR(now, ""); /* nothing there now: a new start is empty, not discarded */
+    free(now);
+    CHECK(read_file_bounded(elsewhere, 4096, &text, &len, NULL) == 0 && strstr(text, "uid-e"));
+    free(text);
+    free(next);
     free(elsewhere);
+    free(spare_aside);
+    free(path_aside);
     free(spare);
     free(path);
     scratch_remove(dir);
@@ -291,6 +385,7 @@ int main(int argc, char **argv)
     } cases[] = {
         { "killed", test_killed },
         { "spare", test_spare },
+        { "not-regular", test_not_regular },
     };
     for (size_t i = 0; i < ELEMENTSOF(cases); i++)
         if (argc < 2 || streq(argv[1], cases[i].name))

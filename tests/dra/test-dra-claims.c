@@ -437,13 +437,15 @@ static struct dra_ckpt_claim ckpt_claim(const char *uid, enum dra_ckpt_state sta
     struct dra_ckpt_claim cl = { .uid = xstrdup(uid), .namespace_ = xstrdup("ns"),
                                  .name = xasprintf("claim-%s", uid), .state = state };
     cl.devices = xcalloc(n_devices + 1, sizeof(*cl.devices));
-    for (size_t i = 0; i < n_devices; i++)
+    for (size_t i = 0; i < n_devices; i++) {
+        char *dev = xasprintf("gpu-%zu", i);
         cl.devices[cl.n_devices++] = (struct dra_ckpt_device){
-            .device = xasprintf("gpu-%zu", i), .pool = xstrdup("node"), .request = xstrdup("gpu"),
-            .cdi_id = dra_cdi_device_id(uid, "gpu-0"),
+            .device = dev, .pool = xstrdup("node"), .request = xstrdup("gpu"),
+            .cdi_id = dra_cdi_device_id(uid, dev),
             .config = { .kind = DRA_CONFIG_GPU, .sharing = DRA_SHARING_TIME_SLICING,
                         .interval = DRA_TS_LONG },
         };
+    }
     return cl;
 }
 
@@ -460,7 +462,7 @@ static void test_checkpoint(void)
     CHECK(dra_checkpoint_boot_id("/nonexistent/boot_id", boot, &err) == -ENOENT);
 
     /* No file yet: empty. Two claims recorded, one of them replaced by its next state. */
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", &discarded, &err) == 0 && c.n_claims == 0);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", "node", &discarded, &err) == 0 && c.n_claims == 0);
     struct dra_ckpt_claim a = ckpt_claim("uid-a", DRA_CKPT_PREPARE_STARTED, 2);
     struct dra_ckpt_claim b = ckpt_claim("uid-b", DRA_CKPT_PREPARE_COMPLETED, 1);
     CHECK(dra_checkpoint_put(&c, &a, &err) == 0 && !a.uid);
@@ -474,7 +476,7 @@ static void test_checkpoint(void)
     dra_checkpoint_clear(&c);
 
     /* Read back as written (a restart). */
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", &discarded, &err) == 0 && c.n_claims == 2);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", "node", &discarded, &err) == 0 && c.n_claims == 2);
     const struct dra_ckpt_claim *ra = dra_checkpoint_find(&c, "uid-a");
     CHECK(ra && ra->state == DRA_CKPT_PREPARE_COMPLETED && ra->n_devices == 2 &&
           streq(ra->name, "claim-uid-a") && streq(ra->devices[1].device, "gpu-1") &&
@@ -484,23 +486,23 @@ static void test_checkpoint(void)
     CHECK(dra_checkpoint_remove(&c, "uid-a", &err) == 0 && c.n_claims == 1);
     CHECK(dra_checkpoint_remove(&c, "uid-a", &err) == 0);
     dra_checkpoint_clear(&c);
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", &discarded, &err) == 0 && c.n_claims == 1 &&
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-1", "node", &discarded, &err) == 0 && c.n_claims == 1 &&
           dra_checkpoint_find(&c, "uid-b"));
     dra_checkpoint_clear(&c);
 
     /* Another boot's: forgotten, and the next write is this boot's. */
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", "node", &discarded, &err) == 1 && c.n_claims == 0);
     CHECK_STR_CONTAINS(discarded.msg, "is of another boot (boot-1, now boot-2): its 1 claims are forgotten");
     a = ckpt_claim("uid-a", DRA_CKPT_PREPARE_COMPLETED, 1);
     CHECK(dra_checkpoint_put(&c, &a, &err) == 0);
     dra_checkpoint_clear(&c);
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0 && c.n_claims == 1);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", "node", &discarded, &err) == 0 && c.n_claims == 1);
     dra_checkpoint_clear(&c);
 
     /* Corrupt: moved aside, start empty; the moved file is kept as it was. */
     static const char garbage[] = "{\"version\": 1, \"preparedClaims\": [";
     CHECK(write_file_atomic(path, garbage, sizeof(garbage) - 1, 0600, false) == 0);
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", "node", &discarded, &err) == 1 && c.n_claims == 0);
     CHECK_STR_CONTAINS(discarded.msg, "checkpoint.json is not JSON: moved to ");
     char *aside = xasprintf("%s.corrupt", path);
     char *text = slurp(aside);
@@ -512,23 +514,24 @@ static void test_checkpoint(void)
                                 "{\"../x\": {\"checkpointState\": \"PrepareCompleted\", \"name\": \"n\", "
                                 "\"namespace\": \"ns\", \"devices\": []}}}";
     CHECK(write_file_atomic(path, wrong, sizeof(wrong) - 1, 0600, false) == 0);
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 1 && c.n_claims == 0);
-    CHECK_STR_CONTAINS(discarded.msg, "is a malformed claim");
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", "node", &discarded, &err) == 1 && c.n_claims == 0);
+    CHECK_STR_CONTAINS(discarded.msg, "has a malformed claim");
     dra_checkpoint_clear(&c);
     /* A device recorded without "sharing" (no config, or an older plugin's): loaded as no
      * sharing config, which is what unprepare reads to leave its GPU alone. */
     static const char plain[] = "{\"version\": 1, \"nodeBootID\": \"boot-2\", \"preparedClaims\": "
                                 "{\"u-1\": {\"checkpointState\": \"PrepareCompleted\", \"name\": \"n\", "
                                 "\"namespace\": \"ns\", \"devices\": [{\"device\": \"gpu-0\", \"pool\": "
-                                "\"p\", \"request\": \"r\", \"cdiDeviceID\": \"c\", \"configKind\": \"GpuConfig\"}]}}}";
+                                "\"node\", \"request\": \"r\", \"cdiDeviceID\": \"k8s.gpu.nvidia.com/claim=u-1-gpu-0\", "
+                                "\"configKind\": \"GpuConfig\"}]}}}";
     CHECK(write_file_atomic(path, plain, sizeof(plain) - 1, 0600, false) == 0);
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0 && c.n_claims == 1 &&
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", "node", &discarded, &err) == 0 && c.n_claims == 1 &&
           c.claims[0].devices[0].config.sharing == DRA_SHARING_NONE);
     dra_checkpoint_clear(&c);
     CHECK(unlink(path) == 0);
 
     /* Bounds: the number of claims, then the size. Refused, nothing changes. */
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", "node", &discarded, &err) == 0);
     for (size_t i = 0; i < DRA_CKPT_MAX_CLAIMS && c.n_claims == i; i++) {
         char uid[32];
         snprintf(uid, sizeof(uid), "u%zu", i);
@@ -549,7 +552,7 @@ static void test_checkpoint(void)
     dra_checkpoint_clear(&c);
 
     /* A directory that cannot be written: the error says so, nothing is recorded. */
-    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", &discarded, &err) == 0);
+    CHECK(dra_checkpoint_open(&c, pdir, "boot-2", "node", &discarded, &err) == 0);
     CHECK(chmod(pdir, 0500) == 0);
     a = ckpt_claim("uid-ro", DRA_CKPT_PREPARE_STARTED, 1);
     if (geteuid() != 0) { /* root writes anyway */
