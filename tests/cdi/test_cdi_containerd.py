@@ -19,19 +19,9 @@ read-only by the test's CRI mounts) in its env, for the stand-ins. In it: cuda-p
 (dlopen("libcuda.so.1") by SONAME, cuInit, devices, 1 MiB allocated on each),
 nvidia-smi -L, where libcuda.so.1 leads, ldconfig -p.
 
-  1. DRA: claims for gpu-1; gpu-0 and gpu-1; one 1g.5gb MIG device of gpu-3. Each
-     container sees exactly the claim's devices (names, the profile's and the slice's
-     UUIDs), allocates on them; nvidia-smi lists them (MIG: the parent and that device);
-     the hooks create-symlinks, enable-cuda-compat, update-ldcache and
-     disable-device-node-modification ran once each for it; ldconfig -p has libcuda.so.1.
-  2. Device plugin, --device-list-strategy=cdi-cri: the CDI names Allocate returns for one
-     GPU: the container sees exactly that GPU.
-  3. No hook binary (--nvidia-cdi-hook-path /nonexistent/nvidia-cdi-hook): one warning
-     naming it, no hooks in the spec, the libraries also mounted at their SONAMEs: the
-     container still loads libcuda.so.1 by SONAME (no ld.so.cache entry for it).
-  4. A RHEL-layout driver root (libraries in /usr/lib64) and the Debian image: with the
-     hooks update-ldcache's cache makes it work; without the hook binary dlopen fails,
-     as documented (docs/allocate.md): the Debian loader does not search /usr/lib64.
+Cases (each method says what it checks): DRA claims of one GPU, two GPUs and a MIG device;
+the device plugin's cdi-cri names; no hook binary (SONAME mounts); a RHEL-layout driver
+root with and without the hooks.
 
 At the end: every plugin exited 0, nothing of containerd runs, no mount is left under the
 test's directory, and that directory ($TMPDIR/gdp-cdi-ctr-*, tests/common/scratch.py) is
@@ -404,14 +394,7 @@ class CdiContainerd(unittest.TestCase):
         return [i for _, ids in devs for i in ids], spec, unprepare
 
     def test_1_dra_claims(self):
-        api = os.path.join(self.tmp, "api")
-        os.mkdir(api)
-        self.srv = kt.LineProc([FAKE, api])
-        self.addCleanup(self.srv.stop)
-        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
-        kubeconfig = kt.write_kubeconfig(os.path.join(api, "kubeconfig"),
-                                         "https://127.0.0.1:%d" % port,
-                                         ca=os.path.join(api, "ca.crt"), token="tok1")
+        self.srv, kubeconfig, _ = kt.fake_apiserver(self, FAKE, {})
         self.cmd("add " + dra.NODE)
         self.reg_dir = os.path.join(self.tmp, "plugins_registry")
         self.dra_plugin = self.start_plugin("dra", [
