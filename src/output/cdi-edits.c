@@ -51,6 +51,23 @@ static char *find_node(const struct config *cfg, const char *path, struct stat *
     return lstat(path, st) == 0 ? xstrdup(path) : NULL;
 }
 
+/* The node's path on the host, as nvcdi writes it: under --dev-root when that was given
+ * apart from the driver root; else under the driver root when the driver root (as we see
+ * it) has a dev/, which is then nvcdi's dev root; else the plain path. */
+static char *node_host_path(const struct config *cfg, const char *path)
+{
+    if (!streq_ptr(cfg->dev_root, cfg->driver_root))
+        return alloc_join_root(cfg->dev_root, path);
+    const char *ctr = cfg->driver_root_ctr_path;
+    struct stat st;
+    if (!ctr || !*ctr || stat(ctr, &st) < 0 || !S_ISDIR(st.st_mode))
+        ctr = cfg->driver_root; /* not mounted here: the plugin runs on the host */
+    _cleanup_free_ char *dev = alloc_join_root(ctr, "/dev");
+    if (stat(dev, &st) == 0 && S_ISDIR(st.st_mode))
+        return alloc_join_root(cfg->driver_root, path);
+    return xstrdup(path);
+}
+
 static bool stat_node(const struct config *cfg, const char *path, struct stat *st)
 {
     _cleanup_free_ char *found = find_node(cfg, path, st);
@@ -61,7 +78,7 @@ json_t *cdi_device_node(const struct config *cfg, const char *path)
 {
     json_t *n = json_object();
     json_object_set_new(n, "path", json_string(path));
-    json_object_set_new(n, "hostPath", string_take(alloc_join_root(cfg->dev_root, path)));
+    json_object_set_new(n, "hostPath", string_take(node_host_path(cfg, path)));
     struct stat st;
     if (stat_node(cfg, path, &st)) {
         /* Zero values are left out, as the CDI library's YAML/JSON omits them. */

@@ -388,6 +388,16 @@ static void through_ldcache(void)
     config_for(&cfg, root, "/bin/sh");
     find(&inv, &cfg);
     CHECK_STR(inv.driver.libcuda_dir, "/opt/nv/lib");
+    /* A driver root without a dev/: nvcdi's dev root is "/", so the host path is the plain
+     * one; with --dev-root given apart from the driver root, under it. */
+    json_t *node = cdi_device_node(&cfg, "/dev/nvidia0");
+    CHECK_STR(json_string_value(json_object_get(node, "hostPath")), "/dev/nvidia0");
+    json_decref(node);
+    free(cfg.dev_root);
+    cfg.dev_root = xstrdup("/run/dev-root");
+    node = cdi_device_node(&cfg, "/dev/nvidia0");
+    CHECK_STR(json_string_value(json_object_get(node, "hostPath")), "/run/dev-root/dev/nvidia0");
+    json_decref(node);
     json_t *spec = claim_spec(&cfg, &inv);
     CHECK(mount_at(spec, "/opt/nv/lib/libcuda.so." VER) != NULL);
     CHECK(has_string(json_object_get(common_of(spec), "env"), "NVIDIA_CTK_LIBCUDA_DIR=/opt/nv/lib"));
