@@ -307,9 +307,7 @@ int cmd_gfd(int argc, char **argv)
     r = config_load(g.cfg, g.argc, g.argv, g.envp, &cmd, &err);
     config_command_free(&cmd);
     if (r == CONFIG_LOAD_HELP) {
-        config_print_help(stdout, argv[0]);
-        fprintf(stdout, "\ngpu-feature-discovery also takes --oneshot [$GFD_ONESHOT]: label "
-                        "once and exit; and --output / -o for --output-file.\n");
+        config_print_help_gfd(stdout, argv[0]);
         rc = GDP_EXIT_OK;
         goto out;
     }

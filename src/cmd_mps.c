@@ -184,8 +184,7 @@ int cmd_mps_control_daemon(int argc, char **argv)
     int rc = GDP_EXIT_FAILURE;
     int r = config_load(cfg, argc, argv, d.envp, &cmd, &err);
     if (r == CONFIG_LOAD_HELP) {
-        config_print_help(stdout, argv[0]);
-        printf("\nmps-control-daemon mount-shm: mount a tmpfs at %s/shm for MPS.\n", d.root);
+        config_print_help_mps(stdout, argv[0], d.root);
         rc = GDP_EXIT_OK;
     } else if (r == CONFIG_LOAD_VERSION) {
         printf("mps-control-daemon (gpu-device-plugin) version %s\ncommit: %s\n", GDP_VERSION,

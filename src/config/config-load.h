@@ -56,6 +56,11 @@ char *config_unknown_argument(const char *cmd, const char *arg, const char *cons
 
 /* `--help` text: every flag with aliases, env vars and default, grouped. */
 void config_print_help(FILE *f, const char *argv0);
+/* The --help of the programs other than the plugin: each lists its own flags only, as
+ * NVIDIA's gpu-feature-discovery and mps-control-daemon do (reference §8.1, §9), and the
+ * few of ours it acts on. `root`: where mps-control-daemon's mount-shm mounts. */
+void config_print_help_gfd(FILE *f, const char *argv0);
+void config_print_help_mps(FILE *f, const char *argv0, const char *root);
 
 /* The effective configuration as indented JSON ("Running with config" shape, our
  * extensions under "extensions"). Returns 0 or -errno. */

@@ -156,6 +156,36 @@ int config_print_json(const struct config *c, FILE *f)
     return 0;
 }
 
+/* One option's --help entry: its names (plus `aliases`, as written), its usage (or
+ * `usage`), default and environment variables (`envs` first, then the option's own). */
+static void print_option(FILE *f, const struct config_option_def *o, const char *aliases,
+                         const char *usage, const char *const *envs)
+{
+    char names[160] = "";
+    size_t off = 0;
+    for (size_t k = 0; k < ELEMENTSOF(o->names) && o->names[k]; k++) {
+        bool shrt = strlen(o->names[k]) == 1;
+        int n = snprintf(names + off, sizeof(names) - off, "%s%s%s", k ? ", " : "",
+                         shrt ? "-" : "--", o->names[k]);
+        if (n < 0 || (size_t)n >= sizeof(names) - off)
+            break;
+        off += (size_t)n;
+    }
+    if (!o->names[0])
+        snprintf(names, sizeof(names), "(environment only)");
+    fprintf(f, "  %s%s%s\n        %s", names, aliases ? aliases : "",
+            o->names[0] && (o->kind == KIND_STRING || o->kind == KIND_SLICE) ? " value" : "",
+            usage ? usage : o->usage);
+    if (o->defnote || o->defval)
+        fprintf(f, " (default: \"%s\")", o->defnote ? o->defnote : o->defval);
+    size_t shown = 0;
+    for (size_t k = 0; envs && envs[k]; k++)
+        fprintf(f, "%s$%s", shown++ ? ", " : " [", envs[k]);
+    for (size_t k = 0; k < ELEMENTSOF(o->envs) && o->envs[k]; k++)
+        fprintf(f, "%s$%s", shown++ ? ", " : " [", o->envs[k]);
+    fprintf(f, "%s\n", shown ? "]" : "");
+}
+
 void config_print_help(FILE *f, const char *argv0)
 {
         fprintf(f,
@@ -171,28 +201,96 @@ void config_print_help(FILE *f, const char *argv0)
         fprintf(f, "\n%s:\n", config_option_groups[g]);
         for (int i = 0; i < _OPT_MAX; i++) {
             const struct config_option_def *o = &config_options[i];
-            if (o->group != config_option_groups[g])
-                continue;
-            char names[160] = "";
-            size_t off = 0;
-            for (size_t k = 0; k < ELEMENTSOF(o->names) && o->names[k]; k++) {
-                bool shrt = strlen(o->names[k]) == 1;
-                int n = snprintf(names + off, sizeof(names) - off, "%s%s%s", k ? ", " : "",
-                                 shrt ? "-" : "--", o->names[k]);
-                if (n < 0 || (size_t)n >= sizeof(names) - off)
-                    break;
-                off += (size_t)n;
-            }
-            if (!o->names[0])
-                snprintf(names, sizeof(names), "(environment only)");
-            fprintf(f, "  %s%s\n        %s", names,
-                    o->names[0] && (o->kind == KIND_STRING || o->kind == KIND_SLICE) ? " value" : "",
-                    o->usage);
-            if (o->defnote || o->defval)
-                fprintf(f, " (default: \"%s\")", o->defnote ? o->defnote : o->defval);
-            for (size_t k = 0; k < ELEMENTSOF(o->envs) && o->envs[k]; k++)
-                fprintf(f, "%s$%s", k ? ", " : " [", o->envs[k]);
-            fprintf(f, "%s\n", o->envs[0] ? "]" : "");
+            if (o->group == config_option_groups[g])
+                print_option(f, o, NULL, NULL, NULL);
         }
     }
+}
+
+/* A program's own flags, as its --help shows them: the option, what that program calls
+ * it besides (aliases), its usage there (NULL: the table's) and the variables it reads
+ * ahead of the option's own. Its section is a heading, or NULL to stay in the last. */
+struct help_row {
+    const char *section;
+    enum config_opt opt;
+    const char *aliases;
+    const char *usage;
+    const char *envs[2];
+};
+
+static void print_rows(FILE *f, const struct help_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].section)
+            fprintf(f, "\n%s:\n", rows[i].section);
+        print_option(f, &config_options[rows[i].opt], rows[i].aliases, rows[i].usage,
+                     rows[i].envs);
+    }
+}
+
+/* The flags our programs other than the plugin read and act on, beside NVIDIA's of the
+ * same program (reference §8.1, §9): the log settings and the roots a test or a host
+ * without a container moves. */
+#define EXTENSION_ROWS(first_section)                                                    \
+    { first_section, OPT_LOG_VERBOSITY, NULL, NULL, { NULL } },                         \
+    { NULL, OPT_LOG_FORMAT, NULL, NULL, { NULL } },                                      \
+    { NULL, OPT_SYSFS_ROOT, NULL, NULL, { NULL } },                                      \
+    { NULL, OPT_PROC_ROOT, NULL, NULL, { NULL } },                                       \
+    { NULL, OPT_DEV_ROOT, NULL, NULL, { NULL } }
+
+static const char EXT_SECTION[] = "gpu-device-plugin extensions (not in NVIDIA's program)";
+
+void config_print_help_gfd(FILE *f, const char *argv0)
+{
+    static const struct help_row rows[] = {
+        { NULL, OPT_MIG_STRATEGY, NULL, NULL, { "GFD_MIG_STRATEGY" } }, /* under --oneshot */
+        { NULL, OPT_FAIL_ON_INIT_ERROR, NULL, NULL, { "GFD_FAIL_ON_INIT_ERROR" } },
+        { NULL, OPT_GFD_NO_TIMESTAMP, NULL, NULL, { NULL } },
+        { NULL, OPT_GFD_SLEEP_INTERVAL, NULL,
+          "time to sleep between labelling (a Go duration, or infinite: label once and "
+          "stay up)", { NULL } },
+        { NULL, OPT_GFD_OUTPUT_FILE, ", --output, -o", NULL, { NULL } },
+        { NULL, OPT_MACHINE_TYPE_FILE, NULL, NULL, { NULL } },
+        { NULL, OPT_CONFIG_FILE, NULL, NULL, { "GFD_CONFIG_FILE" } },
+        { NULL, OPT_USE_NODE_FEATURE_API, NULL, NULL, { NULL } },
+        { NULL, OPT_DEVICE_DISCOVERY_STRATEGY, NULL, NULL, { NULL } },
+        { NULL, OPT_DRIVER_ROOT_CTR_PATH, NULL, NULL, { NULL } },
+        { NULL, OPT_NAMESPACE, NULL, NULL, { NULL } },
+        { NULL, OPT_NODE_NAME, NULL, NULL, { NULL } },
+        { NULL, OPT_POD_NAME, NULL, NULL, { NULL } },
+        { NULL, OPT_KUBECONFIG, NULL, NULL, { NULL } },
+        { NULL, OPT_KUBE_API_QPS, NULL, NULL, { NULL } },
+        { NULL, OPT_KUBE_API_BURST, NULL, NULL, { NULL } },
+        EXTENSION_ROWS(EXT_SECTION),
+        { "Miscellaneous", OPT_HELP, NULL, NULL, { NULL } },
+        { NULL, OPT_VERSION, NULL, NULL, { NULL } },
+    };
+    fprintf(f,
+            "Usage: %s [flags]\n\n"
+            "gpu-feature-discovery: label the node's GPUs (NVIDIA's gpu-feature-discovery, "
+            "from gpu-device-plugin's binary; see docs/labels.md).\nPrecedence per "
+            "setting: flag > environment > --config-file > default.\n\n"
+            "Flags:\n"
+            "  --oneshot\n        label once and exit (default: \"false\") [$GFD_ONESHOT]\n",
+            argv0 ? argv0 : "gpu-feature-discovery");
+    print_rows(f, rows, ELEMENTSOF(rows));
+}
+
+void config_print_help_mps(FILE *f, const char *argv0, const char *root)
+{
+    static const struct help_row rows[] = {
+        { "Flags", OPT_CONFIG_FILE, NULL, NULL, { NULL } },
+        { NULL, OPT_MIG_STRATEGY, NULL, NULL, { NULL } },
+        EXTENSION_ROWS(EXT_SECTION),
+        { "Miscellaneous", OPT_HELP, NULL, NULL, { NULL } },
+        { NULL, OPT_VERSION, NULL, NULL, { NULL } },
+    };
+    fprintf(f,
+            "Usage: %s [flags] [mount-shm]\n\n"
+            "mps-control-daemon: start an MPS control daemon for each resource the config "
+            "shares with MPS (NVIDIA's mps-control-daemon, from gpu-device-plugin's "
+            "binary).\n\n"
+            "Commands: (none) run the daemons; mount-shm: mount a tmpfs at %s/shm for MPS.\n",
+            argv0 ? argv0 : "mps-control-daemon", root);
+    print_rows(f, rows, ELEMENTSOF(rows));
 }

@@ -2,11 +2,14 @@
 """What a person sees when something is wrong: the hint lines after an NVML failure, "did
 you mean" for a mistyped flag, a wrong kubelet path said once (not every retry), a SIGHUP
 that changes a start-only setting named in a warning, Kubernetes' JSON log keys, and the
-exit codes and signals at the end of --help (checked against the code)."""
+exit codes and signals at the end of --help (checked against the code), and each program's
+--help listing its own flags only (gpu-feature-discovery's and mps-control-daemon's, as
+NVIDIA's, not the device plugin's whole list)."""
 import json
 import os
 import re
 import signal
+import subprocess
 import time
 
 import harness
@@ -207,6 +210,64 @@ class HelpEpilogue(harness.PluginTestCase):
         # and the codes are the ones the process returns
         self.assertEqual(self.run_plugin(["--bogus"]).returncode, 1)
         self.assertEqual(self.run_plugin(["--version"]).returncode, 0)
+
+
+def help_flags(text):
+    """The flags a --help text lists: every --name and -x that begins an entry line."""
+    flags = set()
+    for line in text.splitlines():
+        if re.match(r"^  -", line):
+            flags.update(re.findall(r"(?:^|, )(--?[A-Za-z][\w-]*)", line.strip()))
+    return flags
+
+
+class ProgramHelp(harness.PluginTestCase):
+    """NVIDIA's gpu-feature-discovery and mps-control-daemon list their own flags
+    (reference §8.1, §9); ours too, with the few of our extensions each acts on."""
+    GFD = {"--oneshot", "--mig-strategy", "--fail-on-init-error", "--no-timestamp",
+           "--sleep-interval", "--output-file", "--output", "-o", "--machine-type-file",
+           "--config-file", "--use-node-feature-api", "--device-discovery-strategy",
+           "--driver-root-ctr-path", "--container-driver-root", "--namespace", "--node-name",
+           "--pod-name", "--kubeconfig", "--kube-api-qps", "--kube-api-burst"}
+    MPS = {"--config-file", "--mig-strategy"}
+    OURS = {"-v", "--log-format", "--sysfs-root", "--proc-root", "--dev-root",
+            "--nvidia-dev-root", "--help", "-h", "--version"}
+    # the device plugin's own: in neither program's list
+    PLUGIN_ONLY = {"--pass-device-specs", "--device-list-strategy", "--device-id-strategy",
+                   "--kubelet-socket", "--mps-root", "--metrics-address", "--gfd", "--dra",
+                   "--health-quiet-period", "--cdi-spec-dir", "--imex-channel-ids",
+                   "--config-dir", "--kubelet-plugins-directory-path", "--events"}
+
+    def help_as(self, name):
+        r = subprocess.run([name, "--help"], executable=harness.PLUGIN,
+                           env=self.plugin_env(), capture_output=True, text=True,
+                           timeout=harness.TIMEOUT)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_gfd_lists_its_flags_only(self):
+        out = self.help_as("gpu-feature-discovery")
+        self.assertTrue(out.startswith("Usage: gpu-feature-discovery [flags]\n"), out[:200])
+        self.assertEqual(help_flags(out), self.GFD | self.OURS)
+        self.assertFalse(help_flags(out) & self.PLUGIN_ONLY)
+        self.assertIn("[$GFD_ONESHOT]", out)
+        self.assertIn("$GFD_MIG_STRATEGY, $MIG_STRATEGY", out)
+        self.assertNotIn("Exit codes:", out)  # serve's epilogue
+
+    def test_mps_control_daemon_lists_its_flags_only(self):
+        out = self.help_as("mps-control-daemon")
+        self.assertTrue(out.startswith("Usage: mps-control-daemon [flags] [mount-shm]\n"),
+                        out[:200])
+        self.assertEqual(help_flags(out), self.MPS | self.OURS)
+        self.assertFalse(help_flags(out) & (self.GFD - self.MPS))
+        self.assertIn("mount-shm", out)
+
+    def test_plugin_lists_its_whole_table_and_not_the_others(self):
+        r = self.run_plugin(["--help"])
+        self.assertEqual(r.returncode, 0)
+        flags = help_flags(r.stdout)
+        self.assertTrue(self.PLUGIN_ONLY <= flags, self.PLUGIN_ONLY - flags)
+        self.assertNotIn("--oneshot", flags)  # gpu-feature-discovery's
 
 
 if __name__ == "__main__":
