@@ -6,6 +6,7 @@
 #include "dra/dra-cdi.h"
 #include "dra/dra-claim.h"
 #include "dra/dra-claims-internal.h"
+#include "kube/kube.h"
 
 static bool has_config(const struct dra_ckpt_device *d, const char *device)
 {
@@ -129,18 +130,38 @@ static void reset_done(void *userdata, int r, const struct error *e)
         claims_call_finish(call);
 }
 
-/* A prepare of the claim waits for its sharing configs: the tool stopped, that prepare
- * failed (answered from the loop). What it set is reset as for any claim. */
-static void stop_apply(struct dra_claims *c, struct pending *busy)
+/* A prepare of the claim that is still under way loses to this later unprepare: it fails
+ * (answered from the loop), and nothing of it may land after the unprepare answered. One
+ * waiting for its claim's GET: the GET is cancelled (its answer would prepare the claim
+ * again and block its GPU for every later claim) and its staged spec file goes. One
+ * waiting for its sharing configs: the tool is stopped, and what it set is reset below as
+ * for any claim. */
+static void stop_prepare(struct dra_claims *c, struct pending *p)
 {
     struct error err = { 0 };
-    c->apply_cancel(c->apply_userdata, TAKE_PTR(busy->op));
-    json_decref(TAKE_PTR(busy->spec));
-    fs_stage_abort(&busy->stage);
-    error_set(&err, -ECANCELED, "unprepared while its sharing configs were being applied");
-    claims_result_error(&busy->call->results[busy->i], "preparing", busy->namespace_, busy->name, &err);
-    busy->call->outstanding--;
-    claims_call_maybe_done(busy->call);
+    if (p->req) {
+        kube_request_cancel(TAKE_PTR(p->req));
+        error_set(&err, -ECANCELED, "unprepared while its claim was being fetched");
+    } else {
+        c->apply_cancel(c->apply_userdata, TAKE_PTR(p->op));
+        json_decref(TAKE_PTR(p->spec));
+        error_set(&err, -ECANCELED, "unprepared while its sharing configs were being applied");
+    }
+    fs_stage_abort(&p->stage);
+    claims_result_error(&p->call->results[p->i], "preparing", p->namespace_, p->name, &err);
+    p->call->outstanding--;
+    claims_call_maybe_done(p->call);
+}
+
+/* Every prepare of uid still under way (several calls may prepare one claim). */
+static void stop_prepares(struct dra_claims *c, const char *uid)
+{
+    for (struct dra_claims_call *call = c->calls; call; call = call->next)
+        for (size_t i = 0; i < call->n; i++) {
+            struct pending *p = &call->pend[i];
+            if ((p->req || p->spec) && streq(call->results[i].uid, uid))
+                stop_prepare(c, p);
+        }
 }
 
 struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
@@ -163,8 +184,7 @@ struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
             claims_result_error(res, "unpreparing", ref->namespace_, ref->name, &err);
             continue;
         }
-        if (busy)
-            stop_apply(c, busy);
+        stop_prepares(c, res->uid);
         struct pending *p = &call->pend[i];
         *p = (struct pending){ .call = call, .i = i };
         int r = c->reset_config ? reset_next(c, p, &err) : 0;

@@ -16,7 +16,8 @@
  * for it on the loop, suspended after PrepareStarted, while other claims, calls and RPCs
  * are served. While it waits, its devices count as held (another claim wanting one is
  * refused as for a prepared claim), another prepare of it is refused (-EBUSY: the
- * kubelet retries), and an unprepare of it stops the tool and fails that prepare. A call
+ * kubelet retries), and an unprepare of it stops the tool and fails that prepare (as one
+ * while its GET is in flight, below). A call
  * cancelled meanwhile (the kubelet gone, the plugin stopping) stops the tool and leaves
  * PrepareStarted recorded, as a crash would: the kubelet's next prepare or unprepare of
  * the claim finishes or undoes it.
@@ -37,6 +38,12 @@
  * leaves the claim recorded as well. While it resets, another prepare or unprepare of
  * it is refused (-EBUSY: the kubelet retries), and so is a prepare of another claim with
  * a sharing config for one of its devices.
+ * Ordered per claim UID, the later call winning whichever answer comes first: an
+ * unprepare fails every prepare of the claim still under way ("unprepared while its
+ * claim was being fetched" / "... its sharing configs were being applied"), its GET
+ * cancelled or its tool stopped, so no spec, record or held device survives an unprepare
+ * that answered success; a prepare that comes after the unprepare prepares (or, while
+ * the unprepare still resets the claim's GPUs, is refused with -EBUSY until it is done).
  * Shared GPUs: a device is reset once per claim, and only when no other recorded claim
  * (prepared, or PrepareStarted) holds that device with a sharing config: only
  * adminAccess results let two claims hold one device, the setting of the one still
