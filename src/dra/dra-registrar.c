@@ -3,11 +3,13 @@
  * and logging the outcome. */
 #include <errno.h>
 #include <libgen.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/macro.h"
+#include "core/ratelimit.h"
 #include "dra/dra-registrar.h"
 #include "grpc/grpc.h"
 #include "pluginregistration.pb-c.h"
@@ -18,7 +20,23 @@ struct dra_registrar {
     struct grpc_server *server;
     bool registered;
     bool failure_logged; /* one error line per failed stretch, not one per retry */
+    /* Every line NotifyRegistrationStatus makes: a peer flipping it (registered, refused,
+     * registered...) would otherwise get one line per call, megabytes a second. */
+    struct ratelimit notify_log;
 };
+
+/* A NotifyRegistrationStatus line, if the limiter lets it through; its count of lines
+ * left out goes into *more ("" when none). */
+static bool notify_log_ok(struct dra_registrar *r, char *more, size_t cap)
+{
+    unsigned left_out = 0;
+    if (!ratelimit_below(&r->notify_log, &left_out))
+        return false;
+    more[0] = '\0';
+    if (left_out)
+        snprintf(more, cap, " (%u more not logged)", left_out);
+    return true;
+}
 
 static void on_get_info(void *userdata, const uint8_t *req, size_t len, struct grpc_reply *reply)
 {
@@ -54,19 +72,20 @@ static void on_notify(void *userdata, const uint8_t *req, size_t len, struct grp
         reply->message = xstrdup("cannot decode RegistrationStatus");
         return;
     }
+    char more[48];
     if (st->plugin_registered) {
-        if (!r->registered)
-            log_info("DRA: driver %s registered with the kubelet (endpoint %s)", r->driver,
-                     r->endpoint);
+        if (!r->registered && notify_log_ok(r, more, sizeof(more)))
+            log_info("DRA: driver %s registered with the kubelet (endpoint %s)%s", r->driver,
+                     r->endpoint, more);
         r->registered = true;
         r->failure_logged = false;
     } else {
         r->registered = false;
         /* The kubelet keeps retrying GetInfo on its own; the error says what to fix. */
-        if (!r->failure_logged)
-            log_error("DRA: the kubelet refused driver %s: %s", r->driver,
-                      st->error && *st->error ? st->error : "(no reason given)");
-        else
+        if (!r->failure_logged && notify_log_ok(r, more, sizeof(more)))
+            log_error("DRA: the kubelet refused driver %s: %s%s", r->driver,
+                      st->error && *st->error ? st->error : "(no reason given)", more);
+        else if (r->failure_logged)
             log_debug("DRA: the kubelet refused driver %s again: %s", r->driver,
                       st->error ? st->error : "");
         r->failure_logged = true;
@@ -103,6 +122,7 @@ int dra_registrar_start(struct loop *l, const char *path, const char *driver, co
     r->path = xstrdup(path);
     r->driver = xstrdup(driver);
     r->endpoint = xstrdup(endpoint);
+    r->notify_log = RATELIMIT_INIT(DRA_REGISTRAR_LOG_INTERVAL_MS, DRA_REGISTRAR_LOG_BURST);
     int e = serve(r, err);
     if (e < 0) {
         dra_registrar_free(r);

@@ -19,6 +19,13 @@ struct dra_registrar;
  * name, and opens the health stream whatever the list says. */
 #define DRA_SUPPORTED_VERSIONS { "v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth" }
 
+/* The lines NotifyRegistrationStatus makes (registered; refused, once per failed
+ * stretch): at most this many per window, the next one let through counting those left
+ * out (core/ratelimit.h). A real kubelet changes its mind a few times at most; a peer
+ * flipping it cannot flood the log. */
+#define DRA_REGISTRAR_LOG_INTERVAL_MS 60000u
+#define DRA_REGISTRAR_LOG_BURST 10u
+
 /* Serve the registration service on `path` (its directory is created, 0755, as the
  * kubelet would) for `driver`, naming `endpoint` (the DRA socket). The strings are
  * copied. Returns 0 or -errno with err naming the socket. */
