@@ -368,15 +368,18 @@ void dra_service_health_changed(struct dra_service *s) { dra_health_watch_change
 #define DRA_V1 "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
 #define DRA_V1BETA1 "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
 
+/* Prepare and Unprepare are privileged (grpc.h): the connection the kubelet makes them on
+ * is never closed to make room, so peers holding health streams up to the connection cap
+ * cannot push it out (they are refused instead). */
 static const struct grpc_method dra_methods[] = {
     { .path = DRA_V1 "NodePrepareResources", .unary_async = on_prepare,
-      .pending_cancelled = on_call_cancelled },
+      .pending_cancelled = on_call_cancelled, .privileged = true },
     { .path = DRA_V1 "NodeUnprepareResources", .unary_async = on_unprepare,
-      .pending_cancelled = on_call_cancelled },
+      .pending_cancelled = on_call_cancelled, .privileged = true },
     { .path = DRA_V1BETA1 "NodePrepareResources", .unary_async = on_prepare,
-      .pending_cancelled = on_call_cancelled },
+      .pending_cancelled = on_call_cancelled, .privileged = true },
     { .path = DRA_V1BETA1 "NodeUnprepareResources", .unary_async = on_unprepare,
-      .pending_cancelled = on_call_cancelled },
+      .pending_cancelled = on_call_cancelled, .privileged = true },
     { .path = "/v1alpha1.DRAResourceHealth/NodeWatchResources", .stream_open = on_watch_open,
       .stream_closed = on_watch_closed },
 };

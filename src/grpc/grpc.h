@@ -97,6 +97,12 @@ struct grpc_method {
     grpc_pending_cancelled_fn pending_cancelled; /* required with unary_async */
     grpc_stream_open_fn stream_open;
     grpc_stream_closed_fn stream_closed;
+    /* A call of it says the connection is the owner's client (the DRA socket's
+     * Prepare/Unprepare: the kubelet): from then on the connection is never the one
+     * closed to make room for another (the cap, out of fds), whatever else its peer does
+     * on it, so peers holding streams cannot push the kubelet out. Any peer that can make
+     * such a call gets the mark: it is the socket's permissions that keep strangers away. */
+    bool privileged;
 };
 
 /* Every bound a peer meets (docs/grpc.md, "Limits"; docs/operations.md, "Resource
@@ -104,7 +110,9 @@ struct grpc_method {
 struct grpc_server_limits {
     size_t max_message;          /* bytes; 0 = 4 MiB (the kubelet's default) */
     unsigned max_connections;    /* 0 = 64; at the cap the idle-longest connection
-                                  * without a server stream makes room */
+                                  * without a server stream makes room (never one
+                                  * that made a privileged call); with none, the new
+                                  * one is refused */
     unsigned max_streams;        /* per connection; 0 = 100 */
     unsigned handshake_timeout_ms; /* 0 = 5000: client preface + SETTINGS */
     unsigned idle_timeout_ms;    /* 0 = 300000: no open stream and no frames */

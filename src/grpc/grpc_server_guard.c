@@ -1,5 +1,6 @@
 /* The gRPC server's defences against peers that hold resources: the accept path
- * (connection cap that makes room by closing the idle-longest connection, backoff
+ * (connection cap that makes room by closing the idle-longest connection that is not
+ * the owner's client, else refuses the new one, logged once a minute; backoff
  * when the process is out of fds), the budgets on buffered bytes per connection and
  * per process (the longest holder loses), and the request deadline. Every line a
  * peer can provoke here is rate limited. The numbers are in docs/operations.md,
@@ -26,7 +27,10 @@ static size_t held_total, held_max;
 void grpc_guard_server_add(struct grpc_server *srv)
 {
     srv->rate_accept = RATELIMIT_INIT(ACCEPT_LOG_INTERVAL_MS, 1);
-    srv->rate_evict = srv->rate_budget = srv->rate_deadline = RATELIMIT_INIT(LOG_INTERVAL_MS, 1);
+    /* Refusals have a limiter of their own: an eviction line must not silence the
+     * refusals that follow it for a minute. */
+    srv->rate_evict = srv->rate_refuse = srv->rate_budget = srv->rate_deadline =
+        RATELIMIT_INIT(LOG_INTERVAL_MS, 1);
     srv->snext = servers;
     servers = srv;
 }
@@ -229,8 +233,9 @@ struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv)
     for (struct grpc_server *x = srv ? srv : servers; x; x = srv ? NULL : x->snext)
         for (struct grpc_conn *c = x->conns; c; c = c->next) {
             /* A server stream is the kubelet's ListAndWatch, an unanswered asynchronous
-             * call its Prepare: never the one to go. */
-            if (c->dead || c->n_opened > 0 || c->n_awaiting > 0)
+             * call its Prepare, a privileged connection the one it made Prepare calls on
+             * (idle between them): never the one to go. */
+            if (c->dead || c->privileged || c->n_opened > 0 || c->n_awaiting > 0)
                 continue;
             if (!best || c->last_activity_ms < best->last_activity_ms ||
                 (c->last_activity_ms == best->last_activity_ms && c->serial < best->serial))
@@ -325,8 +330,9 @@ static void accept_conn(void *userdata, int cfd)
         struct grpc_conn *v = grpc_guard_pick_idle(srv);
         if (!v) {
             unsigned sup;
-            if (ratelimit_below(&srv->rate_evict, &sup))
-                log_warning("grpc: %s: %u connections open, each with a server stream: "
+            if (ratelimit_below(&srv->rate_refuse, &sup))
+                log_warning("grpc: %s: %u connections open, none of them idle (a server "
+                            "stream, a call awaiting its answer, or the owner's client): "
                             "refusing a new one (%u more not logged)",
                             srv->path, srv->n_conns, sup);
             close(cfd);

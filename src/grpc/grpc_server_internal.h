@@ -82,6 +82,7 @@ struct grpc_conn {
     size_t held;       /* sum of its streams' held bytes */
     uint32_t events;
     bool handshake_done;
+    bool privileged;   /* it called a privileged method (grpc.h): never evicted */
     bool blocked;
     bool dead;
     struct grpc_outbuf out;
@@ -109,7 +110,7 @@ struct grpc_server {
     uint64_t accept_fail_since_ms;
     unsigned accept_failures;
     /* lines a peer can provoke: one per interval, with a count of those left out */
-    struct ratelimit rate_accept, rate_evict, rate_budget, rate_deadline;
+    struct ratelimit rate_accept, rate_evict, rate_refuse, rate_budget, rate_deadline;
     unsigned evictions;        /* connections closed to make room (tests) */
     unsigned budget_resets;    /* streams reset by the buffer budget (tests) */
     unsigned deadline_resets;  /* requests reset by the request deadline (tests) */

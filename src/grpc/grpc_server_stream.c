@@ -220,6 +220,10 @@ static int stream_check_headers(struct grpc_stream *s)
         _cleanup_free_ char *m = xasprintf("unknown method %s", s->path);
         return stream_reply_status(s, GRPC_STATUS_UNIMPLEMENTED, m);
     }
+    /* Marked at the headers: the owner's client is protected from its first such call
+     * on, even while that call's body is still coming. */
+    if (s->method->privileged)
+        s->conn->privileged = true;
     return 0;
 }
 
