@@ -3,10 +3,8 @@
  * decode and encode both), the health stream's method (dra-health-watch.c does the
  * rest), and keeping both sockets bound (dra-service.h). */
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +19,7 @@
 #include "dra/dra-service.h"
 #include "dra_v1.pb-c.h"
 #include "grpc/grpc.h"
+#include "kubelet/kubelet_watch.h"
 
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse PrepareResponse;
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse__ClaimsEntry
@@ -57,7 +56,9 @@ struct dra_service {
 
     struct dra_health_watch health;
 
-    int inotify_fd;             /* -1 without inotify: only kubelet_restarted rebinds */
+    /* One directory watcher each (kubelet_watch.h, as the device-plugin side's): a socket
+     * removed or replaced, or its directory back after it was gone or not a directory. */
+    struct kwatch *watch_sock, *watch_reg;
 
     struct ratelimit claim_log; /* the failed-claim lines (dra-service.h) */
     bool stopping;              /* freeing: cancelled calls are not the kubelet's doing */
@@ -403,20 +404,7 @@ static int serve(struct dra_service *s, struct error *err)
 static bool socket_is_ours(const char *path, const struct stat *ours)
 {
     struct stat st;
-    return lstat(path, &st) == 0 && st.st_dev == ours->st_dev && st.st_ino == ours->st_ino &&
-           S_ISSOCK(st.st_mode);
-}
-
-static void watch_dirs(struct dra_service *s)
-{
-    if (s->inotify_fd < 0)
-        return;
-    const uint32_t ev = IN_DELETE | IN_MOVED_FROM | IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF |
-                        IN_MOVE_SELF | IN_ONLYDIR;
-    _cleanup_free_ char *reg_dir = xstrdup(dra_registrar_path(s->registrar));
-    /* Re-adding a watched path only updates its mask. */
-    (void)inotify_add_watch(s->inotify_fd, s->dir, ev);
-    (void)inotify_add_watch(s->inotify_fd, dirname(reg_dir), ev);
+    return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && fs_same_file(&st, ours);
 }
 
 int dra_service_kubelet_restarted(struct dra_service *s, struct error *err)
@@ -441,50 +429,17 @@ int dra_service_kubelet_restarted(struct dra_service *s, struct error *err)
                  dra_registrar_path(s->registrar));
         rebound++;
     }
-    if (rebound)
-        watch_dirs(s);
     return rebound;
 }
 
-/* An event that can mean a socket of ours is gone: one naming either socket, or one about
- * a watched directory itself (removed, moved, its watch dropped) or the queue overflowing
- * (no name). The plugin directory also holds the checkpoint, whose every save (a rename
- * exchange: two events) would otherwise make each Prepare and Unprepare check both
- * sockets. */
-static bool about_a_socket(const struct dra_service *s, const struct inotify_event *ev)
-{
-    if (!ev->len)
-        return true;
-    const char *paths[] = { s->path, dra_registrar_path(s->registrar) };
-    for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
-        const char *slash = strrchr(paths[i], '/');
-        if (streq(ev->name, slash ? slash + 1 : paths[i]))
-            return true;
-    }
-    return false;
-}
-
-static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
+/* Whatever happened to either socket or its directory: check both (two lstat calls). */
+static void on_socket_changed(void *userdata)
 {
     struct dra_service *s = userdata;
-    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-    bool any = false;
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n <= 0)
-            break;
-        for (char *p = buf; p < buf + n;) {
-            const struct inotify_event *ev = (const struct inotify_event *)p;
-            any = any || about_a_socket(s, ev);
-            p += sizeof(*ev) + ev->len;
-        }
-    }
-    if (!any)
-        return;
-    /* Whatever happened to either socket: check both (two stat calls). */
     struct error err = { 0 };
     if (dra_service_kubelet_restarted(s, &err) < 0)
-        log_error("DRA: rebinding a removed socket: %s", err.msg);
+        log_error("DRA: serving a removed socket again: %s (again when its directory changes)",
+                  err.msg);
 }
 
 int dra_service_start(struct loop *l, const struct dra_service_options *opts,
@@ -495,7 +450,6 @@ int dra_service_start(struct loop *l, const struct dra_service_options *opts,
     s->loop = l;
     s->ops = *ops;
     s->ud = ud;
-    s->inotify_fd = -1;
     s->claim_log = RATELIMIT_INIT(DRA_CLAIM_LOG_INTERVAL_MS, DRA_CLAIM_LOG_BURST);
     s->health = (struct dra_health_watch){
         .loop = l, .health = ops->health, .free_fn = ops->health_free, .ud = ud,
@@ -514,16 +468,14 @@ int dra_service_start(struct loop *l, const struct dra_service_options *opts,
         dra_service_free(s);
         return r;
     }
-    s->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (s->inotify_fd < 0 || loop_add_io(l, s->inotify_fd, EPOLLIN, on_inotify, s) < 0) {
-        /* Tolerated: the daemon's kubelet-restart path still rebinds. */
-        log_warning("DRA: no inotify (%m): a removed socket is noticed only at a kubelet "
-                    "restart, ignoring");
-        if (s->inotify_fd >= 0)
-            close(s->inotify_fd);
-        s->inotify_fd = -1;
+    /* Without inotify the watchers poll (kubelet_watch.h). */
+    r = kwatch_new_flags(l, s->path, KWATCH_ANY_CHANGE, on_socket_changed, s, &s->watch_sock, err);
+    if (r == 0)
+        r = kwatch_new_flags(l, reg, KWATCH_ANY_CHANGE, on_socket_changed, s, &s->watch_reg, err);
+    if (r < 0) {
+        dra_service_free(s);
+        return r;
     }
-    watch_dirs(s);
     *out = s;
     return 0;
 }
@@ -533,10 +485,8 @@ void dra_service_free(struct dra_service *s)
     if (!s)
         return;
     s->stopping = true;
-    if (s->inotify_fd >= 0) {
-        (void)loop_del_io(s->loop, s->inotify_fd);
-        close(s->inotify_fd);
-    }
+    kwatch_free(s->watch_sock);
+    kwatch_free(s->watch_reg);
     grpc_server_free(s->server); /* cancels pending calls, closes health streams */
     dra_registrar_free(s->registrar);
     dra_health_watch_clear(&s->health);

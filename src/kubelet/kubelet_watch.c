@@ -11,7 +11,11 @@
  * /var/lib/kubelet/device-plugins). A watch on the directory never reports the new one,
  * so its parent (or, if that is gone too, the nearest existing ancestor) is watched as
  * well; when the directory comes back it is watched again and reported like a restart: the manager rebinds the plugin sockets into the new directory and
- * registers again (retrying with backoff until the kubelet serves). */
+ * registers again (retrying with backoff until the kubelet serves).
+ *
+ * The DRA service watches its own two sockets with it too (KWATCH_ANY_CHANGE): one
+ * directory watcher in the plugin, so its directory coming back (or a socket removed)
+ * is noticed as the device-plugin side notices it. */
 #include <libgen.h>
 #include <stdio.h>
 #include <sys/inotify.h>
@@ -37,6 +41,7 @@ struct kwatch {
     int wd_dir;         /* watch on dir, or -1 while it is missing */
     int wd_up;          /* watch on dir's parent, or its nearest existing ancestor */
     bool up_is_parent;  /* wd_up is on the direct parent (events name dir_name) */
+    bool any_change;    /* KWATCH_ANY_CHANGE */
     kwatch_fn fn;
     void *userdata;
     /* Polling, when fd < 0. */
@@ -44,6 +49,12 @@ struct kwatch {
     bool dir_seen, sock_seen;
     struct stat sock;   /* the kubelet socket as last seen */
 };
+
+/* What in dir, naming the file, fires. */
+static uint32_t file_events(const struct kwatch *w)
+{
+    return DIR_EVENTS | (w->any_change ? IN_DELETE | IN_MOVED_FROM : 0);
+}
 
 /* Watch the nearest existing ancestor of dir, then dir itself. The parent is watched
  * even while dir exists: a removed directory's own IN_DELETE_SELF only comes once the
@@ -72,7 +83,7 @@ static bool rewatch(struct kwatch *w)
     }
     w->up_is_parent = direct && w->wd_up >= 0;
     if (w->wd_dir < 0)
-        w->wd_dir = inotify_add_watch(w->fd, w->dir, DIR_EVENTS | IN_ONLYDIR);
+        w->wd_dir = inotify_add_watch(w->fd, w->dir, file_events(w) | IN_ONLYDIR);
     return w->wd_dir >= 0;
 }
 
@@ -87,8 +98,11 @@ static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
             break;
         for (char *p = buf; p < buf + n;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
+            if (w->any_change && (ev->mask & IN_Q_OVERFLOW))
+                fire = true; /* what was lost may have been about the file */
             if (ev->wd == w->wd_dir) {
-                if (ev->len && streq(ev->name, w->name) && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+                const uint32_t named = file_events(w) & ~(uint32_t)(IN_DELETE_SELF | IN_MOVE_SELF);
+                if (ev->len && streq(ev->name, w->name) && (ev->mask & named))
                     fire = true;
                 if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
                     dir_gone = true;
@@ -116,7 +130,8 @@ static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
     }
     /* Several events in one read (delete + create) mean one restart. */
     if (fire) {
-        log_info("inotify: %s created, re-registering", w->name);
+        if (!w->any_change) /* the owner of its own socket says what it did */
+            log_info("inotify: %s created, re-registering", w->name);
         w->fn(w->userdata);
     }
 }
@@ -139,12 +154,15 @@ static void poll_check(struct kwatch *w, bool report)
         fire = true;
     } else if (report && sock && (!w->sock_seen || !fs_same_file(&s, &w->sock)))
         fire = true;
+    else if (report && w->any_change && w->sock_seen && !sock)
+        fire = true;
     w->dir_seen = dir;
     w->sock_seen = sock;
     if (sock)
         w->sock = s;
     if (fire) {
-        log_info("%s created, re-registering", w->name);
+        if (!w->any_change)
+            log_info("%s created, re-registering", w->name);
         w->fn(w->userdata);
     }
 }
@@ -156,8 +174,8 @@ static void on_poll(struct loop *l, struct loop_timer *t, void *userdata)
     poll_check(w, true);
 }
 
-static struct kwatch *kwatch_alloc(struct loop *l, const char *kubelet_socket, kwatch_fn fn,
-                                   void *userdata)
+static struct kwatch *kwatch_alloc(struct loop *l, const char *kubelet_socket, unsigned flags,
+                                   kwatch_fn fn, void *userdata)
 {
     _cleanup_free_ char *dir_copy = xstrdup(kubelet_socket);
     _cleanup_free_ char *base_copy = xstrdup(kubelet_socket);
@@ -169,6 +187,7 @@ static struct kwatch *kwatch_alloc(struct loop *l, const char *kubelet_socket, k
     const char *last = strrchr(w->dir, '/');
     w->dir_name = xstrdup(last ? last + 1 : w->dir);
     w->wd_dir = w->wd_up = -1;
+    w->any_change = flags & KWATCH_ANY_CHANGE;
     w->fn = fn;
     w->userdata = userdata;
     return w;
@@ -177,7 +196,13 @@ static struct kwatch *kwatch_alloc(struct loop *l, const char *kubelet_socket, k
 int kwatch_new(struct loop *l, const char *kubelet_socket, kwatch_fn fn, void *userdata,
                struct kwatch **out, struct error *err)
 {
-    struct kwatch *w = kwatch_alloc(l, kubelet_socket, fn, userdata);
+    return kwatch_new_flags(l, kubelet_socket, 0, fn, userdata, out, err);
+}
+
+int kwatch_new_flags(struct loop *l, const char *kubelet_socket, unsigned flags, kwatch_fn fn,
+                     void *userdata, struct kwatch **out, struct error *err)
+{
+    struct kwatch *w = kwatch_alloc(l, kubelet_socket, flags, fn, userdata);
     const char *what = "inotify_init1";
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd >= 0) {
@@ -200,8 +225,8 @@ int kwatch_new(struct loop *l, const char *kubelet_socket, kwatch_fn fn, void *u
         w->fd = -1;
         errno = saved;
     }
-    log_warning("Watching %s for kubelet restarts: %s: %s%s; checking it every %us instead",
-                w->dir, what, strerror(errno),
+    log_warning("Watching %s for %s: %s: %s%s; checking it every %us instead", w->dir,
+                w->any_change ? "changes to our socket" : "kubelet restarts", what, strerror(errno),
                 errno == EMFILE ? " (fs.inotify.max_user_instances is shared by every process "
                                   "of this user on the node)"
                 : errno == ENOSPC ? " (fs.inotify.max_user_watches is used up)"
