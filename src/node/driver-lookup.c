@@ -99,7 +99,9 @@ int driver_resolve_in_root(const char *root, const char *path, char **out)
         memcpy(cur + cl + 1, p, n);
         cur[cl + 1 + n] = 0;
         char host[PATH_MAX];
-        snprintf(host, sizeof(host), "%.*s%s", (int)rl, root ? root : "", cur);
+        int hl = snprintf(host, sizeof(host), "%.*s%s", (int)rl, root ? root : "", cur);
+        if (hl < 0 || (size_t)hl >= sizeof(host))
+            return -ENAMETOOLONG; /* checked above; said again where the compiler sees it */
         struct stat st;
         if (lstat(host, &st) < 0)
             return -errno;

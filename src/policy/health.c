@@ -212,11 +212,17 @@ bool health_unit_probe_result(const struct health_config *hc, struct health_unit
     }
     if (u->suspect) {
         /* it did not answer: from now on a failure like any other */
-        char what[160], cause[32] = "an event";
+#define UNNAMED_PROBE_FAILED " on a device NVML could not name; probe failed ("
+#define UNNAMED_DETAIL_MAX 80
+        /* sized from its parts: the cause, the text, at most 80 bytes of detail, ")" */
+        char cause[32] = "an event";
+        char what[sizeof(cause) + sizeof(UNNAMED_PROBE_FAILED ")") + UNNAMED_DETAIL_MAX];
         if (u->xid)
             snprintf(cause, sizeof(cause), "Xid %" PRIu64, u->xid);
-        snprintf(what, sizeof(what), "%s on a device NVML could not name; probe failed (%.80s)",
-                 cause, detail ? detail : "unknown");
+        snprintf(what, sizeof(what), "%s" UNNAMED_PROBE_FAILED "%.*s)", cause,
+                 UNNAMED_DETAIL_MAX, detail ? detail : "unknown");
+#undef UNNAMED_DETAIL_MAX
+#undef UNNAMED_PROBE_FAILED
         health_unit_fail(hc, u, lost ? HEALTH_LOST : u->cls, u->xid, what, now);
         return false;
     }
