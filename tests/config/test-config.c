@@ -1,5 +1,7 @@
 /* Config loading: precedence, aliases, flag forms and every validation message with
  * its origin (config-test.h has the helpers). */
+#include <sys/un.h>
+
 #include "config-test.h"
 
 struct err_case {
@@ -9,6 +11,10 @@ struct err_case {
     const char *const *env;
     const char *msg; /* exact message */
 };
+
+/* A directory one byte longer than a DRA socket directory may be (test_dra). */
+#define D78 "/01234567890123456789012345678901234567890123456789012345678901234567890123456"
+#define D79 D78 "7"
 
 static const struct err_case err_cases[] = {
     { "unknown flag", NULL, A("--bogus=1"), NULL, "unknown flag --bogus (see --help)" },
@@ -57,10 +63,18 @@ static const struct err_case err_cases[] = {
       "--dra: invalid boolean value \"yes\" (allowed: true, false, 1, 0, t, f)" },
     { "cdi root relative", NULL, NULL, A("CDI_ROOT=cdi"),
       "env CDI_ROOT: invalid --cdi-root \"cdi\": must be an absolute path" },
+    /* 79 bytes: 108 (sun_path) - "/gpu.nvidia.com/.dra.sock.tmp" - NUL = 78 is the most */
     { "plugins dir too long", NULL,
-      A("--kubelet-plugins-directory-path=/0123456789012345678901234567890123456789012345678901234567890123"),
+      A("--kubelet-plugins-directory-path=" D79),
       NULL, "--kubelet-plugins-directory-path: invalid --kubelet-plugins-directory-path "
-      "\"/0123456789012345678901234567890123456789012345678901234567890123\": longer than 64 bytes" },
+      "\"" D79 "\": 79 bytes, longer than 78: the path of the socket put there, "
+      "\"<dir>/gpu.nvidia.com/.dra.sock.tmp\", must fit in a Unix socket address (108 bytes "
+      "with its NUL)" },
+    { "registrar dir too long", NULL, NULL, A("KUBELET_REGISTRAR_DIRECTORY_PATH=" D79),
+      "env KUBELET_REGISTRAR_DIRECTORY_PATH: invalid --kubelet-registrar-directory-path "
+      "\"" D79 "\": 79 bytes, longer than 78: the path of the socket put there, "
+      "\"<dir>/.gpu.nvidia.com-reg.sock.tmp\", must fit in a Unix socket address (108 bytes "
+      "with its NUL)" },
     { "dra device plugin gpus", NULL, A("--dra-device-plugin-gpus=0,nvidia0"), NULL,
       "--dra-device-plugin-gpus: invalid --dra-device-plugin-gpus entry \"nvidia0\": a GPU index "
       "or a GPU UUID (GPU-...)" },
@@ -458,6 +472,18 @@ static void test_dra(void)
           streq(c.dra.cdi_root, "/var/run/cdi"), "dirs");
     CHECK(streq(c.dra.device_plugin_gpus[0], "0") && streq(c.dra.device_plugin_gpus[1], "GPU-a")
           && !c.dra.device_plugin_gpus[2], "gpus");
+    config_free(&c);
+
+    /* The longest directories a socket path leaves room for (sun_path, 108 bytes): each
+     * with "/", the longest socket name put there and the NUL fills it exactly. */
+    CHECK(strlen(D78) == sizeof(((struct sockaddr_un *)0)->sun_path) -
+                         sizeof("/.gpu.nvidia.com-reg.sock.tmp") &&
+          strlen(D78) == sizeof(((struct sockaddr_un *)0)->sun_path) -
+                         sizeof("/gpu.nvidia.com/.dra.sock.tmp"), "%zu", strlen(D78));
+    r = load(&c, NULL, A("--kubelet-plugins-directory-path=" D78),
+             A("KUBELET_REGISTRAR_DIRECTORY_PATH=" D78), NULL, &err);
+    CHECK(r == 0, "a 78-byte directory: %s", err.msg);
+    CHECK(streq(c.dra.registrar_dir, D78) && streq(c.dra.plugins_dir, D78), "78-byte dirs");
     config_free(&c);
 
     char *kp[] = { (char *)"/usr/bin/gpu-kubelet-plugin", NULL };
