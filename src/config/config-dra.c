@@ -5,7 +5,6 @@
 #include <sys/un.h>
 
 #include "config/config-internal.h"
-#include "dra/dra-types.h"
 
 /* Each of the two directories gets a Unix socket, and a socket's whole path, NUL
  * included, must fit in sun_path (108 bytes on Linux). So each directory may be as long
@@ -15,9 +14,12 @@
  * place (grpc/grpc_server.c: a watcher never sees it before it listens), and that name is
  * the longest. Anything else there (the checkpoint) is a file, which PATH_MAX bounds. */
 #define SUN_PATH_SIZE sizeof(((struct sockaddr_un *)0)->sun_path)
+/* dra/dra-types.h's DRA_DRIVER_NAME, which config, below dra, cannot include (test-config
+ * checks that the two agree) */
+#define DRIVER_NAME "gpu.nvidia.com"
 #define STAGED(name) "." name ".tmp"
-#define REGISTRAR_SOCKET STAGED(DRA_DRIVER_NAME "-reg.sock")
-#define PLUGINS_SOCKET DRA_DRIVER_NAME "/" STAGED("dra.sock")
+#define REGISTRAR_SOCKET STAGED(DRIVER_NAME "-reg.sock")
+#define PLUGINS_SOCKET DRIVER_NAME "/" STAGED("dra.sock")
 /* sizeof("/" name) counts the "/", the name and the NUL */
 #define DIR_MAX(name) (SUN_PATH_SIZE - sizeof("/" name))
 

@@ -3,6 +3,7 @@
 #include <sys/un.h>
 
 #include "config-test.h"
+#include "dra/dra-types.h"
 
 struct err_case {
     const char *name;
@@ -475,7 +476,9 @@ static void test_dra(void)
     config_free(&c);
 
     /* The longest directories a socket path leaves room for (sun_path, 108 bytes): each
-     * with "/", the longest socket name put there and the NUL fills it exactly. */
+     * with "/", the longest socket name put there and the NUL fills it exactly (the
+     * names config-dra.c spells out, config being below dra). */
+    CHECK(streq(DRA_DRIVER_NAME, "gpu.nvidia.com"), "%s", DRA_DRIVER_NAME);
     CHECK(strlen(D78) == sizeof(((struct sockaddr_un *)0)->sun_path) -
                          sizeof("/.gpu.nvidia.com-reg.sock.tmp") &&
           strlen(D78) == sizeof(((struct sockaddr_un *)0)->sun_path) -
