@@ -12,7 +12,6 @@
 #include "dra/dra-slice.h"
 #include "health/monitor.h"
 #include "metrics/metrics.h"
-#include "policy/dra-split.h"
 #include "policy/health.h"
 
 struct daemon_dra {
@@ -27,6 +26,8 @@ struct daemon_dra {
     struct dra_sharing_ctx *sharing; /* TimeSlicing applied and reset (the claims' hooks) */
     struct dra_publish *pub;
     struct daemon_dra_metrics metrics;    /* all NULL: metrics off */
+    void (*released)(void *userdata);     /* daemon_dra_on_released */
+    void *released_userdata;
 };
 
 /* ---- the kubelet's calls: handed to the claim engine, answered when it is done ---- */
@@ -126,6 +127,27 @@ static void publish(struct daemon_dra *d)
     free(bad);
 }
 
+/* ---- the split: a GPU a claim holds stays with DRA ---- */
+
+bool daemon_dra_holds(void *ud, const struct inv_gpu *gpu)
+{
+    const struct daemon_dra *d = ud;
+    return dra_claims_holds_gpu(d->claims, gpu->minor);
+}
+
+static void on_released(void *ud)
+{
+    struct daemon_dra *d = ud;
+    if (d->released)
+        d->released(d->released_userdata);
+}
+
+void daemon_dra_on_released(struct daemon_dra *d, void (*fn)(void *userdata), void *userdata)
+{
+    d->released = fn;
+    d->released_userdata = userdata;
+}
+
 /* ---- lifecycle ---- */
 
 int daemon_dra_check(const struct config *cfg, struct error *err)
@@ -169,6 +191,8 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
         .reset_config = dra_sharing_reset,
         .apply_cancel = dra_sharing_cancel,
         .apply_userdata = d->sharing,
+        .released = on_released,
+        .released_userdata = d,
     };
     r = dra_claims_new(l, k, &co, &d->claims, err);
     if (r < 0)
@@ -202,7 +226,7 @@ void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
     const struct inventory *inv = &s->inv;
     _cleanup_free_ bool *serve = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(bool));
     for (size_t g = 0; g < inv->n_gpus; g++)
-        serve[g] = dra_split_serves(s->cfg, &inv->gpus[g]);
+        serve[g] = node_state_dra_serves(s, g);
     struct dra_device_set set = { 0 };
     struct error err = { 0 };
     if (dra_devices_build(inv, serve, &set, &err) < 0) {

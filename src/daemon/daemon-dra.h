@@ -25,6 +25,11 @@ int daemon_dra_check(const struct config *cfg, struct error *err);
 int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
                      const struct daemon_dra_metrics *metrics, struct daemon_dra **out,
                      struct error *err);
+/* Whether a claim recorded by DRA holds gpu (a node_state_options.dra_holds). */
+bool daemon_dra_holds(void *d, const struct inv_gpu *gpu);
+/* fn(userdata) is called from the loop after claims were unprepared (or a prepare undone):
+ * a GPU kept for DRA by them may move to the device plugin now. */
+void daemon_dra_on_released(struct daemon_dra *d, void (*fn)(void *userdata), void *userdata);
 /* What /readyz and the scrape-time metrics read: registration, the slices, the claims. */
 void daemon_dra_status(const struct daemon_dra *d, struct daemon_dra_status *out);
 /* Serve s from now on (borrowed until the next update or free; the old state may be

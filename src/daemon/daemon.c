@@ -366,6 +366,9 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
         .serve = true,
         /* The machine type, PCI class and vGPU facts only the labels read. */
         .host_facts = cfg->gfd || cfg->node_labels_patch,
+        /* A GPU a prepared claim holds is never also the device plugin's. */
+        .dra_holds = m->dra ? daemon_dra_holds : NULL,
+        .dra_holds_userdata = m->dra,
     };
     r = node_state_build(&s->node, &opt, err);
     if (r < 0) {
@@ -395,7 +398,10 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
         daemon_dra_update(m->dra, &s->node, m->health);
     /* The old plugins that were not handed over must let go of their socket paths
      * before the new ones bind. A resource whose socket cannot be bound retries on its
-     * own (plugin_try_start). */
+     * own (plugin_try_start). A rebuild from the running config (on_dra_released) hands
+     * that config over. */
+    if (old && old->node.cfg == cfg)
+        old->node.cfg = NULL;
     state_free(old);
     m->state = s;
     state_start_plugins(m, s);
@@ -406,6 +412,31 @@ static int swap_state(struct daemon *m, struct config *cfg, struct error *err)
                                       cfg->gfd_no_timestamp ? 0 : (uint64_t)time(NULL));
     }
     return same ? 1 : 0;
+}
+
+/* Claims were unprepared: a GPU the running state kept with DRA for them (the split gives
+ * it to the device plugin) moves once none holds it, through the state rebuilt from the
+ * running config as a reload would (the device plugin's resources and registration, the
+ * slices, the health monitor's targets). */
+static void on_dra_released(void *userdata)
+{
+    struct daemon *m = userdata;
+    struct serving *s = m->state;
+    bool moves = false;
+    for (size_t g = 0; s && s->node.dra_kept && g < s->node.inv.n_gpus; g++) {
+        const struct inv_gpu *gpu = &s->node.inv.gpus[g];
+        if (!s->node.dra_kept[g] || daemon_dra_holds(m->dra, gpu))
+            continue;
+        log_info("GPU %u (%s) moves to the device plugin: its last DRA claim is unprepared "
+                 "(--dra-device-plugin-gpus names it)", gpu->index, gpu->uuid);
+        moves = true;
+    }
+    if (!moves)
+        return;
+    struct error err = { 0 };
+    if (swap_state(m, s->node.cfg, &err) < 0)
+        log_error("Moving GPUs to the device plugin failed, they stay with DRA until the "
+                  "next reload: %s", err.msg);
 }
 
 int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
@@ -432,6 +463,7 @@ int daemon_start(struct daemon *m, struct config *cfg, struct error *err)
                              &m->dra, err);
         if (r < 0)
             return r;
+        daemon_dra_on_released(m->dra, on_dra_released, m);
     }
     int r = swap_state(m, cfg, err);
     return r < 0 ? r : 0;

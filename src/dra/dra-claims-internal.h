@@ -25,6 +25,9 @@ struct dra_claims {
     const struct dra_device_set *devices;
     struct dra_checkpoint ckpt;
     struct dra_claims_call *calls;   /* in flight, for dra_claims_free */
+    void (*released)(void *userdata);
+    void *released_userdata;
+    struct loop_timer *released_timer; /* armed: released is called from the loop */
 };
 
 /* One claim of a call, while something of it is outstanding. */
@@ -65,6 +68,8 @@ bool claims_over_bound(struct dra_claims_call *call, const char *verb);
 /* error = "error <verb> devices for claim <ns>/<name>:<uid>: <err>" (NVIDIA's form). */
 void claims_result_error(struct dra_claim_result *res, const char *verb, const char *ns,
                          const char *name, const struct error *err);
+/* Records went: options.released is called from the loop. */
+void claims_released(struct dra_claims *c);
 /* The pending claim of uid that a hook works on (its sharing configs applied by a prepare,
  * or its GPUs reset by an unprepare), or NULL. */
 struct pending *claims_busy(const struct dra_claims *c, const char *uid);

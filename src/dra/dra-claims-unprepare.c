@@ -1,8 +1,11 @@
 /* Unpreparing claims (see dra-claims.h): what their sharing configs set on their GPUs put
  * back through the reset_config hook, then their CDI specs and records removed. */
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "core/log.h"
+#include "core/loop.h"
 #include "dra/dra-cdi.h"
 #include "dra/dra-claim.h"
 #include "dra/dra-claims-internal.h"
@@ -102,10 +105,47 @@ static void unprepared(struct dra_claims *c, struct dra_claim_result *res, const
 {
     /* The spec goes even without a record: a checkpoint discarded as corrupt forgot
      * claims whose specs are still there. Missing is fine. */
+    bool recorded = dra_checkpoint_find(&c->ckpt, res->uid) != NULL;
     if (r == 0 && (r = dra_cdi_remove(c->cdi_root, res->uid, err)) == 0)
         r = dra_checkpoint_remove(&c->ckpt, res->uid, err);
     if (r < 0)
         claims_result_error(res, "unpreparing", ns, name, err);
+    else if (recorded)
+        claims_released(c);
+}
+
+static void released_timer(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct dra_claims *c = userdata;
+    c->released_timer = NULL;
+    c->released(c->released_userdata);
+}
+
+/* From a timer: the daemon's answer to it (moving a GPU to the device plugin) rebuilds
+ * the devices this engine borrows, which must not change under a call's work. */
+void claims_released(struct dra_claims *c)
+{
+    if (c->released && !c->released_timer)
+        c->released_timer = loop_timer_add(c->loop, 0, released_timer, c);
+}
+
+/* A device name of dra-devices.h names the GPU of minor: "gpu-<minor>" or
+ * "gpu-<minor>-mig-...". */
+static bool names_gpu(const char *device, unsigned minor)
+{
+    char prefix[32];
+    int n = snprintf(prefix, sizeof(prefix), "gpu-%u", minor);
+    return strncmp(device, prefix, (size_t)n) == 0 &&
+           (device[n] == '\0' || strncmp(device + n, "-mig-", 5) == 0);
+}
+
+bool dra_claims_holds_gpu(const struct dra_claims *c, unsigned minor)
+{
+    for (size_t i = 0; i < c->ckpt.n_claims; i++)
+        for (size_t j = 0; j < c->ckpt.claims[i].n_devices; j++)
+            if (names_gpu(c->ckpt.claims[i].devices[j].device, minor))
+                return true;
+    return false;
 }
 
 static void reset_done(void *userdata, int r, const struct error *e)

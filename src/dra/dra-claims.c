@@ -52,6 +52,8 @@ int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_optio
     c->reset_config = o->reset_config;
     c->apply_cancel = o->apply_cancel;
     c->apply_userdata = o->apply_userdata;
+    c->released = o->released;
+    c->released_userdata = o->released_userdata;
     *out = c;
     return 0;
 }
@@ -149,6 +151,7 @@ void dra_claims_free(struct dra_claims *c)
         return;
     while (c->calls)
         call_free(c->calls);
+    loop_timer_cancel(c->loop, c->released_timer);
     dra_checkpoint_clear(&c->ckpt);
     free(c->node_name);
     free(c->cdi_root);
@@ -263,6 +266,7 @@ static void undo(struct dra_claims *c, const char *uid)
 {
     (void)dra_cdi_remove(c->cdi_root, uid, NULL);
     (void)dra_checkpoint_remove(&c->ckpt, uid, NULL);
+    claims_released(c);
 }
 
 /* After PrepareStarted: the spec, then the same record completed, and the answer. */

@@ -114,6 +114,11 @@ struct dra_claims_options {
     dra_apply_fn reset_config;
     void (*apply_cancel)(void *userdata, struct dra_apply_op *op);
     void *apply_userdata;
+    /* Called from the loop (a 0 ms timer, never from inside a call's work) after records
+     * went: an unprepare, or a prepare undone. What a record held may be free now
+     * (dra_claims_holds_gpu). NULL: not told. */
+    void (*released)(void *userdata);
+    void *released_userdata;
 };
 
 /* Opens the checkpoint (a discarded one, of another boot or corrupt, is logged here, and
@@ -147,6 +152,11 @@ struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
  * cancelled prepare already recorded stays prepared (the kubelet will repeat it); a claim
  * whose reset a cancelled unprepare stopped stays recorded (the kubelet will repeat that). */
 void dra_claims_cancel(struct dra_claims_call *call);
+
+/* Whether a recorded claim (prepared, or PrepareStarted) holds a device of the GPU of
+ * this minor (the GPU itself or one of its MIG devices: named "gpu-<minor>..."). Such a
+ * GPU stays with DRA until its last claim is unprepared (node-state.h). */
+bool dra_claims_holds_gpu(const struct dra_claims *c, unsigned minor);
 
 /* How many claims the checkpoint holds (tests, metrics). */
 size_t dra_claims_prepared_count(const struct dra_claims *c);

@@ -36,3 +36,21 @@ void dra_split_unmatched(const struct config *cfg, const struct inventory *inv,
             fn(userdata, *e);
     }
 }
+
+char **dra_split_without(const struct config *cfg, const struct inventory *inv,
+                               const bool *keep)
+{
+    size_t n = 0;
+    for (char **e = cfg->dra.device_plugin_gpus; e && *e; e++)
+        n++;
+    char **out = xcalloc(n + 1, sizeof(*out));
+    n = 0;
+    for (char **e = cfg->dra.device_plugin_gpus; e && *e; e++) {
+        bool kept = false;
+        for (size_t g = 0; g < inv->n_gpus && !kept; g++)
+            kept = keep[g] && entry_names(*e, &inv->gpus[g]);
+        if (!kept)
+            out[n++] = *e;
+    }
+    return out;
+}

@@ -14,3 +14,10 @@ bool dra_split_serves(const struct config *cfg, const struct inv_gpu *gpu);
  * GPU gone), so the caller can say so; such an entry keeps nothing from DRA. */
 void dra_split_unmatched(const struct config *cfg, const struct inventory *inv,
                          void (*fn)(void *userdata, const char *entry), void *userdata);
+
+/* The --dra-device-plugin-gpus entries of cfg less those naming a GPU of inv that
+ * keep[g] holds for DRA (a prepared claim holds it: node-state.c), as a list to build the
+ * device plugin's resources from. The array malloc'd (free() it alone), NULL-terminated;
+ * its strings are cfg's. */
+char **dra_split_without(const struct config *cfg, const struct inventory *inv,
+                         const bool *keep);

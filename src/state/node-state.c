@@ -125,6 +125,41 @@ static void find_driver_files(const struct config *cfg, struct inventory *inv)
                  inv->driver.libcuda_dir);
 }
 
+/* A GPU the split gives the device plugin while a DRA claim holds it stays with DRA (the
+ * scheduler would hand it out twice otherwise): kept in s->dra_kept, and the device
+ * plugin's resources built from the split without it. Said once per build. */
+static int build_resources(struct node_state *s, const struct node_state_options *opt,
+                           struct error *err)
+{
+    const struct config *cfg = s->cfg;
+    size_t n_kept = 0;
+    for (size_t g = 0; opt->dra_holds && g < s->inv.n_gpus; g++) {
+        const struct inv_gpu *gpu = &s->inv.gpus[g];
+        if (dra_split_serves(cfg, gpu) || !opt->dra_holds(opt->dra_holds_userdata, gpu))
+            continue;
+        if (!s->dra_kept)
+            s->dra_kept = xcalloc(s->inv.n_gpus, sizeof(bool));
+        s->dra_kept[g] = true;
+        n_kept++;
+        log_info("GPU %u (%s) stays with DRA: a prepared DRA claim holds it, so the device "
+                 "plugin does not serve it although --dra-device-plugin-gpus names it; it "
+                 "moves once its last claim is unprepared", gpu->index, gpu->uuid);
+    }
+    if (n_kept == 0)
+        return resources_build(&s->inv, cfg, &s->rs, err);
+    /* The same config with the split narrowed: cfg itself stays as given (a reload
+     * compares it, and the start-only settings are checked against it). */
+    struct config narrowed = *cfg;
+    _cleanup_free_ char **without = dra_split_without(cfg, &s->inv, s->dra_kept);
+    narrowed.dra.device_plugin_gpus = without;
+    return resources_build(&s->inv, &narrowed, &s->rs, err);
+}
+
+bool node_state_dra_serves(const struct node_state *s, size_t g)
+{
+    return dra_split_serves(s->cfg, &s->inv.gpus[g]) || (s->dra_kept && s->dra_kept[g]);
+}
+
 int node_state_build(struct node_state *s, const struct node_state_options *opt,
                      struct error *err)
 {
@@ -163,7 +198,7 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
     if (opt->labels_only)
         return 0;
     dra_split_unmatched(cfg, &s->inv, warn_dra_unmatched, NULL);
-    if ((r = resources_build(&s->inv, cfg, &s->rs, err)) < 0)
+    if ((r = build_resources(s, opt, err)) < 0)
         return r;
     if (!opt->serve)
         return 0;
@@ -183,6 +218,7 @@ void node_state_clear(struct node_state *s)
 {
     topo_model_clear(&s->topo);
     resources_clear(&s->rs);
+    free(s->dra_kept);
     inventory_clear(&s->inv);
     if (s->nvml_open)
         nvml_close();

@@ -21,6 +21,11 @@ struct node_state {
     struct resource_set rs;
     struct topo_model topo;
     const struct health_config *health_cfg; /* in cfg */
+    /* Per GPU of inv (NULL: none): served by DRA although --dra-device-plugin-gpus names
+     * it for the device plugin, because a prepared DRA claim holds it (options.dra_holds).
+     * The device plugin never serves a GPU a claim holds; it moves at the next build after
+     * its last claim is unprepared. */
+    bool *dra_kept;
 };
 
 struct node_state_options {
@@ -40,12 +45,19 @@ struct node_state_options {
      * to serve (mig-strategy=single with mixed MIG modes is labelled MIG-INVALID), so
      * the resources, which would refuse it, are not built. */
     bool labels_only;
+    /* With DRA on: whether a prepared (or being prepared) DRA claim holds gpu. Such a GPU
+     * stays with DRA whatever the split says (NULL: the split as configured, `list`). */
+    bool (*dra_holds)(void *userdata, const struct inv_gpu *gpu);
+    void *dra_holds_userdata;
 };
 
 /* Fill s (zeroed, with s->cfg set) from s->cfg. Returns 0 or -errno with err naming what
  * failed; s must be cleared with node_state_clear() either way. */
 int node_state_build(struct node_state *s, const struct node_state_options *opt,
                      struct error *err);
+/* Whether DRA serves GPU g of s->inv: the split of the config (dra-split.h), or a claim
+ * holds it (dra_kept). */
+bool node_state_dra_serves(const struct node_state *s, size_t g);
 /* Free everything s holds, its config included, and close its NVML reference. */
 void node_state_clear(struct node_state *s);
 
