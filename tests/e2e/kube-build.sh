@@ -12,8 +12,22 @@
 # packages compile once. A rerun with the cache present costs a directory test.
 set -eu
 root=${GDP_E2E_CACHE:-/var/cache/gpu-device-plugin/e2e}
+mkdir -p "$root"
+# Debian's source packages through a private apt configuration (deb and deb-src for
+# bookworm, the machine's archive; lists in the cache, refreshed once a day): nothing under
+# /etc/apt is written (tests/common/debian-apt.sh).
+# shellcheck disable=SC1091 # tests/common/debian-apt.sh
+. "$(dirname "$0")/../common/debian-apt.sh"
+debian_apt_config "$root/apt" "deb deb-src" bookworm
+(
+    flock 8
+    if [ -z "$(find "$root/apt/lists" -name '*_Sources' -mtime -1 2>/dev/null)" ]; then
+        apt-get update -qq >"$root/apt/update.log" 2>&1 || {
+            cat "$root/apt/update.log" >&2; exit 1; }
+    fi
+) 8>"$root/.apt-lock"
 ver=$(apt-cache showsrc kubernetes 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -n1)
-[ -n "$ver" ] || { echo "kube-build: no source package 'kubernetes' (is there a deb-src entry? run tests/e2e/deps.sh)" >&2; exit 1; }
+[ -n "$ver" ] || { echo "kube-build: no source package 'kubernetes' in $(debian_archive_uri) bookworm (see $root/apt/update.log)" >&2; exit 1; }
 # "-r2": the recipe's revision, so binaries built by an older recipe are not reused
 # (2: reflect2 1.0.2, below).
 cache="$root/$ver-r2"
@@ -21,7 +35,6 @@ bins="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
 done_() { for b in $bins; do [ -x "$cache/bin/$b" ] || return 1; done; }
 if done_; then echo "$cache/bin"; exit 0; fi
 
-mkdir -p "$root"
 # One builder at a time; a second caller waits and then finds the cache.
 exec 9>"$root/.lock"
 flock 9
