@@ -7,6 +7,8 @@ import copy
 import json
 import os
 
+import re
+
 import deploylib as d
 from helmlib import daemonset, downward, env_of, mounts_of, plugin_accepts, plugin_ctr, rbac_rules
 
@@ -15,14 +17,46 @@ DP_DIR = "/var/lib/kubelet/device-plugins"
 DRA_ENV = ("GDP_DRA", "KUBELET_PLUGINS_DIRECTORY_PATH", "KUBELET_REGISTRAR_DIRECTORY_PATH",
            "CDI_ROOT", "GDP_DRA_DEVICE_PLUGIN_GPUS")
 DRA_RULES = {("", "nodes"): ["get"],
-             ("resource.k8s.io", "resourceslices"): ["get", "list", "watch", "create", "update",
-                                                     "patch", "delete"],
+             ("resource.k8s.io", "resourceslices"): ["list", "watch", "create", "update",
+                                                     "delete"],
              ("resource.k8s.io", "resourceclaims"): ["get"],
              ("", "events"): ["create", "patch"]}
 ON = {"dra": {"enabled": True}}
 
 
+VERB_OF = {"KUBE_GET": "get", "KUBE_POST": "create", "KUBE_PUT": "update",
+           "KUBE_DELETE": "delete", "KUBE_PATCH_MERGE": "patch", "KUBE_PATCH_STRATEGIC": "patch",
+           "KUBE_PATCH_JSON": "patch"}
+
+
+def slice_verbs_of_code():
+    """The verbs the plugin's requests on ResourceSlices need, read from src/dra/: each
+    kube_request whose path is SLICES_PATH (or a path made from it on the line before), and
+    a kube_watch_start on it (list, then watch). RBAC grants these and nothing more."""
+    verbs = set()
+    src = os.path.join(d.SOURCE, "src", "dra")
+    for name in sorted(os.listdir(src)):
+        if not name.endswith(".c"):
+            continue
+        with open(os.path.join(src, name), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        for i, line in enumerate(lines):
+            m = re.search(r"kube_request\([^,]+, (KUBE_\w+), (\w+)", line)
+            if m and (m.group(2) == "SLICES_PATH" or
+                      (m.group(2) == "path" and "xasprintf(SLICES_PATH" in lines[i - 1])):
+                verbs.add(VERB_OF[m.group(1)])
+            if re.search(r"kube_watch_start\([^,]+, SLICES_PATH", line):
+                verbs.update(("list", "watch"))
+    return verbs
+
+
 def static_checks(values):
+    code = slice_verbs_of_code()
+    d.check(code == {"list", "watch", "create", "update", "delete"},
+            f"the plugin's ResourceSlice requests changed: {sorted(code)}; update DRA_RULES")
+    d.check(set(DRA_RULES[("resource.k8s.io", "resourceslices")]) == code,
+            f"DRA RBAC on resourceslices {DRA_RULES[('resource.k8s.io', 'resourceslices')]}, "
+            f"the code's requests need {sorted(code)}")
     """values.yaml: DRA off, NVIDIA's directories and CDI root, the classes on."""
     d.check(values.get("dra") == {
         "enabled": False, "devicePluginGpus": [], "kubeletPluginsDir": "/var/lib/kubelet/plugins",

@@ -273,7 +273,8 @@ none), in three scopes (docs/deployment.md, "RBAC, least privilege"):
   field-selected watch of the own Node) and what nodeLabelsPatch watches, +patch for our
   config annotation and for nodeLabelsPatch; get for DRA (the Node owns its slices).
   DRA's ResourceSlices are cluster-scoped, and the claims it prepares are in any
-  namespace: resourceslices read/write, resourceclaims get.
+  namespace: resourceslices list/watch (the own slices' watch) and create/update/delete
+  (dra/dra-publish.c: POST, PUT, DELETE; no GET or PATCH), resourceclaims get.
 - rbacNamespaceRules, a Role in the release namespace: NFD NodeFeatures (the object is
   created in the plugin's own namespace) and pods get (the own pod, for the owner
   references) for GFD's NodeFeature mode.
@@ -294,7 +295,7 @@ rbacRules: all of them ("" when none), for whether a ServiceAccount is needed at
 {{- if .Values.dra.enabled }}
 - apiGroups: ["resource.k8s.io"]
   resources: ["resourceslices"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["list", "watch", "create", "update", "delete"]
 - apiGroups: ["resource.k8s.io"]
   resources: ["resourceclaims"]
   verbs: ["get"]
