@@ -1,6 +1,7 @@
-"""The API client (through kube-probe) against a REAL kube-apiserver (v1.20, the e2e suite's
-cached build) on Debian's etcd: only those two daemons, on ports of their own (etcd 23891/
-23892, API 17443) and a state directory under $TMPDIR, RBAC on, an admin and a restricted
+"""The API client (through kube-probe) against a REAL kube-apiserver (the e2e suite's: its
+cached v1.20 build, or $KUBE_BIN_DIR's, any release 1.20-1.36; the flags follow the binary's
+release) on Debian's etcd: only those two daemons, on ports of their own (etcd 23891/23892,
+API 17443) and a state directory under $TMPDIR, RBAC on, an admin and a restricted
 token. GET/PATCH/POST on nodes and events, the RBAC line on 403, a Node watch that goes on
 across an API server restart, and a watch whose resourceVersion was compacted away while
 the API server was down: 410, relist, DELETED for the node removed meanwhile, SYNCED.
@@ -48,9 +49,30 @@ LOCK_WAIT = 240
 
 
 def find_bins():
-    api = sorted(glob.glob("/var/cache/gpu-device-plugin/e2e/*/bin/kube-apiserver"))
+    """kube-apiserver: the e2e suite's, $KUBE_BIN_DIR's when set (any release 1.20-1.36,
+    tests/e2e/run.sh), else tests/e2e/kube-build.sh's cached build; etcd: Debian's."""
     etcd = shutil.which("etcd")
+    if os.environ.get("KUBE_BIN_DIR"):
+        api = os.path.join(os.environ["KUBE_BIN_DIR"], "kube-apiserver")
+        return (api if os.access(api, os.X_OK) else None), etcd
+    api = sorted(glob.glob("/var/cache/gpu-device-plugin/e2e/*/bin/kube-apiserver"))
     return (api[-1] if api else None), etcd
+
+
+def apiserver_version(path):
+    """(major, minor) of a kube-apiserver binary, from its --version ("Kubernetes v1.20.2")."""
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    m = re.search(r"\bv(\d+)\.(\d+)", out)
+    if not m:
+        raise AssertionError("%s --version: no release in %r" % (path, out))
+    return int(m.group(1)), int(m.group(2))
+
+
+def version_flags(version):
+    """The flags only some releases take: --insecure-port 0 (no plain-HTTP port) exists up
+    to 1.23 and is refused from 1.24, where there is no insecure port at all."""
+    return ["--insecure-port", "0"] if version < (1, 24) else []
 
 
 class Cluster:
@@ -116,7 +138,7 @@ class Cluster:
         self.start("kube-apiserver", [
             self.apiserver, "--etcd-servers", "http://127.0.0.1:%d" % ETCD_PORT,
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
-            "--secure-port", str(API_PORT), "--insecure-port", "0",
+            "--secure-port", str(API_PORT)] + version_flags(apiserver_version(self.apiserver)) + [
             "--tls-cert-file", d + "/api.crt", "--tls-private-key-file", d + "/api.key",
             "--client-ca-file", d + "/ca.crt", "--token-auth-file", d + "/tokens.csv",
             "--authorization-mode", "RBAC",
@@ -220,6 +242,23 @@ def project_sa(sa, token, ca):
 def proc_counts(pid):
     """(open fds, threads) of a process."""
     return len(os.listdir("/proc/%d/fd" % pid)), len(os.listdir("/proc/%d/task" % pid))
+
+
+class ApiserverFlags(unittest.TestCase):
+    """The flags follow the binary's release: 1.20-1.23 take --insecure-port 0, 1.24+ refuse
+    it (fake binaries that print what each release's --version prints)."""
+
+    def test_insecure_port_only_where_taken(self):
+        d = kt.scratch.mkdtemp("gdp-kube-apiserver-version-")
+        self.addCleanup(kt.scratch.remove, d)
+        for release, taken in (("v1.20.2", True), ("v1.23.17", True), ("v1.24.0", False),
+                               ("v1.36.3", False)):
+            fake = os.path.join(d, "kube-apiserver-" + release)
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\necho 'Kubernetes %s'\n" % release)
+            os.chmod(fake, 0o755)
+            flags = version_flags(apiserver_version(fake))
+            self.assertEqual("--insecure-port" in flags, taken, release)
 
 
 class RealAPIServer(unittest.TestCase):
