@@ -14,8 +14,23 @@ as skipped (not applicable), never as passed. Uses scenarios.py's helpers (it is
        on, an Xid on the GPU of a claim held by a pod shows in the pod's
        status, then clears); a kubelet
        restart and a plugin pod restart keep the slice and the pods (a new claim is
-       prepared by the new plugin pod); deleting a pod removes its claim's CDI spec."""
+       prepared by the new plugin pod); deleting a pod removes its claim's CDI spec.
+  dra-cuda  the driver in the container (issue 29): the chart's DRA mode given a driver
+       root rendered by nvml-sim-render --driver-root, the nvidia-cdi-hook stand-in as
+       cdi.nvidiaHookPath; pods of a plain Debian image with cuda-probe (tests/cdi/), one
+       at a time, with a claim for one GPU (the last full one, by CEL on its UUID), for
+       two GPUs and (if the profile has MIG devices, as GDP_E2E_PROFILE=
+       sim/profiles/a100-mig-mixed.yaml has) for one MIG device (a 1g.5gb by CEL on its
+       profile, class mig.nvidia.com): each prints cuda-probe's and nvidia-smi -L's lines,
+       exactly the claim's devices (names and UUIDs of the slice) and memalloc ok, and
+       the four hooks ran for it on the node. SKIP below 1.34 and below containerd 1.7.
+  cdi-cri  the same node with the device plugin alone, deviceListStrategy=cdi-cri: a pod
+       with nvidia.com/gpu: 1 sees exactly the GPU the kubelet's checkpoint records, given
+       as the CDI name Allocate returned (a GPU in MIG mode, given whole under the chart's
+       MIG strategy none: nvidia-smi lists it, CUDA has no device). SKIP below kubelet
+       1.28 (no CDI devices in the CRI) and below containerd 1.7."""
 
+import base64
 import contextlib
 import json
 import os
@@ -48,10 +63,19 @@ def render_dra(dev_root, git_version):
     """The chart in DRA mode for this cluster (its version as Helm's Capabilities), with
     API access as render_chart_api gives it, and the dev root mounted at its own path: the
     CDI specs name host paths under it, and the plugin looks for the control nodes there."""
-    sys.path.insert(0, os.path.join(h.A.source, "tests", "deploy"))
-    import deploylib  # noqa: E402
     values = h.chart_values(QUIET, dra={"enabled": True},
                             devicePlugin={"enabled": True, "enableHostNetwork": True})
+    return render_node_chart(values, git_version, {"e2e-dev-root": dev_root},
+                             {"NVIDIA_DEV_ROOT": dev_root}, api=True)
+
+
+def render_node_chart(values, git_version, host_dirs, env, api=False):
+    """The chart with these values for this cluster (its version as Helm's Capabilities);
+    host_dirs {volume name: host directory} mounted read-only in the plugin container at
+    their own paths, env added to it; api: the API server reachable (the host network's
+    127.0.0.1, as render_chart_api gives it)."""
+    sys.path.insert(0, os.path.join(h.A.source, "tests", "deploy"))
+    import deploylib  # noqa: E402
     major, minor = git_version.lstrip("v").split(".")[:2]
     files, _ = deploylib.render(h.A.helm_render, values, cluster={"Capabilities": {
         "KubeVersion": {"Version": git_version, "Major": major, "Minor": minor}}})
@@ -60,15 +84,18 @@ def render_dra(dev_root, git_version):
         if d["kind"] != "DaemonSet":
             continue
         pod = d["spec"]["template"]["spec"]
-        pod.setdefault("volumes", []).append({"name": "e2e-dev-root", "hostPath": {
-            "path": dev_root, "type": "Directory"}})
+        for vol, path in host_dirs.items():
+            pod.setdefault("volumes", []).append({"name": vol, "hostPath": {
+                "path": path, "type": "Directory"}})
         for c in pod["containers"]:
             if c["name"] == "gpu-device-plugin-ctr":
-                c["env"] += [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-                             {"name": "KUBERNETES_SERVICE_PORT", "value": "16443"},
-                             {"name": "NVIDIA_DEV_ROOT", "value": dev_root}]
-                c.setdefault("volumeMounts", []).append({"name": "e2e-dev-root", "mountPath": dev_root,
-                                                         "readOnly": True})
+                if api:
+                    c["env"] += [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                                 {"name": "KUBERNETES_SERVICE_PORT", "value": "16443"}]
+                c["env"] += [{"name": k, "value": v} for k, v in env.items()]
+                for vol, path in host_dirs.items():
+                    c.setdefault("volumeMounts", []).append({"name": vol, "mountPath": path,
+                                                             "readOnly": True})
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
@@ -392,6 +419,10 @@ def _dra(ctx, git_version, version, undo):
     wait_devices(names, "the slice after the kubelet restart")
     if h.containers_state(pods) != before or h.wait_one_plugin_pod()["metadata"]["uid"] != plug["metadata"]["uid"]:
         raise h.Fail("claim pods or the plugin pod changed across the kubelet restart")
+    # The node was Ready before the restart too: exec answers "pod does not exist" until
+    # the new kubelet has taken its pods over (1.35.6 on 2026-12-07, three runs of three).
+    h.wait("the restarted kubelet serving exec in the claim pods",
+           lambda: all(dev_listing(p) for p in pods))
     for pname in pods:
         check_dev(pname)
     print(f"  kubelet restarted: slice back ({describe_ids(ids, slice_ids())}), claim pods and "
@@ -430,4 +461,427 @@ def _dra(ctx, git_version, version, undo):
     h.kubectl("delete", "resourceclaim", "one-gpu", "two-gpus", "three", "--wait=true")
 
 
-SCENARIOS = [("dra", s_dra)]
+# --- the driver in the container: dra-cuda and cdi-cri -------------------------------------
+#
+# The node gets the driver's user-space stand-ins (docs/simulator.md, "Driver root") as a
+# GPU node has its driver: `nvml-sim-render --driver-root` (libcuda, NVML, nvidia-smi,
+# firmware, the persistenced socket) given to the chart as nvidiaDriverRoot (mounted at
+# /driver-root in the plugin, the specs' host paths under it), tests/cdi/nvidia-cdi-hook
+# at the path given as cdi.nvidiaHookPath (its directory mounted in the plugin at that
+# path, where the plugin checks it exists), the profile's /dev as character devices
+# (195:<minor>, nvidia-caps 237:<N>) as nvidiaDevRoot and its /proc/driver/nvidia-caps
+# as GDP_PROC_ROOT (the MIG capability minors). The pods run a plain Debian 12 image
+# (tests/cdi/debian-rootfs.sh) with cuda-probe and get nothing of the driver but what
+# the CDI IDs bring: no device, no library, no LD_LIBRARY_PATH; only the profile, read-only,
+# and MOCK_NVML_CONFIG naming it (the simulator's stand-in for the kernel's state).
+
+CUDA_IMAGE = "localhost/gdp-e2e/cuda:1"
+CTR_PROFILE = "/etc/nvml-sim/profile.yaml"
+HOOKS = ["create-symlinks", "enable-cuda-compat", "update-ldcache",
+         "disable-device-node-modification"]
+CAPS_MAJOR = 237  # nvidia-caps: dynamic on a real host; unused on this one
+# Each section: "== <name>", its output (stderr too), "== rc <status>"; then "== end", and the
+# pod stays (a finished pod's claim would be deallocated before it is read).
+CUDA_SCRIPT = r"""sec() { n=$1; shift; echo "== $n"; "$@" 2>&1; echo "== rc $?"; }
+sec probe cuda-probe
+sec smi nvidia-smi -L
+echo "== end"
+exec sleep 3600
+"""
+
+
+def build_dir():
+    b = os.environ.get("GDP_BUILD_DIR")
+    if not b:
+        raise h.Fail("GDP_BUILD_DIR unset: the meson build directory (run.sh's) is needed "
+                     "for cuda-probe and nvml-sim-render")
+    return os.path.realpath(b)
+
+
+def cuda_image(ctx):
+    """localhost/gdp-e2e/cuda:1 imported once per run: the Debian rootfs, cuda-probe in
+    /usr/local/bin, the image's own ld.so.cache (a Debian image has one), as
+    tests/cdi/test_cdi_containerd.py builds its image."""
+    if ctx.get("cuda-image"):
+        return CUDA_IMAGE
+    probe = os.path.join(build_dir(), "tests", "cdi", "cuda-probe")
+    if not os.access(probe, os.X_OK):
+        raise h.Fail(f"no {probe} (ninja -C {build_dir()})")
+    r = subprocess.run(["sh", os.path.join(h.A.source, "tests", "cdi", "debian-rootfs.sh")],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise h.Fail(f"debian-rootfs.sh: {r.stderr.strip()}")
+    work = os.path.join(h.A.state, "cuda-image")
+    root = os.path.join(work, "root")
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(r.stdout.strip(), root, symlinks=True)
+    os.makedirs(os.path.join(root, "usr", "local", "bin"), exist_ok=True)
+    shutil.copyfile(probe, os.path.join(root, "usr", "local", "bin", "cuda-probe"))
+    os.chmod(os.path.join(root, "usr", "local", "bin", "cuda-probe"), 0o755)
+    subprocess.run(["/sbin/ldconfig", "-r", root], check=True)
+    tar = os.path.join(work, "cuda.tar")
+    subprocess.run([sys.executable, os.path.join(h.A.source, "tests", "e2e", "oci-image.py"),
+                    "--rootfs", root, "--name", CUDA_IMAGE, "--out", tar, "--env",
+                    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "--cmd", '["/bin/sh"]'], check=True, capture_output=True, text=True)
+    r = subprocess.run(["sh", h.A.cluster, "import", tar], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise h.Fail(f"cluster.sh import {tar}: {r.stderr.strip()}")
+    shutil.rmtree(work)
+    ctx["cuda-image"] = True
+    print(f"  image {CUDA_IMAGE}: Debian 12 (libc6, libc-bin, busybox-static, base-files) "
+          "+ cuda-probe, imported")
+    return CUDA_IMAGE
+
+
+def node_driver(undo):
+    """The node's driver stand-ins under $STATE/driver/cuda, removed when undo unwinds.
+    Returns {driver-root, dev-root, proc-root, hook, hook-log}."""
+    base = os.path.join(h.A.state, "driver", "cuda")
+    undo.callback(shutil.rmtree, base, ignore_errors=True)
+    shutil.rmtree(base, ignore_errors=True)
+    n = {"driver-root": os.path.join(base, "driver-root"), "dev-root": os.path.join(base, "host"),
+         "proc-root": os.path.join(base, "proc"), "hook-dir": os.path.join(base, "hook")}
+    render = os.path.join(build_dir(), "sim", "nvml", "nvml-sim-render")
+    r = subprocess.run([render, "--profile", h.A.profile, "--driver-root", n["driver-root"],
+                        "--dev-root", os.path.join(n["dev-root"], "dev"),
+                        "--proc-root", n["proc-root"]], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise h.Fail(f"nvml-sim-render: {(r.stdout + r.stderr).strip()}")
+    # The rendering's /dev holds plain files; containerd's CDI takes device nodes only. The
+    # nodes that are no GPU get made-up minors of NVIDIA's major, as tests/dra does.
+    dev = os.path.join(n["dev-root"], "dev")
+    extra = {"nvidiactl": CTL_MINOR, "nvidia-uvm": 254, "nvidia-uvm-tools": 253, "nvidia-modeset": 252}
+    nodes = [(name, NVIDIA_MAJOR, int(name[6:]) if name[6:].isdigit() else extra.get(name))
+             for name in os.listdir(dev) if name.startswith("nvidia") and name != "nvidia-caps"]
+    caps = os.path.join(dev, "nvidia-caps")
+    nodes += [(os.path.join("nvidia-caps", c), CAPS_MAJOR, int(c[len("nvidia-cap"):]))
+              for c in (os.listdir(caps) if os.path.isdir(caps) else [])]
+    for name, major, minor in nodes:
+        if minor is None:
+            raise h.Fail(f"nvml-sim-render made {dev}/{name}, unknown here")
+        os.unlink(os.path.join(dev, name))
+        os.mknod(os.path.join(dev, name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    os.makedirs(n["hook-dir"])
+    n["hook"] = os.path.join(n["hook-dir"], "nvidia-cdi-hook")
+    shutil.copy2(os.path.join(h.A.source, "tests", "cdi", "nvidia-cdi-hook"), n["hook"])
+    n["hook-log"] = os.path.join(n["hook-dir"], "nvidia-cdi-hook.log")  # the stand-in's
+    return n
+
+
+def driver_chart(n, values, git_version, api):
+    """The chart's driver values for node n, its dev root and the hook's directory mounted
+    in the plugin at their paths (nvidiaDevRoot, cdi.nvidiaHookPath: the chart passes them
+    on and mounts neither), the proc root the same way as GDP_PROC_ROOT."""
+    values.update(nvidiaDriverRoot=n["driver-root"], nvidiaDevRoot=n["dev-root"],
+                  cdi={"nvidiaHookPath": n["hook"]})
+    return render_node_chart(values, git_version,
+                             {"e2e-dev-root": n["dev-root"], "e2e-proc-root": n["proc-root"],
+                              "e2e-hook": n["hook-dir"]},
+                             {"GDP_PROC_ROOT": n["proc-root"]}, api=api)
+
+
+def hook_lines(n):
+    if not os.path.exists(n["hook-log"]):
+        return []
+    with open(n["hook-log"]) as f:
+        return f.read().splitlines()
+
+
+def cuda_pod(name, claim_name=None, gpus=0):
+    """A pod of the cuda image running CUDA_SCRIPT once: a claim's devices or nvidia.com/gpu."""
+    c = {"name": "c", "image": CUDA_IMAGE, "command": ["sh", "-c", CUDA_SCRIPT],
+         "env": [{"name": "MOCK_NVML_CONFIG", "value": CTR_PROFILE}],
+         "volumeMounts": [{"name": "profile", "mountPath": CTR_PROFILE, "readOnly": True}]}
+    spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False, "containers": [c],
+            "volumes": [{"name": "profile", "hostPath": {
+                "path": os.path.join(h.A.state, "driver", "run", "profile.yaml"), "type": "File"}}]}
+    if claim_name:
+        spec["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claim_name}]
+        c["resources"] = {"claims": [{"name": "gpus"}]}
+    else:
+        c["resources"] = {"limits": {h.RES: str(gpus)}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": spec}
+
+
+def run_cuda_pod(n, pod):
+    """Run the pod until it has printed its sections; those ({name: (rc, lines)}) and the
+    hooks that ran for it. Prints what it printed."""
+    name = pod["metadata"]["name"]
+    before = len(hook_lines(n))
+    h.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+
+    def done():  # the log once it has the end line; the pod if it ended
+        p = h.kjson("get", "pod", name)
+        if p["status"].get("phase") in ("Succeeded", "Failed"):
+            return p
+        log = h.kubectl("logs", name).splitlines() if p["status"].get("phase") == "Running" else []
+        return log if "== end" in log else None
+    log = h.wait(f"pod {name} Running and through its checks", done)
+    if isinstance(log, dict):
+        print(f"  $ kubectl logs {name}\n" + h.kubectl("logs", name, check=False))
+        raise h.Fail(f"pod {name} {log['status']['phase']}: "
+                     f"{json.dumps(log['status'].get('containerStatuses'))}")
+    print(f"  $ kubectl logs {name}")
+    for line in log:
+        print(f"    {line}")
+    got, sec, body = {}, None, []
+    for line in log:
+        if line.startswith("== rc ") and sec:
+            got[sec] = (int(line[6:]), body)
+            sec, body = None, []
+        elif line.startswith("== "):
+            sec, body = line[3:], []
+        elif sec:
+            body.append(line)
+    if log[-1:] != ["== end"] or set(got) != {"probe", "smi"}:
+        raise h.Fail(f"pod {name} log: {log}")
+    hooks = hook_lines(n)[before:]
+    for line in hooks:
+        print(f"    (hook on the node) {line}")
+    return got, hooks
+
+
+def expect_devices(name, got, hooks, devices):
+    """devices: [(GPU index in NVML order, GPU name, GPU UUID, None or (MIG profile, MIG
+    UUID))] the pod must see, exactly: cuda-probe lists them and allocates on each,
+    nvidia-smi -L lists them (a MIG device under its parent); the four hooks ran once."""
+    devices = sorted(devices)
+    want_probe = [f"count {len(devices)}"] + [
+        f"gpu {i} {gname} MIG {mig[0]} {mig[1]}" if mig else f"gpu {i} {gname} {uuid}"
+        for i, (_, gname, uuid, mig) in enumerate(devices)] + ["memalloc ok"]
+    want_smi = []
+    for i, (_, gname, uuid, mig) in enumerate(devices):
+        want_smi.append(f"GPU {i}: {gname} (UUID: {uuid})")
+        if mig:
+            want_smi.append("  MIG %-11s Device %2d: (UUID: %s)" % (mig[0], 0, mig[1]))
+    if got["probe"] != (0, want_probe) or got["smi"] != (0, want_smi):
+        raise h.Fail(f"pod {name}: cuda-probe {got['probe']}, nvidia-smi -L {got['smi']}; "
+                     f"want {want_probe} and {want_smi}")
+    if [x.split()[0] for x in hooks] != HOOKS:
+        raise h.Fail(f"pod {name}: hooks {hooks}, want one each of {HOOKS}")
+
+
+def show_driver_edits(path, n):
+    """One line on a CDI spec's driver part; its hooks must run the path given the plugin."""
+    with open(path) as f:
+        spec = yaml.safe_load(f)  # JSON is YAML
+    edits = [spec.get("containerEdits", {})] + [d.get("containerEdits", {}) for d in spec["devices"]]
+    hooks = [hk for e in edits for hk in e.get("hooks", [])]
+    mounts = [m for e in edits for m in e.get("mounts", [])]
+    print(f"  {path}: devices {[d['name'] for d in spec['devices']]}, {len(mounts)} mounts "
+          f"from {n['driver-root']}, hooks {[hk['args'][1] for hk in hooks]}")
+    if {hk["path"] for hk in hooks} != {n["hook"]}:
+        raise h.Fail(f"{path}: hooks {hooks}, want {n['hook']}")
+
+
+def runtime_versions():
+    """(kubelet (major, minor) or None, containerd (major, minor) or None, the node's words)."""
+    info = h.kjson("get", "node", h.NODE)["status"]["nodeInfo"]
+    kl = re.match(r"v(\d+)\.(\d+)\.", info.get("kubeletVersion", ""))
+    rt = re.match(r"containerd://v?(\d+)\.(\d+)\.", info.get("containerRuntimeVersion", ""))
+    return ((int(kl.group(1)), int(kl.group(2))) if kl else None,
+            (int(rt.group(1)), int(rt.group(2))) if rt else None,
+            f"kubelet {info.get('kubeletVersion')}, {info.get('containerRuntimeVersion')}")
+
+
+def need_cdi_runtime():
+    kubelet, ctrd, words = runtime_versions()
+    if ctrd is None or ctrd < (1, 7):
+        raise h.Skip(f"skipped: the runtime applies no CDI spec below containerd 1.7 ({words})")
+    return kubelet, words
+
+
+def profile_gpus():
+    """{GPU UUID: (NVML index, name, MIG mode on)} from the cluster's profile."""
+    p = yaml.safe_load(open(h.A.profile))
+    dflt = p.get("device_defaults", {})
+    return {d["uuid"]: (i, d.get("name", dflt.get("name")), (d.get("mig") or dflt.get("mig") or {}).get(
+        "mode_current") == "enabled") for i, d in enumerate(p["devices"])}
+
+
+def replace_plugin(ctx, variant, text):
+    """One plugin per node: the DaemonSets of earlier scenarios go, this chart comes."""
+    for ds in h.kjson("get", "daemonsets", "-A")["items"]:
+        if ds["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "gpu-device-plugin":
+            h.kubectl("delete", "daemonset", "-n", ds["metadata"]["namespace"], ds["metadata"]["name"],
+                      "--wait=true")
+    h.wait("earlier plugin pods gone", lambda: not h.plugin_pods())
+    h.kubectl("label", "node", h.NODE, "nvidia.com/gpu.present=true", "--overwrite")
+    path = os.path.join(h.A.state, f"{variant}-chart.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    ctx["charts"][variant] = path
+    return path, h.apply_chart(ctx, variant)
+
+
+def s_dra_cuda(ctx):
+    git_version, version = server_version()
+    served = subprocess.run([h.A.kubectl, "--kubeconfig", h.A.kubeconfig, "get", "--raw",
+                             "/apis/resource.k8s.io/v1"], capture_output=True).returncode == 0
+    if not served or version is None or version < (1, 34):
+        raise h.Skip(f"skipped: Kubernetes < 1.34 has no resource.k8s.io/v1 (server {git_version})")
+    _, words = need_cdi_runtime()
+    with contextlib.ExitStack() as undo:
+        try:
+            _dra_cuda(ctx, git_version, words, undo)
+        except (h.Fail, subprocess.TimeoutExpired):
+            for args in (("get", "resourceslices,resourceclaims", "-o", "wide"), ("get", "pods", "-o", "wide"),
+                         ("describe", "pods", "-l", "gdp-e2e=dra-cuda")):
+                print(f"$ kubectl {' '.join(args)}")
+                print(h.kubectl(*args, check=False))
+            raise
+
+
+def _dra_cuda(ctx, git_version, words, undo):
+    cuda_image(ctx)
+    n = node_driver(undo)
+    values = h.chart_values(QUIET, dra={"enabled": True},
+                            devicePlugin={"enabled": True, "enableHostNetwork": True})
+    chart, plug = replace_plugin(ctx, "dra-cuda", driver_chart(n, values, git_version, api=True))
+    undo.callback(lambda: h.kubectl("delete", "resourceslices", "--field-selector",
+                                    f"spec.driver={DRIVER}", "--ignore-not-found", check=False))
+    undo.callback(lambda: h.kubectl("delete", "-f", chart, "--ignore-not-found", "--wait=true",
+                                    check=False))
+    print(f"  plugin pod {plug['metadata']['name']} Running: dra.enabled, nvidiaDriverRoot "
+          f"{n['driver-root']}, cdi.nvidiaHookPath {n['hook']}; {git_version}, {words}")
+    gpus = profile_gpus()
+    devs = h.wait(f"a ResourceSlice of {DRIVER}", lambda: slice_devices() or None)
+    show_slices()
+    full = sorted((d for d, a in devs.items() if a.get("type") == "gpu"),
+                  key=lambda d: gpus[devs[d]["uuid"]][0])
+    migs = sorted(d for d, a in devs.items() if a.get("type") == "mig")
+    if len(full) < 2:
+        raise h.Fail(f"the slice has {full}: two full GPUs are needed")
+
+    def seen(dev):
+        a = devs[dev]
+        if a["type"] == "mig":
+            parent = a["parentUUID"]
+            return (gpus[parent][0], a["productName"], parent, (a["profile"], a["uuid"]))
+        return (gpus[a["uuid"]][0], a["productName"], a["uuid"], None)
+
+    # The one GPU by CEL on its UUID, the last full GPU: not the device a first fit gives,
+    # and CUDA must still number it 0.
+    last = devs[full[-1]]["uuid"]
+    claims = [("cuda-one", "one-gpu",
+               claim("cuda-one-gpu", 1, f"device.attributes['{DRIVER}'].uuid == '{last}'")),
+              ("cuda-two", "two-gpus", claim("cuda-two-gpus", 2))]
+    if migs:
+        # One MIG device by CEL on the slice's profile attribute: 1g.5gb where there is
+        # one, else a profile of whole compute slices (3g.20gb, not 1c.2g.10gb).
+        profiles = sorted({devs[d]["profile"] for d in migs})
+        prof = "1g.5gb" if "1g.5gb" in profiles else next(
+            (p for p in profiles if re.match(r"^\d+g\.\d+gb$", p)), profiles[0])
+        c = claim("cuda-mig", 1, f"device.attributes['{DRIVER}'].profile == '{prof}'")
+        c["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "mig.nvidia.com"
+        claims.append(("cuda-mig", "mig", c))
+    else:
+        print(f"  the profile {os.path.basename(h.A.profile)} has no MIG device: no MIG claim "
+              "(GDP_E2E_PROFILE=sim/profiles/a100-mig-mixed.yaml has some)")
+    names = [p for p, _, _ in claims]
+    undo.callback(lambda: h.kubectl("delete", "resourceclaim", *[c["metadata"]["name"] for _, _, c in claims],
+                                    "--ignore-not-found", "--wait=true", check=False))
+    undo.callback(lambda: h.kubectl("delete", "pod", *names, "--ignore-not-found", "--wait=true",
+                                    check=False))
+    # One pod at a time, each deleted (its claim unprepared, its spec gone) before the next.
+    for pname, what, c in claims:
+        cname = c["metadata"]["name"]
+        h.kubectl("apply", "-f", "-", stdin=json.dumps(c))
+        pod = cuda_pod(pname, claim_name=cname)
+        pod["metadata"]["labels"] = {"gdp-e2e": "dra-cuda"}
+        count = c["spec"]["devices"]["requests"][0]["exactly"]["count"]
+        print(f"  --- claim {cname} ({what}), pod {pname}")
+        got, hooks = run_cuda_pod(n, pod)
+        uid, held = allocated(cname, count)
+        print(f"  claim {cname}: {', '.join(held)} "
+              f"({', '.join(devs[d]['uuid'] for d in held)})")
+        expect_devices(pname, got, hooks, [seen(d) for d in held])
+        spec = cdi_spec(uid)
+        show_driver_edits(spec, n)
+        h.kubectl("delete", "pod", pname, "--wait=true")
+        h.wait(f"{spec} removed after {pname} was deleted", lambda: not os.path.exists(spec))
+        h.kubectl("delete", "resourceclaim", cname, "--wait=true")
+        print(f"  {pname}: exactly {', '.join(held)}, memalloc ok; the four hooks ran; "
+              f"pod deleted, {os.path.basename(spec)} removed")
+
+
+def s_cdi_cri(ctx):
+    kubelet, _, w = runtime_versions()
+    if kubelet is None or kubelet < (1, 28):
+        raise h.Skip(f"skipped: the kubelet passes device plugins' CDI devices through the CRI "
+                     f"from 1.28 on ({w})")
+    _, words = need_cdi_runtime()
+    git_version, _ = server_version()
+    with contextlib.ExitStack() as undo:
+        try:
+            _cdi_cri(ctx, git_version, words, undo)
+        except (h.Fail, subprocess.TimeoutExpired):
+            for args in (("get", "pods", "-o", "wide"), ("describe", "pod", "cdi-cri")):
+                print(f"$ kubectl {' '.join(args)}")
+                print(h.kubectl(*args, check=False))
+            raise
+
+
+def checkpoint_devices(pod_uid):
+    """The device IDs and the CDI names the kubelet recorded for the pod's nvidia.com/gpu
+    (its device manager checkpoint: what Allocate answered)."""
+    with open("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint") as f:
+        data = json.load(f)["Data"]
+    ids, cdi = [], []
+    for e in data.get("PodDeviceEntries") or []:
+        if e["PodUID"] == pod_uid and e["ResourceName"] == h.RES:
+            per_numa = e["DeviceIDs"]
+            ids += [i for v in (per_numa.values() if isinstance(per_numa, dict) else [per_numa]) for i in v]
+            resp = base64.b64decode(e.get("AllocResp") or "")
+            cdi += [m.decode() for m in re.findall(rb"k8s\.device-plugin\.nvidia\.com/gpu=[\w.-]+", resp)]
+    return sorted(set(ids)), cdi
+
+
+def _cdi_cri(ctx, git_version, words, undo):
+    cuda_image(ctx)
+    n = node_driver(undo)
+    # The chart's MIG strategy (none): every GPU is an nvidia.com/gpu, one in MIG mode too
+    # (mixed refuses a profile with compute-instance slices, such as a100-mig-mixed's
+    # 1c.2g.10gb, as NVIDIA's plugin does).
+    values = h.chart_values(QUIET, deviceListStrategy="cdi-cri")
+    chart, plug = replace_plugin(ctx, "cdi-cri", driver_chart(n, values, git_version, api=False))
+    undo.callback(lambda: h.kubectl("delete", "-f", chart, "--ignore-not-found", "--wait=true",
+                                    check=False))
+    gpus = profile_gpus()
+    print(f"  plugin pod {plug['metadata']['name']} Running: deviceListStrategy cdi-cri, "
+          f"nvidiaDriverRoot {n['driver-root']}, cdi.nvidiaHookPath {n['hook']}; "
+          f"{git_version}, {words}")
+    h.wait_node_gpus(len(gpus), len(gpus))
+    h.show_node_gpus()
+    undo.callback(lambda: h.kubectl("delete", "pod", "cdi-cri", "--ignore-not-found", "--wait=true",
+                                    check=False))
+    pod = cuda_pod("cdi-cri", gpus=1)
+    got, hooks = run_cuda_pod(n, pod)
+    uid = h.kjson("get", "pod", "cdi-cri")["metadata"]["uid"]
+    ids, cdi = checkpoint_devices(uid)
+    print(f"  the kubelet's checkpoint: cdi-cri was allocated {ids}, CDI devices {cdi}")
+    if len(ids) != 1 or ids[0] not in gpus:
+        raise h.Fail(f"allocated {ids}: want one GPU of the profile")
+    if cdi != [f"k8s.device-plugin.nvidia.com/gpu={ids[0]}"]:
+        raise h.Fail(f"Allocate's CDI devices {cdi}, want the one of {ids[0]}")
+    i, gname, mig = gpus[ids[0]]
+    if not mig:
+        expect_devices("cdi-cri", got, hooks, [(i, gname, ids[0], None)])
+    else:
+        # A GPU in MIG mode given whole (no MIG device's capability nodes): nvidia-smi lists
+        # it and CUDA has no device on it, as with NVIDIA's plugin on a real driver.
+        if got["smi"] != (0, [f"GPU 0: {gname} (UUID: {ids[0]})"]) or got["probe"][0] != 1 or \
+                not got["probe"][1][-1].startswith("cuda-probe: cuInit: CUDA_ERROR_NO_DEVICE (100)"):
+            raise h.Fail(f"cdi-cri: {ids[0]} (MIG mode): cuda-probe {got['probe']}, nvidia-smi -L {got['smi']}")
+        if [x.split()[0] for x in hooks] != HOOKS:
+            raise h.Fail(f"cdi-cri: hooks {hooks}, want one each of {HOOKS}")
+        print(f"  {ids[0]} is in MIG mode: given whole, nvidia-smi lists it and CUDA has no device")
+    show_driver_edits(os.path.join(CDI_ROOT, "k8s.device-plugin.nvidia.com-gpu.json"), n)
+    h.kubectl("delete", "pod", "cdi-cri", "--wait=true")
+    print(f"  cdi-cri: exactly {ids[0]}{'' if mig else ', memalloc ok'}; the four hooks ran")
+
+
+SCENARIOS = [("dra", s_dra), ("dra-cuda", s_dra_cuda), ("cdi-cri", s_cdi_cri)]

@@ -51,6 +51,15 @@ Order (each step builds on the cluster the previous one left):
                DeviceClasses, claims for one GPU and two by CEL with exactly their device
                nodes in the pods (CDI), Xid withdraw/restore, kubelet and plugin restarts,
                unprepare on pod deletion; older clusters: SKIP (not applicable, exit 0)
+  dra-cuda     the driver in the container: the chart's DRA mode with a rendered driver
+               root (nvml-sim-render --driver-root) and the nvidia-cdi-hook stand-in; pods
+               of a plain Debian image with cuda-probe, claims for one GPU, two GPUs and a
+               MIG device (a MIG profile: GDP_E2E_PROFILE): cuda-probe and nvidia-smi -L
+               show exactly the claimed devices, memalloc ok, the hooks ran; SKIP below
+               1.34 or without containerd 1.7
+  cdi-cri      the same with the device plugin, deviceListStrategy=cdi-cri: a pod with
+               nvidia.com/gpu: 1 sees exactly the GPU of the kubelet's checkpoint; SKIP
+               below kubelet 1.28 or without containerd 1.7
 """
 
 import argparse
