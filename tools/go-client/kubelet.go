@@ -47,21 +47,38 @@ func registrationHandler(onRegister func(req []byte)) grpc.StreamHandler {
 	}
 }
 
+// kubeletRestarts pairs each Register with its restart: every restart has its own server
+// and its own channel, so a second Register for one restart (a plugin that registers again)
+// is dropped with that restart instead of ending the next one at once. It owns the socket
+// file: Go's listener would unlink its path on Close, and a Close that comes late (Stop
+// racing the Serve goroutine) would remove the next restart's kubelet.sock; here the
+// listener never unlinks, Serve has returned before the next restart begins, and the
+// next restart's wipe removes the old file, as the kubelet's does.
 func kubeletRestarts(dir string, n int) {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
-	registered := make(chan time.Time, 16)
-	handler := registrationHandler(func([]byte) { registered <- time.Now() })
 	sock := filepath.Join(dir, "kubelet.sock")
 	for i := 0; i < n; i++ {
 		wipeSockets(dir)
+		registered := make(chan time.Time, 1)
+		handler := registrationHandler(func([]byte) {
+			select {
+			case registered <- time.Now():
+			default: // this restart's second Register: it was timed by the first
+			}
+		})
 		srv := grpc.NewServer(grpc.CustomCodec(rawCodec{}), grpc.UnknownServiceHandler(handler))
 		t0 := time.Now()
 		lis, err := net.Listen("unix", sock)
 		if err != nil {
 			fail("listen %s: %v", sock, err)
 		}
-		go srv.Serve(lis)
+		lis.(*net.UnixListener).SetUnlinkOnClose(false)
+		served := make(chan struct{})
+		go func() {
+			srv.Serve(lis)
+			close(served)
+		}()
 		select {
 		case t := <-registered:
 			fmt.Fprintf(out, "%d\n", t.Sub(t0).Microseconds())
@@ -69,5 +86,7 @@ func kubeletRestarts(dir string, n int) {
 			fail("restart %d: no Register within 30 s", i)
 		}
 		srv.Stop()
+		<-served
+		lis.Close() // Serve closes it too, unless Stop came first; closing twice is harmless
 	}
 }
