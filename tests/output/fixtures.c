@@ -63,11 +63,7 @@ void fx_enable_mig(struct inventory *inv, unsigned g, const char *const *profile
 
 void fx_inventory_free(struct inventory *inv)
 {
-    for (size_t i = 0; i < inv->n_gpus; i++)
-        free(inv->gpus[i].migs);
-    free(inv->gpus);
-    free(inv->links);
-    memset(inv, 0, sizeof(*inv));
+    inventory_clear(inv); /* the one that knows every part, the driver's files included */
 }
 
 char *fx_proc_root(void)
