@@ -16,7 +16,7 @@
 #include "daemon/daemon-metrics.h"
 #include "state/node-state.h"
 #include "kubelet/dp_service.h"
-#include "kubelet/kubelet_watch.h"
+#include "core/sockwatch.h"
 #include "kubelet/registration.h"
 #include "health/monitor.h"
 #include "grpc/grpc.h"
@@ -52,7 +52,7 @@ struct daemon {
     struct loop *loop;
     struct serving *state;
     struct health_monitor *health;   /* one per process, retargeted by every state */
-    struct kwatch *watch;
+    struct sockwatch *watch;
     char *watched_socket;
     struct daemon_metrics *metrics;  /* NULL: --metrics-address off or failed */
     struct cluster *cluster;         /* not owned; NULL: no cluster features */
@@ -178,7 +178,7 @@ static void plugin_try_start(struct plugin *p)
             log_debug("MPS daemon for '%s' still not ready (%s missing)", p->res->name, missing);
     } else if (plugin_serve(p, &err) < 0) {
         /* Once, with what to check, and again only when the failure changes: a socket
-         * directory that is not there is watched (kubelet_watch.c), so the retries need
+         * directory that is not there is watched (sockwatch.c), so the retries need
          * not be said every 10 s. */
         int level = log_repeat_level(&p->start_log, LOG_ERROR, err.msg);
         log_full(level, "%s; retrying%s", err.msg,
@@ -331,11 +331,11 @@ static int ensure_watch(struct daemon *m, const struct config *cfg, struct error
         return 0;
     if (m->watch && m->watched_socket && streq(m->watched_socket, cfg->kubelet_socket))
         return 0;
-    struct kwatch *w = NULL;
-    int r = kwatch_new(m->loop, cfg->kubelet_socket, on_kubelet_restart, m, &w, err);
+    struct sockwatch *w = NULL;
+    int r = sockwatch_new(m->loop, cfg->kubelet_socket, on_kubelet_restart, m, &w, err);
     if (r < 0)
         return r;
-    kwatch_free(m->watch);
+    sockwatch_free(m->watch);
     free(m->watched_socket);
     m->watch = w;
     m->watched_socket = xstrdup(cfg->kubelet_socket);
@@ -548,7 +548,7 @@ void daemon_free(struct daemon *m)
     state_free(m->state);
     daemon_metrics_free(TAKE_PTR(m->metrics));
     health_monitor_stop(m->health);
-    kwatch_free(m->watch);
+    sockwatch_free(m->watch);
     free(m->watched_socket);
     free(m->nvml_root);
     daemon_health_view_clear(&m->hview);

@@ -19,7 +19,7 @@
 #include "dra/dra-service.h"
 #include "dra_v1.pb-c.h"
 #include "grpc/grpc.h"
-#include "kubelet/kubelet_watch.h"
+#include "core/sockwatch.h"
 
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse PrepareResponse;
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse__ClaimsEntry
@@ -56,9 +56,9 @@ struct dra_service {
 
     struct dra_health_watch health;
 
-    /* One directory watcher each (kubelet_watch.h, as the device-plugin side's): a socket
+    /* One directory watcher each (sockwatch.h, as the device-plugin side's): a socket
      * removed or replaced, or its directory back after it was gone or not a directory. */
-    struct kwatch *watch_sock, *watch_reg;
+    struct sockwatch *watch_sock, *watch_reg;
 
     struct ratelimit claim_log; /* the failed-claim lines (dra-service.h) */
     bool stopping;              /* freeing: cancelled calls are not the kubelet's doing */
@@ -468,10 +468,10 @@ int dra_service_start(struct loop *l, const struct dra_service_options *opts,
         dra_service_free(s);
         return r;
     }
-    /* Without inotify the watchers poll (kubelet_watch.h). */
-    r = kwatch_new_flags(l, s->path, KWATCH_ANY_CHANGE, on_socket_changed, s, &s->watch_sock, err);
+    /* Without inotify the watchers poll (sockwatch.h). */
+    r = sockwatch_new_flags(l, s->path, SOCKWATCH_ANY_CHANGE, on_socket_changed, s, &s->watch_sock, err);
     if (r == 0)
-        r = kwatch_new_flags(l, reg, KWATCH_ANY_CHANGE, on_socket_changed, s, &s->watch_reg, err);
+        r = sockwatch_new_flags(l, reg, SOCKWATCH_ANY_CHANGE, on_socket_changed, s, &s->watch_reg, err);
     if (r < 0) {
         dra_service_free(s);
         return r;
@@ -485,8 +485,8 @@ void dra_service_free(struct dra_service *s)
     if (!s)
         return;
     s->stopping = true;
-    kwatch_free(s->watch_sock);
-    kwatch_free(s->watch_reg);
+    sockwatch_free(s->watch_sock);
+    sockwatch_free(s->watch_reg);
     grpc_server_free(s->server); /* cancels pending calls, closes health streams */
     dra_registrar_free(s->registrar);
     dra_health_watch_clear(&s->health);

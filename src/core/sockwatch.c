@@ -1,10 +1,11 @@
-/* Kubelet restart detection: inotify on the device-plugin directory for the kubelet's
- * socket being created again (no polling).
+/* A socket's directory watched (sockwatch.h): first written for kubelet restart
+ * detection, inotify on the device-plugin directory for the kubelet's socket being created
+ * again (no polling).
  *
  * Without inotify (inotify_init1 fails with EMFILE when the per-user limit of instances,
  * 128 by default and shared with every other agent of the user on the node, is used up;
  * or no watch can be added) the same things are checked with stat() every
- * KWATCH_POLL_MS, after one warning saying why: a kubelet restart is then noticed within
+ * SOCKWATCH_POLL_MS, after one warning saying why: a kubelet restart is then noticed within
  * that period instead of at once. The plugin never stops serving for want of inotify.
  *
  * The directory itself can go away (an operator or a node agent wipes and recreates
@@ -13,7 +14,7 @@
  * well; when the directory comes back it is watched again and reported like a restart: the manager rebinds the plugin sockets into the new directory and
  * registers again (retrying with backoff until the kubelet serves).
  *
- * The DRA service watches its own two sockets with it too (KWATCH_ANY_CHANGE): one
+ * The DRA service watches its own two sockets with it too (SOCKWATCH_ANY_CHANGE): one
  * directory watcher in the plugin, so its directory coming back (or a socket removed)
  * is noticed as the device-plugin side notices it. */
 #include <libgen.h>
@@ -24,15 +25,15 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/loop.h"
-#include "kubelet_watch.h"
+#include "core/sockwatch.h"
 
 /* Polling period without inotify: how late a kubelet restart may be noticed then. */
-#define KWATCH_POLL_MS 2000u
+#define SOCKWATCH_POLL_MS 2000u
 
 #define DIR_EVENTS (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 #define PARENT_EVENTS (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF)
 
-struct kwatch {
+struct sockwatch {
     struct loop *loop;
     int fd;
     char *dir;          /* the device-plugin directory */
@@ -41,8 +42,8 @@ struct kwatch {
     int wd_dir;         /* watch on dir, or -1 while it is missing */
     int wd_up;          /* watch on dir's parent, or its nearest existing ancestor */
     bool up_is_parent;  /* wd_up is on the direct parent (events name dir_name) */
-    bool any_change;    /* KWATCH_ANY_CHANGE */
-    kwatch_fn fn;
+    bool any_change;    /* SOCKWATCH_ANY_CHANGE */
+    sockwatch_fn fn;
     void *userdata;
     /* Polling, when fd < 0. */
     struct loop_timer *poll;
@@ -51,7 +52,7 @@ struct kwatch {
 };
 
 /* What in dir, naming the file, fires. */
-static uint32_t file_events(const struct kwatch *w)
+static uint32_t file_events(const struct sockwatch *w)
 {
     return DIR_EVENTS | (w->any_change ? IN_DELETE | IN_MOVED_FROM : 0);
 }
@@ -61,7 +62,7 @@ static uint32_t file_events(const struct kwatch *w)
  * last reference to it goes, and our bound plugin socket is such a reference, so only
  * the parent's IN_DELETE says at once that the directory is gone. Returns true when dir
  * is watched. */
-static bool rewatch(struct kwatch *w)
+static bool rewatch(struct sockwatch *w)
 {
     _cleanup_free_ char *path = xstrdup(w->dir);
     bool direct = true;
@@ -89,7 +90,7 @@ static bool rewatch(struct kwatch *w)
 
 static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
 {
-    struct kwatch *w = userdata;
+    struct sockwatch *w = userdata;
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     bool fire = false, dir_gone = false, up_changed = false;
     for (;;) {
@@ -139,7 +140,7 @@ static void on_inotify(struct loop *l, int fd, uint32_t events, void *userdata)
 /* One stat() round: the directory gone or back, the socket created anew (another inode
  * or change time: a restarted kubelet unlinks and binds it again). report=false only
  * takes the first picture. */
-static void poll_check(struct kwatch *w, bool report)
+static void poll_check(struct sockwatch *w, bool report)
 {
     struct stat d, s;
     _cleanup_free_ char *path = xasprintf("%s/%s", w->dir, w->name);
@@ -169,17 +170,17 @@ static void poll_check(struct kwatch *w, bool report)
 
 static void on_poll(struct loop *l, struct loop_timer *t, void *userdata)
 {
-    struct kwatch *w = userdata;
-    w->poll = loop_timer_add(l, KWATCH_POLL_MS, on_poll, w);
+    struct sockwatch *w = userdata;
+    w->poll = loop_timer_add(l, SOCKWATCH_POLL_MS, on_poll, w);
     poll_check(w, true);
 }
 
-static struct kwatch *kwatch_alloc(struct loop *l, const char *kubelet_socket, unsigned flags,
-                                   kwatch_fn fn, void *userdata)
+static struct sockwatch *sockwatch_alloc(struct loop *l, const char *kubelet_socket, unsigned flags,
+                                   sockwatch_fn fn, void *userdata)
 {
     _cleanup_free_ char *dir_copy = xstrdup(kubelet_socket);
     _cleanup_free_ char *base_copy = xstrdup(kubelet_socket);
-    struct kwatch *w = xcalloc(1, sizeof(*w));
+    struct sockwatch *w = xcalloc(1, sizeof(*w));
     w->loop = l;
     w->fd = -1;
     w->dir = xstrdup(dirname(dir_copy));
@@ -187,22 +188,22 @@ static struct kwatch *kwatch_alloc(struct loop *l, const char *kubelet_socket, u
     const char *last = strrchr(w->dir, '/');
     w->dir_name = xstrdup(last ? last + 1 : w->dir);
     w->wd_dir = w->wd_up = -1;
-    w->any_change = flags & KWATCH_ANY_CHANGE;
+    w->any_change = flags & SOCKWATCH_ANY_CHANGE;
     w->fn = fn;
     w->userdata = userdata;
     return w;
 }
 
-int kwatch_new(struct loop *l, const char *kubelet_socket, kwatch_fn fn, void *userdata,
-               struct kwatch **out, struct error *err)
+int sockwatch_new(struct loop *l, const char *kubelet_socket, sockwatch_fn fn, void *userdata,
+               struct sockwatch **out, struct error *err)
 {
-    return kwatch_new_flags(l, kubelet_socket, 0, fn, userdata, out, err);
+    return sockwatch_new_flags(l, kubelet_socket, 0, fn, userdata, out, err);
 }
 
-int kwatch_new_flags(struct loop *l, const char *kubelet_socket, unsigned flags, kwatch_fn fn,
-                     void *userdata, struct kwatch **out, struct error *err)
+int sockwatch_new_flags(struct loop *l, const char *kubelet_socket, unsigned flags, sockwatch_fn fn,
+                     void *userdata, struct sockwatch **out, struct error *err)
 {
-    struct kwatch *w = kwatch_alloc(l, kubelet_socket, flags, fn, userdata);
+    struct sockwatch *w = sockwatch_alloc(l, kubelet_socket, flags, fn, userdata);
     const char *what = "inotify_init1";
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd >= 0) {
@@ -212,7 +213,7 @@ int kwatch_new_flags(struct loop *l, const char *kubelet_socket, unsigned flags,
             int r = loop_add_io(l, fd, EPOLLIN, on_inotify, w);
             if (r < 0) {
                 error_set(err, r, "watching %s: %s", w->dir, strerror(-r));
-                kwatch_free(w);
+                sockwatch_free(w);
                 return r;
             }
             if (w->wd_dir < 0)
@@ -231,16 +232,16 @@ int kwatch_new_flags(struct loop *l, const char *kubelet_socket, unsigned flags,
                                   "of this user on the node)"
                 : errno == ENOSPC ? " (fs.inotify.max_user_watches is used up)"
                                   : "",
-                KWATCH_POLL_MS / 1000u);
+                SOCKWATCH_POLL_MS / 1000u);
     poll_check(w, false);
     if (!w->dir_seen)
         log_warning("%s does not exist; waiting for it", w->dir);
-    w->poll = loop_timer_add(l, KWATCH_POLL_MS, on_poll, w);
+    w->poll = loop_timer_add(l, SOCKWATCH_POLL_MS, on_poll, w);
     *out = w;
     return 0;
 }
 
-void kwatch_free(struct kwatch *w)
+void sockwatch_free(struct sockwatch *w)
 {
     if (!w)
         return;
