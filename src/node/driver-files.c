@@ -43,6 +43,25 @@ static char *version_from_files(struct lookup *lk)
     return NULL;
 }
 
+/* The fixed directories under the root, as one line for a warning. */
+static char *places_looked(const struct lookup *lk)
+{
+    struct strlist where = { 0 };
+    size_t cap = 1;
+    for (size_t i = 0; i < lookup_n_library_dirs; i++) {
+        const char *d = lookup_library_dirs[i];
+        strlist_add(&where, xasprintf("%s%s", lk->root, streq(d, "/") && *lk->root ? "" : d));
+        cap += strlen(where.v[where.n - 1]) + 2;
+    }
+    char *list = xcalloc(1, cap);
+    for (size_t i = 0; i < where.n; i++) {
+        strcat(list, i ? ", " : "");
+        strcat(list, where.v[i]);
+    }
+    strlist_clear(&where);
+    return list;
+}
+
 static char *find_libdir(struct lookup *lk, const char *version)
 {
     static const char *const names[] = { "libcuda.so.", "libnvidia-ml.so." };
@@ -56,26 +75,45 @@ static char *find_libdir(struct lookup *lk, const char *version)
         if (dir)
             return dir;
     }
-    /* One line that names both files and every place looked, so an operator can see at
-     * once which mount or package is missing. */
-    struct strlist where = { 0 };
-    size_t cap = 1;
-    for (size_t i = 0; i < lookup_n_library_dirs; i++) {
-        const char *d = lookup_library_dirs[i];
-        strlist_add(&where, xasprintf("%s%s", lk->root, streq(d, "/") && *lk->root ? "" : d));
-        cap += strlen(where.v[where.n - 1]) + 2;
-    }
-    _cleanup_free_ char *list = xcalloc(1, cap);
-    for (size_t i = 0; i < where.n; i++) {
-        strcat(list, i ? ", " : "");
-        strcat(list, where.v[i]);
-    }
-    strlist_clear(&where);
+    _cleanup_free_ char *list = places_looked(lk);
     warn(lk->out, xasprintf("driver libraries: neither libcuda.so.%s nor libnvidia-ml.so.%s "
                             "found: looked in %s and %s/etc/ld.so.cache (%s); the CDI specs "
                             "carry device nodes but no driver files", version, version, list,
                             lk->root, cache_note ? cache_note : "no match"));
     return NULL;
+}
+
+/* libcuda and libnvidia-ml are what a container needs of the driver: when one of them is
+ * not among the libraries mounted, one warning names it and every place looked. */
+static void check_essential(struct lookup *lk, const char *version, const char *libdir)
+{
+    static const char *const names[][2] = {
+        { "libcuda.so.", "no CUDA program can run in a container" },
+        { "libnvidia-ml.so.", "no NVML or nvidia-smi in a container" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+        _cleanup_free_ char *name = xasprintf("%s%s", names[i][0], version);
+        bool mounted = false;
+        for (size_t m = 0; m < lk->out->n_mounts && !mounted; m++)
+            mounted = lk->out->mounts[m].library && streq(lookup_base_of(lk->out->mounts[m].dst), name);
+        if (mounted)
+            continue;
+        _cleanup_free_ char *cache_note = NULL;
+        struct strlist hits = { 0 };
+        lookup_library(lk, name, &hits, &cache_note);
+        if (hits.n) {
+            warn(lk->out, xasprintf("driver libraries: %s is at %s%s, not in the library "
+                                    "directory %s%s the specs mount libraries from (as nvcdi "
+                                    "does): not mounted, %s", name, lk->root, hits.v[0],
+                                    lk->root, libdir, names[i][1]));
+        } else {
+            _cleanup_free_ char *list = places_looked(lk);
+            warn(lk->out, xasprintf("driver libraries: %s not found: looked in %s and "
+                                    "%s/etc/ld.so.cache (%s); %s", name, list, lk->root,
+                                    cache_note ? cache_note : "no match", names[i][1]));
+        }
+        strlist_clear(&hits);
+    }
 }
 
 /* ---- the libraries and their links ------------------------------------------------------ */
@@ -307,6 +345,7 @@ void driver_files_find(const struct driver_find_options *o, struct driver_files 
                             "specs carry device nodes but no driver files", *root ? root : "/"));
     } else if ((out->libcuda_dir = find_libdir(&lk, out->version))) {
         find_libraries(&lk, out->version, out->libcuda_dir);
+        check_essential(&lk, out->version, out->libcuda_dir);
         const char *xdg = o->xdg_data_dirs ? o->xdg_data_dirs : getenv("XDG_DATA_DIRS");
         lookup_graphics(&lk, out->version, xdg && *xdg ? xdg : "/usr/local/share:/usr/share");
         find_binaries(&lk, o->path_env ? o->path_env : getenv("PATH"));

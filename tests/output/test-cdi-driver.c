@@ -373,6 +373,14 @@ static void packaged(void)
     scratch_remove(root);
 }
 
+static bool has_warning(const struct inventory *inv, const char *text)
+{
+    for (char **w = inv->driver.warnings; w && *w; w++)
+        if (strstr(*w, text))
+            return true;
+    return false;
+}
+
 /* Libraries in a directory of no fixed list: found through the root's ld.so.cache. */
 static void through_ldcache(void)
 {
@@ -388,6 +396,10 @@ static void through_ldcache(void)
     config_for(&cfg, root, "/bin/sh");
     find(&inv, &cfg);
     CHECK_STR(inv.driver.libcuda_dir, "/opt/nv/lib");
+    /* libcuda without libnvidia-ml: one warning names the missing one and where it looked. */
+    CHECK(inv.driver.warnings && !inv.driver.warnings[1] &&
+          has_warning(&inv, "libnvidia-ml.so." VER " not found: looked in") &&
+          has_warning(&inv, "/etc/ld.so.cache"));
     /* A driver root without a dev/: nvcdi's dev root is "/", so the host path is the plain
      * one; with --dev-root given apart from the driver root, under it. */
     json_t *node = cdi_device_node(&cfg, "/dev/nvidia0");
@@ -473,7 +485,7 @@ static void bounds(void)
     config_for(&cfg, root, "/bin/sh");
     find(&inv, &cfg);
     CHECK(inv.driver.n_mounts == DRIVER_FILES_MAX);
-    CHECK(inv.driver.warnings && strstr(inv.driver.warnings[0], "bound of 1024 files"));
+    CHECK(has_warning(&inv, "bound of 1024 files"));
     CHECK_STR(inv.driver.libcuda_dir, LIBDIR);
     config_free(&cfg);
     fx_inventory_free(&inv);
