@@ -119,6 +119,18 @@ static void find_driver_files(const struct config *cfg, struct inventory *inv)
     driver_files_find(&o, &inv->driver);
     for (char **w = inv->driver.warnings; w && *w; w++)
         log_warning("%s", *w);
+    /* NVIDIA's flags we act on, or have no use for (we never load nvsandboxutils); any
+     * other is said once per build instead of silently doing nothing. */
+    static const char *const known[] = {
+        "disable-ipc-discoverer", "no-additional-gids-for-device-nodes", "disable-nvsandboxutils",
+    };
+    for (char **f = cfg->cdi_feature_flags; f && *f; f++) {
+        bool ok = false;
+        for (size_t i = 0; i < ELEMENTSOF(known) && !ok; i++)
+            ok = streq(*f, known[i]);
+        if (!ok)
+            log_warning("--cdi-feature-flags: %s is not implemented (docs/allocate.md), ignoring", *f);
+    }
     if (inv->driver.libcuda_dir)
         log_info("driver %s: %zu files under %s for the CDI specs (libraries in %s)",
                  inv->driver.version, inv->driver.n_mounts, *root ? root : "/",

@@ -21,7 +21,8 @@ class ServeDriver(serve.DraServe):
     def test_driver_files_found_at_start_and_on_sighup(self):
         """The claim's spec carries the driver of --driver-root-ctr-path as nvcdi would
         (the stand-in root of nvml-sim-render --driver-root: mounts under --driver-root,
-        the four hooks, NVIDIA_CTK_LIBCUDA_DIR), found once at start: a library added to the
+        the four hooks, NVIDIA_CTK_LIBCUDA_DIR; no socket with disable-ipc-discoverer, a
+        feature flag we do not implement said once), found once at start: a library added to the
         root is not in the next spec until a SIGHUP, and is after it; the reload keeps the
         process's threads and fds."""
         root = os.path.join(self.tmp, "driver-root")
@@ -33,7 +34,9 @@ class ServeDriver(serve.DraServe):
             f.write("#!/bin/sh\n")
         os.chmod(hook, 0o755)
         p = self.start_dra(["--driver-root", root, "--driver-root-ctr-path", root,
-                            "--nvidia-cdi-hook-path", "/usr/bin/nvidia-cdi-hook"])
+                            "--nvidia-cdi-hook-path", "/usr/bin/nvidia-cdi-hook",
+                            "--cdi-feature-flags", "disable-ipc-discoverer,enable-coherent-annotations"])
+        p.wait_log("--cdi-feature-flags: enable-coherent-annotations is not implemented")
         _, line = p.wait_log("files under %s for the CDI specs" % root)
         ver = re.search(r"driver (\S+): (\d+) files", line).group(1)
         self.kl.register()
@@ -58,6 +61,8 @@ class ServeDriver(serve.DraServe):
         cuda = "%s/libcuda.so.%s" % (lib, ver)
         self.assertEqual(mounts[cuda], root + cuda)
         self.assertEqual(mounts["/usr/bin/nvidia-smi"], root + "/usr/bin/nvidia-smi")
+        self.assertTrue(os.path.exists(root + "/run/nvidia-persistenced/socket"))
+        self.assertNotIn("/run/nvidia-persistenced/socket", mounts)  # disable-ipc-discoverer
         with open(root + ptx, "w") as f:
             f.write("not an ELF file")
         self.assertNotIn(ptx, prepared_mounts())  # found once, not per Prepare
