@@ -90,8 +90,8 @@ class Case(unittest.TestCase):
     def spec(self, obj, name="spec.json"):
         return self.path(name, obj if isinstance(obj, str) else json.dumps(obj))
 
-    def apply(self, spec, devices, cmd, *opts, user=None):
-        argv = [APPLY, "-v", "--spec", spec, "--device", ",".join(devices),
+    def apply(self, spec, devices, cmd, *opts, user=None, binary=None):
+        argv = [binary or APPLY, "-v", "--spec", spec, "--device", ",".join(devices),
                 "--rootfs", self.rootfs, *opts, "--", *cmd]
         pre = (lambda: (os.setgroups([]), os.setgid(user), os.setuid(user))) if user else None
         return subprocess.run(argv, capture_output=True, text=True, timeout=60,
@@ -161,9 +161,14 @@ class Input(Case):
             self.tmp, self.rootfs = d, os.path.join(d, "rootfs")
             os.makedirs(self.rootfs)
             spec = self.spec(self.good)
-            for p in (d, self.rootfs, spec):
+            # The binary too: the build directory may lie under a directory only root may
+            # enter (CI's clone in a mktemp -d).
+            binary = os.path.join(d, "cdi-apply")
+            shutil.copy2(APPLY, binary)
+            for p in (d, self.rootfs, spec, binary):
                 os.chmod(p, 0o755)
-            r = self.apply(spec, ["example.com/test=a"], ["/bin/true"], user=65534)
+            r = self.apply(spec, ["example.com/test=a"], ["/bin/true"], user=65534,
+                           binary=binary)
         else:
             r = self.apply(self.spec(self.good), ["example.com/test=a"], ["/bin/true"])
         self.assertFailed(r, 3, "building a container needs root (unshare, mount, mknod, chroot)")
