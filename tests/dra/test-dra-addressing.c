@@ -18,6 +18,7 @@
 #include "tests/common/check.h"
 #include "tests/common/fixture.h"
 #include "tests/common/scratch.h"
+#include "tests/common/cases.h"
 
 int test_failures;
 
@@ -219,18 +220,10 @@ static void test_fits(void)
 
 int main(int argc, char **argv)
 {
-    const char *c = argc > 1 ? argv[1] : "";
-    if (streq(c, "modes"))
-        test_modes();
-    else if (streq(c, "old-driver"))
-        test_old_driver();
-    else if (streq(c, "fits"))
-        test_fits();
-    else {
-        fprintf(stderr, "usage: test-dra-addressing modes|old-driver|fits\n");
-        return 1;
-    }
-    if (test_failures)
-        fprintf(stderr, "%d check(s) failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    static const struct test_case cases[] = {
+        { "modes", test_modes },
+        { "old-driver", test_old_driver },
+        { "fits", test_fits },
+    };
+    return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
 }

@@ -22,6 +22,7 @@
 #include "dra/dra-checkpoint.h"
 #include "tests/common/check.h"
 #include "tests/common/scratch.h"
+#include "tests/common/cases.h"
 
 int test_failures;
 
@@ -379,16 +380,10 @@ static void test_not_regular(void)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } cases[] = {
+    static const struct test_case cases[] = {
         { "killed", test_killed },
         { "spare", test_spare },
         { "not-regular", test_not_regular },
     };
-    for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-        if (argc < 2 || streq(argv[1], cases[i].name))
-            cases[i].fn();
-    return test_failures ? 1 : 0;
+    return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
 }

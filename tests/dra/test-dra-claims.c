@@ -17,6 +17,7 @@
 #include "tests/common/check.h"
 #include "tests/common/fixture.h"
 #include "tests/common/scratch.h"
+#include "tests/common/cases.h"
 
 int test_failures;
 
@@ -571,10 +572,7 @@ static void test_checkpoint(void)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } cases[] = {
+    static const struct test_case cases[] = {
         { "objects", test_objects },
         { "precedence", test_precedence },
         { "config-errors", test_config_errors },
@@ -582,8 +580,5 @@ int main(int argc, char **argv)
         { "cdi", test_cdi },
         { "checkpoint", test_checkpoint },
     };
-    for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-        if (argc < 2 || streq(argv[1], cases[i].name))
-            cases[i].fn();
-    return test_failures ? 1 : 0;
+    return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
 }

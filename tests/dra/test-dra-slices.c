@@ -15,6 +15,7 @@
 #include "tests/common/check.h"
 #include "tests/common/fixture.h"
 #include "tests/common/scratch.h"
+#include "tests/common/cases.h"
 
 int test_failures;
 
@@ -543,30 +544,29 @@ static void test_split(void)
     json_decref(s);
 }
 
+static const char *source_dir;
+
+static void case_names(void)
+{
+    test_names();
+    test_versions();
+}
+
+static void case_mig(void) { test_mig(source_dir); }
+static void case_slice_8gpu(void) { test_slice_8gpu(source_dir, getenv("GDP_TEST_DATA")); }
+
 int main(int argc, char **argv)
 {
-    const char *src = getenv("GDP_SOURCE_DIR");
-    const char *c = argc > 1 ? argv[1] : "";
-    if (!src) {
+    static const struct test_case cases[] = {
+        { "names", case_names },
+        { "mig", case_mig },
+        { "slice-8gpu", case_slice_8gpu },
+        { "validate", test_validate },
+        { "split", test_split },
+    };
+    if (!(source_dir = getenv("GDP_SOURCE_DIR"))) {
         fprintf(stderr, "GDP_SOURCE_DIR not set (run it through meson test)\n");
         return 1;
     }
-    if (streq(c, "names")) {
-        test_names();
-        test_versions();
-    } else if (streq(c, "mig"))
-        test_mig(src);
-    else if (streq(c, "slice-8gpu"))
-        test_slice_8gpu(src, getenv("GDP_TEST_DATA"));
-    else if (streq(c, "validate"))
-        test_validate();
-    else if (streq(c, "split"))
-        test_split();
-    else {
-        fprintf(stderr, "usage: test-dra-slices names|mig|slice-8gpu|validate|split\n");
-        return 1;
-    }
-    if (test_failures)
-        fprintf(stderr, "%d check(s) failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
 }

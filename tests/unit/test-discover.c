@@ -11,6 +11,7 @@
 #include "tests/common/check.h"
 #include "tests/common/fixture.h"
 #include "tests/common/scratch.h"
+#include "tests/common/cases.h"
 
 int test_failures;
 
@@ -206,31 +207,34 @@ static void test_lost(const char *src)
 }
 
 /* One case per process: the simulated library parses its profile once per process. */
+static const char *source_dir, *data_dir;
+
+static void case_pure(void)
+{
+    test_profile_names();
+    test_bus_ids();
+    test_numa();
+}
+
+static void case_nvswitch(void) { test_links_nvswitch(data_dir); }
+static void case_cube_mesh(void) { test_links_cube_mesh(source_dir); }
+static void case_mig(void) { test_mig(source_dir); }
+static void case_lost(void) { test_lost(source_dir); }
+
 int main(int argc, char **argv)
 {
-    const char *src = getenv("GDP_SOURCE_DIR"), *data = getenv("GDP_TEST_DATA");
-    const char *c = argc > 1 ? argv[1] : "";
-    if (!src || !data) {
+    static const struct test_case cases[] = {
+        { "pure", case_pure },
+        { "nvswitch", case_nvswitch },
+        { "cube-mesh", case_cube_mesh },
+        { "mig", case_mig },
+        { "lost", case_lost },
+    };
+    source_dir = getenv("GDP_SOURCE_DIR");
+    data_dir = getenv("GDP_TEST_DATA");
+    if (!source_dir || !data_dir) {
         fprintf(stderr, "GDP_SOURCE_DIR / GDP_TEST_DATA not set\n");
         return 1;
     }
-    if (streq(c, "pure")) {
-        test_profile_names();
-        test_bus_ids();
-        test_numa();
-    } else if (streq(c, "nvswitch")) {
-        test_links_nvswitch(data);
-    } else if (streq(c, "cube-mesh")) {
-        test_links_cube_mesh(src);
-    } else if (streq(c, "mig")) {
-        test_mig(src);
-    } else if (streq(c, "lost")) {
-        test_lost(src);
-    } else {
-        fprintf(stderr, "usage: test-discover pure|nvswitch|cube-mesh|mig|lost\n");
-        return 1;
-    }
-    if (test_failures)
-        fprintf(stderr, "%d check(s) failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
 }

@@ -11,6 +11,7 @@
 #include "core/macro.h"
 #include "core/mem.h"
 #include "tests/common/check.h"
+#include "tests/common/cases.h"
 
 int test_failures;
 
@@ -135,29 +136,28 @@ static void test_release_free(void)
     free(pin);
 }
 
+static void case_single_arena(void) { test_single_arena(true); }
+static void case_default_arenas(void) { test_single_arena(false); }
+static void case_large_mapped(void) { test_large_blocks(true); }
+static void case_large_default(void) { test_large_blocks(false); }
+
 int main(int argc, char **argv)
 {
-    const char *c = argc > 1 ? argv[1] : "";
+    static const struct test_case cases[] = {
+        { "single-arena", case_single_arena },
+        { "default-arenas", case_default_arenas },
+        { "release-free", test_release_free },
+        { "large-mapped", case_large_mapped },
+        { "large-default", case_large_default },
+    };
     if (SANITIZED) {
         fprintf(stderr, "SKIP: a sanitizer build replaces malloc\n");
         return 77;
     }
-    if (streq(c, "single-arena"))
-        test_single_arena(true);
-    else if (streq(c, "default-arenas"))
-        test_single_arena(false);
-    else if (streq(c, "release-free"))
-        test_release_free();
-    else if (streq(c, "large-mapped"))
-        test_large_blocks(true);
-    else if (streq(c, "large-default"))
-        test_large_blocks(false);
-    else {
-        fprintf(stderr, "usage: test-mem single-arena|default-arenas|release-free|"
-                        "large-mapped|large-default\n");
-        return 1;
+    if (argc < 2) {
+        /* Each case changes the process's heap policy: one per process. */
+        fprintf(stderr, "usage: test-mem <case>\n");
+        return 2;
     }
-    if (test_failures)
-        fprintf(stderr, "%d check(s) failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
 }
