@@ -24,6 +24,13 @@ struct loop_timer;
 #define KUBE_DEFAULT_MAX_RESPONSE (4u * 1024u * 1024u)
 #define KUBE_DEFAULT_QPS 5.0
 #define KUBE_DEFAULT_BURST 10u
+/* How long a request may wait in this client (its rate limit, the stream limit, a 429's
+ * Retry-After) before it is sent, when the caller set no bound of its own. */
+#define KUBE_DEFAULT_WAIT_MS 120000u
+/* A 429's Retry-After is honoured up to this, and at most this many times per request
+ * (client-go: 10 retries). No or an unreadable Retry-After: 1 s. */
+#define KUBE_RETRY_AFTER_MAX_S 30u
+#define KUBE_429_MAX_RETRIES 10u
 /* Reconnect and watch-retry backoff: from 100 ms doubling to 30 s, with jitter. */
 #define KUBE_BACKOFF_MIN_MS 100u
 #define KUBE_BACKOFF_MAX_MS 30000u
@@ -164,7 +171,13 @@ struct kube_req {
     void *userdata;
     int32_t stream_id;
     uint32_t timeout_ms;          /* 0: no deadline (watch streams: silence timer) */
-    struct loop_timer *deadline;
+    struct loop_timer *deadline;  /* timeout_ms from when it was sent (or queued, while
+                                   * no connection is up) */
+    uint64_t wait_until_ms;       /* held back here (rate limit, Retry-After) until at most */
+    uint64_t not_before_ms;       /* a 429's Retry-After: not sent again before */
+    struct loop_timer *retry_timer; /* kicks the queue at not_before_ms */
+    int retry_after_s;            /* the answer's Retry-After; -1: none */
+    unsigned retries_429;
     int status;                   /* HTTP status once headers came */
     int error;                    /* -errno decided locally (timeout, size, reset) */
     bool closed;                  /* stream closed by nghttp2 */
@@ -192,6 +205,7 @@ struct kube {
     struct loop *loop;
     struct kube_creds creds;
     uint32_t timeout_ms;
+    uint32_t wait_ms;              /* options.max_wait_ms: a request's bound in our queue */
     size_t max_response;
     double qps;                    /* as configured (reported by tests/kube/kube-probe) */
     uint32_t burst;

@@ -14,11 +14,13 @@
 #define NV(n, v, vlen) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vlen), NGHTTP2_NV_FLAG_NONE }
 
 static void kick(struct kube *k);
+static void deadline_cb(struct loop *l, struct loop_timer *t, void *userdata);
 
 static void req_free(struct kube_req *r)
 {
     struct kube *k = r->k;
     loop_timer_cancel(k->loop, r->deadline);
+    loop_timer_cancel(k->loop, r->retry_timer);
     if (r->active) {
         if (k->conn.h2 && r->stream_id > 0)
             (void)nghttp2_submit_rst_stream(k->conn.h2, NGHTTP2_FLAG_NONE, r->stream_id,
@@ -37,6 +39,41 @@ static void req_free(struct kube_req *r)
 }
 
 /* ------------------------------------------------------------------ outcome */
+
+static void retry_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube_req *r = userdata;
+    r->retry_timer = NULL;
+    kick(r->k);
+}
+
+/* A 429 Too Many Requests: send r again once its Retry-After passed (capped), in its
+ * turn and through the rate limit, if that is within its wait bound. */
+static bool retry_429(struct kube *k, struct kube_req *r)
+{
+    if (r->retries_429 >= KUBE_429_MAX_RETRIES)
+        return false;
+    unsigned s = r->retry_after_s >= 0 ? (unsigned)r->retry_after_s : 1;
+    if (s > KUBE_RETRY_AFTER_MAX_S)
+        s = KUBE_RETRY_AFTER_MAX_S;
+    uint64_t now = loop_now_ms();
+    if (now + s * 1000ull > r->wait_until_ms)
+        return false;
+    r->retries_429++;
+    log_debug("kube: %s %s: 429 Too Many Requests, again in %u s (%u)",
+              kube_verb(r->method, r->path), r->path, s, r->retries_429);
+    r->status = 0;
+    r->closed = false;
+    r->rst_code = 0;
+    r->len = 0;
+    r->body_off = 0;
+    r->retry_after_s = -1;
+    r->not_before_ms = now + s * 1000ull;
+    loop_timer_cancel(k->loop, r->retry_timer);
+    r->retry_timer = loop_timer_add(k->loop, s * 1000ull + 1, retry_cb, r); /* + 1: not before */
+    kube_queue_push(k, r, true);
+    return true;
+}
 
 /* The request is finished (or must be retried): call back once, or requeue. */
 static void conclude(struct kube *k, struct kube_req *r)
@@ -71,6 +108,8 @@ static void conclude(struct kube *k, struct kube_req *r)
         kick(k);
         return;
     }
+    if (status == 429 && !r->chunk && retry_429(k, r))
+        return;
     json_t *body = NULL;
     if (r->len > 0 && (!r->chunk || status != 200))
         body = json_loadb((const char *)r->buf, r->len, JSON_DECODE_ANY, NULL);
@@ -147,6 +186,14 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
 {
     struct kube *k = ud;
     struct kube_req *r = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
+    if (r && namelen == 11 && memcmp(name, "retry-after", 11) == 0) {
+        /* Seconds; an HTTP date (which the API server does not send) reads as none. */
+        int v = valuelen ? 0 : -1;
+        for (size_t i = 0; i < valuelen && v >= 0; i++)
+            v = value[i] >= '0' && value[i] <= '9' && v < 100000 ? v * 10 + (value[i] - '0') : -1;
+        r->retry_after_s = v;
+        return 0;
+    }
     if (!r || namelen != 7 || memcmp(name, ":status", 7) != 0)
         return 0;
     int st = 0;
@@ -300,6 +347,11 @@ static int start_stream(struct kube *k, struct kube_req *r)
         return -EIO;
     r->stream_id = id;
     r->active = true;
+    /* The deadline is the server's from here: time queued in this client is not. */
+    if (r->timeout_ms > 0) {
+        loop_timer_cancel(k->loop, r->deadline);
+        r->deadline = loop_timer_add(k->loop, r->timeout_ms, deadline_cb, r);
+    }
     r->prev = NULL;
     r->next = k->active;
     if (k->active)
@@ -358,9 +410,10 @@ static void pump(struct kube *k)
         return;
     }
     struct kube_req *r = k->queue_head;
+    uint64_t now = loop_now_ms();
     while (r && nghttp2_session_check_request_allowed(k->conn.h2)) {
         struct kube_req *next = r->next;
-        if (spread_holds(k, r)) {
+        if (now < r->not_before_ms || spread_holds(k, r)) { /* retry_timer or spread_timer */
             r = next;
             continue;
         }
@@ -419,6 +472,19 @@ static void deadline_cb(struct loop *l, struct loop_timer *t, void *userdata)
                                      deadline_cb, r);
         return;
     }
+    /* Queued on a working connection: held back here (rate limit, stream limit, a 429's
+     * Retry-After), not slow at the server. Its deadline starts when it is sent; until
+     * then only its wait bound counts. */
+    if (r->queued && k->conn.state == KUBE_CONN_READY) {
+        if (now < r->wait_until_ms) {
+            r->deadline = loop_timer_add(k->loop, u64_min(r->wait_until_ms - now, r->timeout_ms),
+                                         deadline_cb, r);
+            return;
+        }
+        kube_req_fail(r, KUBE_E_THROTTLED);
+        kube_dispatch(k);
+        return;
+    }
     /* Sent and unanswered: is the server still there at all? */
     if (r->active)
         kube_conn_probe(k);
@@ -439,6 +505,7 @@ struct kube_req *kube_req_new(struct kube *k, enum kube_method m, const char *pa
     r->done = fn;
     r->userdata = userdata;
     r->timeout_ms = k->timeout_ms;
+    r->retry_after_s = -1;
     r->max = k->max_response;
     if (body) {
         char *s = json_dumps(body, JSON_COMPACT);
@@ -470,6 +537,7 @@ void kube_req_set_accept(struct kube_req *r, const char *accept)
 void kube_req_submit(struct kube_req *r)
 {
     struct kube *k = r->k;
+    r->wait_until_ms = loop_now_ms() + k->wait_ms;
     if (r->timeout_ms > 0)
         r->deadline = loop_timer_add(k->loop, r->timeout_ms, deadline_cb, r);
     kube_queue_push(k, r, false);
@@ -492,6 +560,20 @@ struct kube_req *kube_request(struct kube *k, enum kube_method m, const char *pa
     return r;
 }
 
+void kube_request_set_wait_limit(struct kube_req *r, uint32_t ms)
+{
+    if (r)
+        r->wait_until_ms = loop_now_ms() + ms;
+}
+
+const char *kube_strerror(int status)
+{
+    if (status == KUBE_E_THROTTLED)
+        return "never sent: it waited in this client's own rate limit (--kube-api-qps, "
+               "--kube-api-burst) until its wait bound passed";
+    return strerror(-status);
+}
+
 void kube_request_cancel(struct kube_req *r)
 {
     if (!r)
@@ -510,6 +592,7 @@ int kube_new(struct loop *l, const struct kube_options *o, struct kube **out, st
     k->conn.fd = -1;
     k->conn.backoff = BACKOFF_INIT(KUBE_BACKOFF_MIN_MS, KUBE_BACKOFF_MAX_MS, 0, true);
     k->timeout_ms = o && o->request_timeout_ms ? o->request_timeout_ms : KUBE_DEFAULT_TIMEOUT_MS;
+    k->wait_ms = o && o->max_wait_ms ? o->max_wait_ms : KUBE_DEFAULT_WAIT_MS;
     k->max_response = o && o->max_response_bytes ? o->max_response_bytes : KUBE_DEFAULT_MAX_RESPONSE;
     k->qps = o && o->qps > 0 ? o->qps : KUBE_DEFAULT_QPS;
     k->burst = o && o->burst ? o->burst : KUBE_DEFAULT_BURST;

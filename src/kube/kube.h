@@ -12,22 +12,25 @@
  * token / token file, client certificate and key; exec plugins are refused with one
  * line).
  *
- * Bounds: every request has a deadline (options.request_timeout_ms) and a response
- * size cap (options.max_response_bytes); a watch that goes silent longer than its
- * server-side timeout plus a margin is dropped and resumed; after such a timeout the
- * connection must answer a PING (and a new one finish its handshake) within the request
- * timeout, or it is dropped as hung. A 401 re-reads the token and retries once; a 403 is
- * logged here naming the verb and resource RBAC must allow, so callers need not log it
- * again: as one error per verb and resource once it persisted (3 tries in a row, past
- * the first 10 s after a (re)connection, while a restarted API server may still be
- * syncing its authorizer); a run of 403s that ends in a success before that is one
- * warning then.
+ * Bounds: every request has a deadline (options.request_timeout_ms, counted from when
+ * it is sent: waiting in our own rate limit is bounded apart, by options.max_wait_ms or
+ * the caller's kube_request_set_wait_limit) and a response size cap
+ * (options.max_response_bytes); a 429 is sent again after its Retry-After; a watch
+ * that goes silent longer than its server-side timeout plus a margin is dropped and
+ * resumed; after such a timeout the connection must answer a PING (and a new one finish
+ * its handshake) within the request timeout, or it is dropped as hung. A 401 re-reads
+ * the token and retries once; a 403 is logged here naming the verb and resource RBAC
+ * must allow, so callers need not log it again: as one error per verb and resource
+ * once it persisted (3 tries in a row, past the first 10 s after a (re)connection, while
+ * a restarted API server may still be syncing its authorizer); a run of 403s that ends
+ * in a success before that is one warning then.
  *
  * Threading: everything here runs on the loop thread. Callbacks are never called from
  * inside the function that started the request (always from the loop), so a caller may
  * free its own state from a callback. */
 #pragma once
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,8 +45,15 @@ struct kube_watch;
 struct kube_options {
     /* Path of a kubeconfig file; NULL or "" for in-cluster credentials. */
     const char *kubeconfig;
-    /* 0 picks the default: 10000 ms per request, 4 MiB per response body. */
+    /* 0 picks the default: 10000 ms per request, 4 MiB per response body. The request
+     * timeout counts from when the request is sent (or, while no connection is up, from
+     * when it was queued): time it waits in this client's own rate limit is not the
+     * server's. */
     uint32_t request_timeout_ms;
+    /* How long a request may wait here before it is sent (the rate limit below, a 429's
+     * Retry-After) when its caller set no bound (kube_request_set_wait_limit); 0 picks
+     * 120000 ms. Past it the request fails with KUBE_E_THROTTLED. */
+    uint32_t max_wait_ms;
     size_t max_response_bytes;
     /* Client-side rate limit like client-go's token bucket: 0 picks 5 requests per second
      * with bursts of 10 (--kube-api-qps, --kube-api-burst). A watch counts once per
@@ -71,9 +81,12 @@ enum kube_method {
 };
 
 /* status: the HTTP status (200, 201, 404, 409, 410, ...) or, when no status was
- * received, -errno (-ETIMEDOUT past the deadline, or the connect() error such as
- * -ECONNREFUSED when no connection could be made by then; -EMSGSIZE past the size cap;
- * -ECONNRESET when the connection dropped). body: the parsed JSON response (a
+ * received, -errno (-ETIMEDOUT past the deadline after it was sent, or the connect()
+ * error such as -ECONNREFUSED when no connection could be made by then; -EMSGSIZE past
+ * the size cap; -ECONNRESET when the connection dropped; KUBE_E_THROTTLED when it never
+ * left this client's rate limit within its wait bound). kube_strerror() words each. A
+ * 429 Too Many Requests is retried after its Retry-After (at most 30 s, 10 times) while
+ * the wait bound allows, and is the status only after that. body: the parsed JSON response (a
  * Kubernetes object, list or Status), borrowed for the call, NULL if there was none or
  * it was not JSON. */
 typedef void (*kube_done_fn)(struct kube *k, int status, json_t *body, void *userdata);
@@ -86,6 +99,14 @@ struct kube_req *kube_request(struct kube *k, enum kube_method m, const char *pa
                               kube_done_fn fn, void *userdata, struct error *err);
 /* fn is not called afterwards. NULL is ignored; not for use after fn was called. */
 void kube_request_cancel(struct kube_req *r);
+/* The caller's own bound on how long r may wait in this client before it is sent (its
+ * rate limit, a 429's Retry-After), from now: instead of options.max_wait_ms. */
+void kube_request_set_wait_limit(struct kube_req *r, uint32_t ms);
+
+/* Never sent: it waited in this client's rate limit past its wait bound. */
+#define KUBE_E_THROTTLED (-EAGAIN)
+/* The words for a negative status (strerror, but KUBE_E_THROTTLED says what it is). */
+const char *kube_strerror(int status);
 
 enum kube_watch_event {
     KUBE_WATCH_ADDED,

@@ -10,7 +10,7 @@
  *   quit (or end of stdin)
  *
  *   kube-probe [--kubeconfig F] [--sa-dir D] [--timeout-ms N] [--max-bytes N]
- *              [--qps Q] [--burst B] [--watch-silence-ms N] [options]
+ *              [--qps Q] [--burst B] [--max-wait-ms N] [--watch-silence-ms N] [options]
  * `options` prints the effective options (the defaults when none are given) and exits. */
 #include <fcntl.h>
 #include <getopt.h>
@@ -168,6 +168,7 @@ int main(int argc, char **argv)
         { "timeout-ms", required_argument, NULL, 't' }, { "max-bytes", required_argument, NULL, 'm' },
         { "qps", required_argument, NULL, 'q' },        { "burst", required_argument, NULL, 'b' },
         { "watch-silence-ms", required_argument, NULL, 'w' },
+        { "max-wait-ms", required_argument, NULL, 'W' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -179,6 +180,7 @@ int main(int argc, char **argv)
         case 'm': o.max_response_bytes = strtoul(optarg, NULL, 10); break;
         case 'q': o.qps = strtod(optarg, NULL); break;
         case 'b': o.burst = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'W': o.max_wait_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'w': kube_watch_silence_ms = (unsigned)strtoul(optarg, NULL, 10); break;
         default: return 2;
         }
@@ -192,9 +194,9 @@ int main(int argc, char **argv)
         return 1;
     }
     if (optind < argc && streq(argv[optind], "options")) {
-        out("request_timeout_ms %u\nmax_response_bytes %zu\nqps %g\nburst %u\n"
+        out("request_timeout_ms %u\nmax_response_bytes %zu\nqps %g\nburst %u\nmax_wait_ms %u\n"
             "watch_timeout_s %u-%u\n",
-            kube->timeout_ms, kube->max_response, kube->qps, kube->burst,
+            kube->timeout_ms, kube->max_response, kube->qps, kube->burst, kube->wait_ms,
             KUBE_WATCH_TIMEOUT_MIN_S, 2 * KUBE_WATCH_TIMEOUT_MIN_S - 1);
         if (kube_watch_silence_ms)
             out("watch_silence_ms %u\n", kube_watch_silence_ms);

@@ -160,6 +160,7 @@ class Requests(Base):
         out = kt.LineProc([PROBE, "--kubeconfig", cfg, "options"])
         self.assertEqual(out.expect(r"^request_timeout_ms (\d+)$").group(1), "10000")
         self.assertEqual(out.expect(r"^max_response_bytes (\d+)$").group(1), str(4 << 20))
+        self.assertEqual(out.expect(r"^max_wait_ms (\d+)$").group(1), "120000")
         self.assertEqual(out.expect(r"^qps (\S+)$").group(1), "5")
         self.assertEqual(out.expect(r"^burst (\d+)$").group(1), "10")
         self.assertEqual(out.expect(r"^watch_timeout_s (\S+)$").group(1), "300-599")
@@ -205,10 +206,15 @@ class Requests(Base):
 
     def test_rate_limit_holds_requests(self):
         # One token, refilled every 100 s: the second request waits in the client for a
-        # token until its (shortened) deadline, and never reaches the server.
-        p = self.probe("--qps", "0.01", "--burst", "1", "--timeout-ms", "1000")
+        # token until its (shortened) wait bound, and never reaches the server. The wait is
+        # not the server's: the 500 ms request deadline does not end it, and it fails as
+        # throttled (KUBE_E_THROTTLED, -EAGAIN), not timed out.
+        p = self.probe("--qps", "0.01", "--burst", "1", "--timeout-ms", "500",
+                       "--max-wait-ms", "1500")
         self.assertEqual(p.request("GET", "/api/v1/nodes")[0], 200)
-        self.assertEqual(p.request("GET", "/api/v1/nodes/n1")[0], -errno.ETIMEDOUT)
+        t = time.monotonic()
+        self.assertEqual(p.request("GET", "/api/v1/nodes/n1")[0], -errno.EAGAIN)
+        self.assertGreaterEqual(time.monotonic() - t, 1.4)
         self.cmd("add n2")  # the server has logged every request it got before this
         self.assertFalse([l for l in self.srv.seen + self.srv.pending if "/api/v1/nodes/n1" in l])
 
