@@ -463,7 +463,7 @@ static void got_claim(struct kube *k, int status, json_t *body, void *userdata)
     } else if (status == 404) {
         error_set(&err, -ENOENT, "claim not found in the API server");
     } else if (status < 0) {
-        error_set(&err, status, "getting the claim: %s", strerror(-status));
+        error_set(&err, status, "getting the claim: %s", kube_strerror(status));
     } else {
         error_set(&err, -EIO, "getting the claim: HTTP %d%s%s", status,
                   kube_status_message(body) ? ": " : "",

@@ -3,6 +3,8 @@
  * "gpu-node-1" (the pool of the captured claim objects) with 8 GPUs, minors 0..7.
  *
  * usage: dra-claims-probe --kubeconfig K --cdi-root D --plugin-dir P [--boot-id-file F]
+ *        [--kube-qps Q --kube-burst B] (default 1000 each) [--kube-timeout-ms T]
+ *        [--kube-max-wait-ms W] (the API client's options; 0: its defaults)
  * stdin, one command per line, answers on stdout:
  *   prepare ID NS/NAME/UID...     -> "done ID <JSON results>"
  *   unprepare ID NS/NAME/UID...   -> "done ID <JSON results>"
@@ -234,6 +236,10 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         { "kubeconfig", required_argument, NULL, 'k' }, { "cdi-root", required_argument, NULL, 'c' },
         { "plugin-dir", required_argument, NULL, 'p' }, { "boot-id-file", required_argument, NULL, 'b' },
+        { "kube-qps", required_argument, NULL, 'q' },
+        { "kube-burst", required_argument, NULL, 'B' },
+        { "kube-timeout-ms", required_argument, NULL, 't' },
+        { "kube-max-wait-ms", required_argument, NULL, 'w' },
         { NULL, 0, NULL, 0 },
     };
     int opt;
@@ -243,6 +249,10 @@ int main(int argc, char **argv)
         case 'c': o.cdi_root = optarg; break;
         case 'p': o.plugin_dir = optarg; break;
         case 'b': o.boot_id_path = optarg; break;
+        case 'q': ko.qps = strtod(optarg, NULL); break;
+        case 'B': ko.burst = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 't': ko.request_timeout_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'w': ko.max_wait_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
         default: return 2;
         }
     }

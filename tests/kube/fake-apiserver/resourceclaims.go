@@ -6,6 +6,8 @@
 //	rc-json JSON     store the claim given inline (one line, compact JSON)
 //	rc-delete NS NAME
 //	rc-fail NS NAME CODE   answer that claim's GETs with HTTP CODE and a Status (0: stop)
+//	rc-429 NS NAME N SECS  answer that claim's next N GETs with 429 Too Many Requests and
+//	                       Retry-After: SECS (as the API server's max-in-flight filter does)
 package main
 
 import (
@@ -23,7 +25,8 @@ const rcPrefix = "/apis/resource.k8s.io/v1/namespaces/"
 var rc = struct {
 	objs map[string]map[string]interface{} // "ns/name" -> claim
 	fail map[string]int
-}{objs: map[string]map[string]interface{}{}, fail: map[string]int{}}
+	tooMany map[string][2]int // "ns/name" -> {GETs left to answer 429, Retry-After}
+}{objs: map[string]map[string]interface{}{}, fail: map[string]int{}, tooMany: map[string][2]int{}}
 
 func init() {
 	routes = append(routes, rcRoute)
@@ -64,6 +67,12 @@ func rcCommand(s *server, f []string) bool {
 		s.mu.Lock()
 		rc.fail[f[1]+"/"+f[2]] = code
 		s.mu.Unlock()
+	case "rc-429":
+		n, _ := strconv.Atoi(f[3])
+		secs, _ := strconv.Atoi(f[4])
+		s.mu.Lock()
+		rc.tooMany[f[1]+"/"+f[2]] = [2]int{n, secs}
+		s.mu.Unlock()
 	default:
 		return false
 	}
@@ -86,11 +95,20 @@ func rcRoute(s *server, w http.ResponseWriter, r *http.Request) bool {
 	s.mu.Lock()
 	o, found := rc.objs[key]
 	code := rc.fail[key]
+	tm := rc.tooMany[key]
+	if tm[0] > 0 {
+		rc.tooMany[key] = [2]int{tm[0] - 1, tm[1]}
+	}
 	var body []byte
 	if found {
 		body, _ = json.Marshal(o)
 	}
 	s.mu.Unlock()
+	if tm[0] > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(tm[1]))
+		status(w, 429, "TooManyRequests", "Too many requests, please try again later.")
+		return true
+	}
 	if code != 0 {
 		status(w, code, "InternalError", fmt.Sprintf(`resourceclaims "%s" failed on command`, parts[2]))
 		return true
