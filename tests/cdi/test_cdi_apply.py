@@ -48,6 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "kube"))
 import scratch  # noqa: E402
+import skip  # noqa: E402  (tests/common/skip.py)
 import kubetest as kt  # noqa: E402
 
 SOURCE = os.environ.get("GDP_SOURCE_DIR") or os.path.join(HERE, "..", "..")
@@ -409,13 +410,7 @@ class RealSpec(Case):
 
 
 def cannot_run(why):
-    """Skip (77) with the reason; under CI=true a failure."""
-    if os.environ.get("CI") == "true":
-        print("test_cdi_apply: cannot run: %s (CI=true: failing, not skipping)" % why,
-              file=sys.stderr)
-        sys.exit(1)
-    print("test_cdi_apply: the containers skipped: %s" % why)
-    sys.exit(77)
+    skip.cannot_run("test_cdi_apply", why, "the containers skipped")
 
 
 def main():

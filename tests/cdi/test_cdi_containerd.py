@@ -52,6 +52,7 @@ import containerd17  # noqa: E402
 from containerd17 import decode, ld, vi  # noqa: E402
 import kubetest as kt  # noqa: E402
 from kubetest import scratch  # noqa: E402
+import skip  # noqa: E402  (tests/common/skip.py)
 
 PLUGIN, SIM_DIR, PROFILE = dra.PLUGIN, dra.SIM_DIR, dra.PROFILE  # sim/profiles/a100-mig-mixed
 RENDER = os.path.join(SIM_DIR, "nvml-sim-render")
@@ -97,13 +98,7 @@ def parse_sections(lines):
 
 
 def cannot_run(why):
-    """Skip (77) with the reason; under CI=true a failure."""
-    if os.environ.get("CI") == "true":
-        print("test_cdi_containerd: cannot run: %s (CI=true: failing, not skipping)" % why,
-              file=sys.stderr)
-        sys.exit(1)
-    print("test_cdi_containerd: skipped: %s" % why)
-    sys.exit(77)
+    skip.cannot_run("test_cdi_containerd", why, "skipped")
 
 
 def render_driver_root(dest, *opts):

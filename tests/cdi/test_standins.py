@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, HERE)
 import scratch  # noqa: E402
+import skip  # noqa: E402  (tests/common/skip.py)
 import handmade  # noqa: E402
 
 SOURCE = os.environ.get("GDP_SOURCE_DIR") or os.path.join(HERE, "..", "..")
@@ -377,13 +378,7 @@ class InContainer(unittest.TestCase):
 
 
 def cannot_run(why):
-    """Skip (77) with the reason; under CI=true a failure."""
-    if os.environ.get("CI") == "true":
-        print("test_standins: cannot run: %s (CI=true: failing, not skipping)" % why,
-              file=sys.stderr)
-        sys.exit(1)
-    print("test_standins: container part skipped: %s" % why)
-    sys.exit(77)
+    skip.cannot_run("test_standins", why, "container part skipped")
 
 
 def main():

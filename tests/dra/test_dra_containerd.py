@@ -39,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "kube"))
 import kubetest as kt  # noqa: E402
 from kubetest import scratch  # noqa: E402
+import skip  # noqa: E402  (tests/common/skip.py)
 import containerd17  # noqa: E402  (beside this file)
 from containerd17 import decode, ld, vi  # noqa: E402
 
@@ -82,13 +83,7 @@ def prepare_result(resp):
 # ---- what the run needs ---------------------------------------------------------------
 
 def cannot_run(why):
-    """Skip (77) with the reason; under CI=true a failure."""
-    if os.environ.get("CI") == "true":
-        print("test_dra_containerd: cannot run: %s (CI=true: failing, not skipping)" % why,
-              file=sys.stderr)
-        sys.exit(1)
-    print("test_dra_containerd: skipped: %s" % why)
-    sys.exit(77)
+    skip.cannot_run("test_dra_containerd", why, "skipped")
 
 
 def mknod_char(path, minor, major=NVIDIA_MAJOR):
