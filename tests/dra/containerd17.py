@@ -149,6 +149,22 @@ class Containerd:
     def cri(self, method, req, timeout=30):
         return self.channel.unary_unary(CRI + method)(req, timeout=timeout)
 
+    def wait_exited(self, cid, log, timeout=30):
+        """Waits (polling ContainerStatus) for container cid to exit: (exit code, the text of
+        each line of its CRI log file `log`, "<time> <stream> <tag> <text>"). AssertionError
+        past timeout seconds."""
+        end = time.monotonic() + timeout
+        while True:
+            st = decode(decode(self.cri("ContainerStatus", ld(1, cid)))[1][0])
+            if st.get(3, [0])[0] == 2:  # CONTAINER_EXITED
+                break
+            if time.monotonic() > end:
+                raise AssertionError("container %s still running after %d s" % (cid, timeout))
+            time.sleep(0.05)
+        with open(log) as f:
+            lines = [line.rstrip("\n").split(" ", 3)[3] for line in f if line.count(" ") >= 3]
+        return st.get(7, [0])[0], lines
+
     def log_tail(self, n=4000):
         self.log.flush()
         self.log.seek(0)

@@ -152,14 +152,15 @@ class ContainerdInjectsPreparedClaim(unittest.TestCase):
                                          ca=os.path.join(api, "ca.crt"), token="tok1")
         self.cmd("add " + NODE)
 
-        self.reg_dir = os.path.join(self.tmp, "plugins_registry")
+        socks = scratch.socket_dir("gdp-dra-")  # the DRA directories' bound (78 bytes)
+        self.reg_dir = os.path.join(socks, "plugins_registry")
         self.plugin_log = open(os.path.join(self.tmp, "plugin.log"), "w+")
         self.addCleanup(self.plugin_log.close)
         env = dict(os.environ, LD_LIBRARY_PATH=SIM_DIR, MOCK_NVML_CONFIG=PROFILE)
         self.plugin = scratch.adopt(subprocess.Popen(
             [PLUGIN, "--dra", "--node-name", NODE, "--kubeconfig", kubeconfig,
              "--cdi-root", self.cdi, "--kubelet-registrar-directory-path", self.reg_dir,
-             "--kubelet-plugins-directory-path", os.path.join(self.tmp, "plugins"),
+             "--kubelet-plugins-directory-path", os.path.join(socks, "plugins"),
              "--kubelet-socket", os.path.join(self.tmp, "dp", "kubelet.sock"),
              "--cdi-spec-dir", os.path.join(self.tmp, "cdi-dp"),
              "--sysfs-root", os.path.join(self.tmp, "sys"),
@@ -167,8 +168,7 @@ class ContainerdInjectsPreparedClaim(unittest.TestCase):
             stdin=subprocess.DEVNULL, stdout=self.plugin_log, stderr=subprocess.STDOUT, env=env))
         self.addCleanup(self.stop_plugin)
 
-        d = os.path.join(self.tmp, "c")
-        os.mkdir(d)
+        d = scratch.socket_dir("gdp-ctrd-")  # its sockets: containerd's bound is 104 bytes
         self.cgroup_parent = "/gdp-dra-ctr-" + uuid.uuid4().hex[:8]
         self.ctrd = containerd17.Containerd(CONTAINERD_BIN, d, self.cdi, self.cgroup_parent, IMAGE)
         self.addCleanup(self.stop_containerd)
@@ -246,18 +246,8 @@ class ContainerdInjectsPreparedClaim(unittest.TestCase):
         "env": {k: v}, "mnt": {mount point}, "cg": {device cgroup v1 rule}}."""
         cid = decode(self.create(name, cdi_ids))[1][0].decode()
         self.ctrd.cri("StartContainer", ld(1, cid))
-        end = time.monotonic() + 30
-        while True:
-            st = decode(decode(self.ctrd.cri("ContainerStatus", ld(1, cid)))[1][0])
-            if st.get(3, [0])[0] == 2:  # CONTAINER_EXITED
-                break
-            if time.monotonic() > end:
-                self.fail("container %s still running after 30 s" % name)
-            time.sleep(0.05)
-        with open(os.path.join(self.logs, name + ".log")) as f:
-            # CRI log lines: "<time> stdout F <text>"
-            lines = [line.rstrip("\n").split(" ", 3)[3] for line in f if line.count(" ") >= 3]
-        self.assertEqual(st.get(7, [0])[0], 0, "%s's exit code; output: %s" % (name, lines))
+        code, lines = self.ctrd.wait_exited(cid, os.path.join(self.logs, name + ".log"))
+        self.assertEqual(code, 0, "%s's exit code; output: %s" % (name, lines))
         self.assertEqual(lines[-1:], ["end"], lines)
         out = {"node": {}, "env": {}, "mnt": set(), "cg": set()}
         for line in lines[:-1]:
