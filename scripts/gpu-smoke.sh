@@ -190,7 +190,7 @@ plugin() {
     secs=$1
     shift
     set -- "$B/bin/gpu-device-plugin" --driver-root="$driver_root" \
-        --driver-root-ctr-path="$driver_root" --kubelet-socket="$T/dp/kubelet.sock" \
+        --driver-root-ctr-path="$driver_root" --kubelet-socket="$S/dp/kubelet.sock" \
         --cdi-spec-dir="$T/cdi" "$@"
     [ "$secs" != 0 ] || exec "$B/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$@"
     ldso "$secs" "$@"
@@ -267,11 +267,16 @@ run() {
     . "$B/gpu-smoke-container.sh"
     command -v timeout >/dev/null 2>&1 || die "run: needs timeout (coreutils or busybox)"
     T=$(mktemp -d "${TMPDIR:-/tmp}/gpu-smoke.XXXXXX") || die "run: mktemp failed"
+    # The sockets' directories (the kubelet's, the device plugin's, DRA's registration and
+    # plugin sockets): a socket path has 108 bytes and the plugin takes at most 78 for a
+    # DRA directory, so under a long TMPDIR they go to a short one of /tmp.
+    d=${TMPDIR:-/tmp}
+    [ ${#d} -le 32 ] || d=/tmp
+    S=$(mktemp -d "$d/gdp-smoke.XXXXXX") || { rm -rf "$T"; die "run: mktemp in $d failed"; }
     pid=''
     gc_pid=''
     dra_pid=''
     api_pid=''
-    S=''
     trap cleanup EXIT
     trap 'exit 130' INT TERM HUP
     : >"$T/checks"
@@ -320,8 +325,8 @@ run() {
     check "labels" $((rc | $?)) "exit status $rc, $(wc -l <"$T/labels") labels"
 
     section "4. Registration and Allocate (go-client smoke as the kubelet)"
-    mkdir -p "$T/dp"
-    "$B/bin/go-client" smoke "$T/dp" >"$T/kubelet.out" 2>&1 &
+    mkdir -p "$S/dp"
+    "$B/bin/go-client" smoke "$S/dp" >"$T/kubelet.out" 2>&1 &
     gc_pid=$!
     wait_for "$T/kubelet.out" '^kubelet: serving' 10
     plugin 0 >"$T/plugin.log" 2>&1 &
@@ -389,7 +394,7 @@ figures() {
         [ $quick = 0 ] || calls=2000
         cpu0=$(cpu_ns)
         children_cpu_s >"$T/cc0"
-        timeout 60 "$B/bin/go-client" bench-allocate "$T/dp/$endpoint" $calls "$first" >"$T/alloc.json"
+        timeout 60 "$B/bin/go-client" bench-allocate "$S/dp/$endpoint" $calls "$first" >"$T/alloc.json"
         rc=$?
         cpu1=$(cpu_ns)
         children_cpu_s >"$T/cc1"
@@ -486,11 +491,6 @@ dra() {
     dra_node=gpu-smoke-node
     mkdir -p "$T/api" "$T/cdi-dra"
     hook=$(cdi_hook) # NVIDIA's hook binary when this host has one (gpu-smoke-container.sh)
-    # The registration and DRA sockets' directories: the plugin takes at most 64 bytes for
-    # each (a socket path has 108), so under a long TMPDIR they go to a short one of /tmp.
-    d=${TMPDIR:-/tmp}
-    [ ${#d} -le 32 ] || d=/tmp
-    S=$(mktemp -d "$d/gdp-dra.XXXXXX") || { check "DRA" 1 "mktemp in $d failed"; return; }
     mkdir -p "$S/reg" "$S/plugins"
     mkfifo "$T/api.in" || { check "DRA" 1 "mkfifo failed"; return; }
     ldso 200 "$B/bin/fake-apiserver" "$T/api" <"$T/api.in" >"$T/api.out" 2>&1 &

@@ -340,7 +340,8 @@ class RealSpec(Case):
     def run_claim(self, hook):
         """serve --dra, one claim of gpu-1, go-client dra-smoke running cdi-apply: its output."""
         t = self.tmp
-        reg, plugins, cdi = t + "/reg", t + "/plugins", t + "/cdi-dra"
+        socks = scratch.socket_dir("gdp-dra-")  # the DRA directories' bound (78 bytes)
+        reg, plugins, cdi = socks + "/reg", socks + "/plugins", t + "/cdi-dra"
         for d in (reg, plugins, cdi, t + "/dp", self.bundle):
             os.makedirs(d)
         log = open(t + "/dra.log", "w")

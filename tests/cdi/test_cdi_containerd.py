@@ -168,8 +168,7 @@ class CdiContainerd(unittest.TestCase):
         cls.cdi = os.path.join(cls.tmp, "cdi")
         os.mkdir(cls.cdi)
 
-        d = os.path.join(cls.tmp, "c")
-        os.mkdir(d)
+        d = scratch.socket_dir("gdp-ctrd-")  # its sockets: containerd's bound is 104 bytes
         cls.cgroup_parent = "/gdp-cdi-ctr-" + uuid.uuid4().hex[:8]
         cls.ctrd = containerd17.Containerd(CONTAINERD_BIN, d, cls.cdi, cls.cgroup_parent, IMAGE)
         cls.addClassCleanup(cls.ctrd.stop)
@@ -279,19 +278,9 @@ class CdiContainerd(unittest.TestCase):
         cid = decode(self.ctrd.cri("CreateContainer", ld(1, self.sid) + ld(2, cfg) +
                                    ld(3, self.podcfg), 60))[1][0].decode()
         self.ctrd.cri("StartContainer", ld(1, cid), 60)
-        end = time.monotonic() + 30
-        while True:
-            st = decode(decode(self.ctrd.cri("ContainerStatus", ld(1, cid)))[1][0])
-            if st.get(3, [0])[0] == 2:  # CONTAINER_EXITED
-                break
-            if time.monotonic() > end:
-                self.fail("container %s still running after 30 s" % name)
-            time.sleep(0.05)
-        with open(os.path.join(self.logs, name + ".log")) as f:
-            # CRI log lines: "<time> stdout F <text>"
-            lines = [line.rstrip("\n").split(" ", 3)[3] for line in f if line.count(" ") >= 3]
+        code, lines = self.ctrd.wait_exited(cid, os.path.join(self.logs, name + ".log"))
         self.ctrd.cri("RemoveContainer", ld(1, cid), 60)
-        self.assertEqual(st.get(7, [0])[0], 0, "%s's exit code; output: %s" % (name, lines))
+        self.assertEqual(code, 0, "%s's exit code; output: %s" % (name, lines))
         self.assertEqual(lines[-1:], ["== end"], lines)
         got = parse_sections(lines)
         print("  %s (%s):" % (name, " ".join(cdi_ids)))
@@ -391,11 +380,12 @@ class CdiContainerd(unittest.TestCase):
     def test_1_dra_claims(self):
         self.srv, kubeconfig, _ = kt.fake_apiserver(self, FAKE, {})
         self.cmd("add " + dra.NODE)
-        self.reg_dir = os.path.join(self.tmp, "plugins_registry")
+        socks = scratch.socket_dir("gdp-dra-")  # the DRA directories' bound (78 bytes)
+        self.reg_dir = os.path.join(socks, "plugins_registry")
         self.dra_plugin = self.start_plugin("dra", [
             "--dra", "--node-name", dra.NODE, "--kubeconfig", kubeconfig,
             "--cdi-root", self.cdi, "--kubelet-registrar-directory-path", self.reg_dir,
-            "--kubelet-plugins-directory-path", os.path.join(self.tmp, "plugins"),
+            "--kubelet-plugins-directory-path", os.path.join(socks, "plugins"),
             "--kubelet-socket", os.path.join(self.tmp, "dra-dp", "kubelet.sock"),
             "--cdi-spec-dir", os.path.join(self.tmp, "cdi-dra-dp"),
             *self.common_args(self.drv, self.hook)])
@@ -454,8 +444,7 @@ class CdiContainerd(unittest.TestCase):
         import grpc
         from concurrent import futures
         import dpapi
-        dp = os.path.join(self.tmp, name)
-        os.mkdir(dp)
+        dp = scratch.socket_dir("gdp-dp-")  # the kubelet's and the plugin's sockets
         regs = queue.Queue()
 
         def register(req, _ctx):

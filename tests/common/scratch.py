@@ -48,6 +48,18 @@ def mkdtemp(prefix="gdp-", dir=None):
     return path
 
 
+# A socket's path holds 108 bytes (sun_path) and the plugin's DRA directories at most 78:
+# a directory for sockets goes under /tmp when $TMPDIR is longer than this.
+SOCKET_TMPDIR_MAX = 32
+
+
+def socket_dir(prefix="gdp-sock-"):
+    """A new directory for sockets, removed at exit: under $TMPDIR when that is short,
+    else under /tmp, so a long $TMPDIR cannot push a socket path past its bound."""
+    base = tempfile.gettempdir()
+    return mkdtemp(prefix, dir=base if len(base) <= SOCKET_TMPDIR_MAX else "/tmp")
+
+
 def remove(path):
     """Removes path and everything below it now (kept under GDP_KEEP_TMP)."""
     _dirs.pop(path, None)

@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "attack"))
 import attacklib  # noqa: E402
 import kubetest as kt  # noqa: E402
+from kubetest import scratch  # noqa: E402
 from dra_kubelet import (CDI_KIND, DRIVER, HEALTHY, NODE, UNHEALTHY, Kubelet, cdi_errors,  # noqa: E402
                          obj, on_node, ref)
 
@@ -55,8 +56,9 @@ class DraServe(harness.PluginTestCase):
                                               "https://127.0.0.1:%d" % port,
                                               ca=os.path.join(d, "ca.crt"), token="tok1")
         self.cmd("add " + NODE)
-        self.registrar = os.path.join(self.tmp, "plugins_registry")
-        self.plugins = os.path.join(self.tmp, "plugins")
+        socks = scratch.socket_dir("gdp-dra-")  # the DRA directories' bound (78 bytes)
+        self.registrar = os.path.join(socks, "plugins_registry")
+        self.plugins = os.path.join(socks, "plugins")
         self.cdi = os.path.join(self.tmp, "cdi")
         self.kl = Kubelet(self.registrar)
         self.addCleanup(self.kl.close)  # before the plugin's finish (cleanups run LIFO)

@@ -240,13 +240,18 @@ static void packaged(void)
     put(root, "/lib/firmware/nvidia/" VER "/gsp_ga10x.bin", "fw", 0644);
     put(root, "/usr/share/vulkan/icd.d/nvidia_icd.json", "{}", 0644);
     put(root, "/usr/share/glvnd/egl_vendor.d/10_nvidia.json", "{}", 0644);
-    _cleanup_free_ char *sock = xasprintf("%s/run/nvidia-persistenced/socket", root);
+    /* Bound by its name inside its directory: under a long $TMPDIR the whole path is longer
+     * than sun_path. */
     mkdir_in(root, "/run/nvidia-persistenced");
+    _cleanup_free_ char *sock_dir = xasprintf("%s/run/nvidia-persistenced", root);
+    int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = "socket" };
+    CHECK(cwd >= 0 && fd >= 0 && chdir(sock_dir) == 0);
+    CHECK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    CHECK(fchdir(cwd) == 0);
     close(fd);
+    close(cwd);
     node(root, "/dev/nvidia0", 195, 0, 0666);
     node(root, "/dev/nvidiactl", 195, 255, 0666);
     node(root, "/dev/dri/renderD128", 226, 128, 0660);

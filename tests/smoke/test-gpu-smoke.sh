@@ -59,8 +59,8 @@ for f in gpu-smoke.sh gpu-smoke-container.sh MANIFEST nvml-functions.txt bin/gpu
     [ -e "$T/host/gpu-smoke/$f" ] || fail "the bundle lacks $f"
 done
 
-# Under a TMPDIR longer than 32 bytes the DRA sockets' directory is made in /tmp.
-dra_dirs() { ls -d /tmp/gdp-dra.* 2>/dev/null | sort; }
+# Under a TMPDIR longer than 32 bytes the sockets' directory is made in /tmp.
+dra_dirs() { ls -d /tmp/gdp-smoke.* 2>/dev/null | sort; }
 dra_dirs >"$T/dra-dirs-before"
 env -i PATH="$T/bin:/usr/bin:/bin" TMPDIR="$T/tmp" MOCK_NVML_CONFIG="$profile" \
     "$T/host/gpu-smoke/gpu-smoke.sh" run --quick --driver-root "$T/driver" >"$T/out" 2>&1
