@@ -89,10 +89,11 @@ class Bench:
         kc = kt.write_kubeconfig(os.path.join(d, "kubeconfig"), "https://127.0.0.1:%d" % port,
                                  ca=os.path.join(d, "ca.crt"), token="tok1")
         self.api_args = ["--kubeconfig", kc, "--node-name", NODE]
-        self.registrar = os.path.join(self.host.tmp, "reg")
+        socks = kt.scratch.socket_dir("gdp-bench-dra-")  # the DRA directories' 78-byte bound
+        self.registrar = os.path.join(socks, "reg")
         self.dra_args = self.api_args + [
             "--dra", "--kubelet-registrar-directory-path", self.registrar,
-            "--kubelet-plugins-directory-path", os.path.join(self.host.tmp, "plugins"),
+            "--kubelet-plugins-directory-path", os.path.join(socks, "plugins"),
             "--cdi-root", os.path.join(self.host.tmp, "cdi")] + list(plugin_args)
 
     def cmd(self, line):
