@@ -59,7 +59,7 @@ def claim(uid, namespace="default", name="c"):
 
 class Service:
     def __init__(self, resend_ms=0):
-        self.dir = scratch.mkdtemp("gdp-dra-svc-")
+        self.dir = scratch.socket_dir("gdp-dra-svc-")  # its sockets: the 78-byte bound
         self.registrar = os.path.join(self.dir, "plugins_registry")
         self.plugins = os.path.join(self.dir, "plugins")
         self.err = open(os.path.join(self.dir, "stderr"), "w+")
