@@ -123,11 +123,8 @@ static void set_up_once(void)
     }
 }
 
-const char *scratch_dir(const char *prefix)
+static const char *make_dir(const char *tmp, const char *prefix)
 {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp)
-        tmp = P_tmpdir;
     size_t i;
     for (i = 0; i < SCRATCH_MAX && slots[i].owner; i++)
         ;
@@ -149,6 +146,23 @@ const char *scratch_dir(const char *prefix)
     if (keep())
         fprintf(stderr, "GDP_KEEP_TMP: keeping %s\n", slots[i].path);
     return slots[i].path;
+}
+
+static const char *tmpdir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : P_tmpdir;
+}
+
+const char *scratch_dir(const char *prefix)
+{
+    return make_dir(tmpdir(), prefix);
+}
+
+const char *scratch_socket_dir(const char *prefix)
+{
+    const char *tmp = tmpdir();
+    return make_dir(strlen(tmp) <= SCRATCH_SOCKET_TMPDIR_MAX ? tmp : "/tmp", prefix);
 }
 
 int scratch_remove(const char *dir)

@@ -16,6 +16,11 @@
 /* The new directory's path, valid until scratch_remove() or exit; aborts with a
  * message when it cannot be made (a test cannot go on without it). */
 const char *scratch_dir(const char *prefix);
+/* The same for a directory of sockets: under /tmp when $TMPDIR is longer than
+ * SCRATCH_SOCKET_TMPDIR_MAX bytes, so a long $TMPDIR cannot push a socket's path past the
+ * 108 bytes of sun_path (as tests/common/scratch.py's socket_dir). */
+#define SCRATCH_SOCKET_TMPDIR_MAX 32
+const char *scratch_socket_dir(const char *prefix);
 
 /* Removes dir (from scratch_dir) and everything below it now. 0, or -errno. */
 int scratch_remove(const char *dir);

@@ -233,7 +233,7 @@ struct dp_node *dp_node_get(unsigned which)
 {
     if (!loop) {
         log_set_level(LOG_ERROR);
-        root = scratch_dir("gdp-fuzz-dp-");
+        root = scratch_socket_dir("gdp-fuzz-dp-"); /* the plugin's sockets are under it */
         if (loop_new(&loop) < 0)
             abort();
         _cleanup_free_ char *proc = fx_proc_root();
