@@ -267,7 +267,9 @@ class Case:
 
     def setup(self):
         self.tmp = harness.scratch.mkdtemp("gdp-compat-")
-        self.dp = os.path.join(self.tmp, "dp")
+        # sockets: under /tmp when $TMPDIR is long (a socket path has 108 bytes)
+        self.socks = harness.scratch.socket_dir("gdp-compat-")
+        self.dp = os.path.join(self.socks, "dp")
         self.sys_root = os.path.join(self.tmp, "sys")
         self.proc_root = os.path.join(self.tmp, "proc")
         # The reference's dev root is a root that holds dev/ (host path = dev root +
@@ -298,6 +300,7 @@ class Case:
                 pass
         self.log.close()
         harness.scratch.remove(self.tmp)
+        harness.scratch.remove(self.socks)
 
     def check(self, cond, text):
         if not cond:

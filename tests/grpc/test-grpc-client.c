@@ -247,7 +247,7 @@ int main(int argc, char **argv)
         return r < 0 || failures ? 1 : 0;
     }
 
-    const char *dir = scratch_dir("gdp-grpc-client-");
+    const char *dir = scratch_socket_dir("gdp-grpc-client-"); /* sockets: sun_path's bound */
     _cleanup_free_ char *sock = xasprintf("%s/srv.sock", dir);
     _cleanup_free_ char *silent = xasprintf("%s/silent.sock", dir);
     _cleanup_free_ char *refusing = xasprintf("%s/refusing.sock", dir);

@@ -2,7 +2,8 @@
 
 Each test gets its own temporary directory T:
     T/sys, T/proc, T/dev   fake host rendered from an NVML mock profile
-    T/dp/                  device-plugin directory (kubelet.sock, nvidia-gpu.sock)
+    S/dp/                  device-plugin directory (kubelet.sock, nvidia-gpu.sock), S a
+                           scratch.socket_dir (T itself unless $TMPDIR is long)
     T/nvml.ctl             FIFO the simulated NVML reads fault-injection lines from
 Children (test kubelet, plugin) are always killed on teardown. T is removed at teardown,
 and at exit or on SIGTERM/SIGINT/SIGHUP if teardown never ran (tests/common/scratch.py);
@@ -321,7 +322,10 @@ class PluginTestCase(unittest.TestCase):
             self.skipTest("plugin binary not built: %s" % PLUGIN)
         self.tmp = scratch.mkdtemp("gdp-it-")
         self.addCleanup(scratch.remove, self.tmp)  # last: after the children are gone
-        self.dp = os.path.join(self.tmp, "dp")
+        # The sockets' directory: under /tmp when $TMPDIR is long (a socket path has 108 bytes).
+        socks = scratch.socket_dir("gdp-it-")
+        self.addCleanup(scratch.remove, socks)
+        self.dp = os.path.join(socks, "dp")
         os.makedirs(self.dp)
         self.sys_root = os.path.join(self.tmp, "sys")
         self.proc_root = os.path.join(self.tmp, "proc")

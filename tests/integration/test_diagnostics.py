@@ -92,7 +92,7 @@ class KubeletPathSaidOnce(harness.PluginTestCase):
 
     def test_missing_directory(self):
         self.render("t4")
-        dp = os.path.join(self.tmp, "wrong", "device-plugins")
+        dp = os.path.join(os.path.dirname(self.dp), "wrong", "device-plugins")  # sockets' bound
         sock = os.path.join(dp, "kubelet.sock")
         p = self.start_plugin(["--kubelet-socket", sock])
         i, _ = p.wait_log("on %s: No such file or directory; retrying" % os.path.join(
