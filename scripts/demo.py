@@ -2,8 +2,10 @@
 """Run gpu-device-plugin on the built-in simulated 8-GPU node against the test kubelet,
 and show what the kubelet sees: registration, the device list, one Allocate and one
 GetPreferredAllocation. Usage: scripts/demo.py <build dir>"""
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import time
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build-demo")
 src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 tmp = tempfile.mkdtemp(prefix="gdp-demo-")
+atexit.register(shutil.rmtree, tmp, True)  # the demo leaves nothing behind
 dp = os.path.join(tmp, "device-plugins")
 os.makedirs(dp)
 
