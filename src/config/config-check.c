@@ -6,31 +6,10 @@
 
 #include "config/config-internal.h"
 #include "config/config-load.h"
+#include "core/dns-name.h"
 
 #define RESOURCE_PREFIX "nvidia.com/"
 #define RESOURCE_NAME_MAX 63
-
-bool config_is_dns_subdomain(const char *s, size_t len)
-{
-    if (len == 0 || len > 253)
-        return false;
-    size_t label = 0;
-    for (size_t i = 0; i < len; i++) {
-        char ch = s[i];
-        if (ch == '.') {
-            if (label == 0 || s[i - 1] == '-')
-                return false;
-            label = 0;
-            continue;
-        }
-        if (!(islower((unsigned char)ch) || isdigit((unsigned char)ch) || ch == '-'))
-            return false;
-        if (label == 0 && ch == '-')
-            return false;
-        label++;
-    }
-    return label > 0 && s[len - 1] != '-';
-}
 
 char *config_resource_name(const char *name, struct error *err)
 {
@@ -44,7 +23,7 @@ char *config_resource_name(const char *name, struct error *err)
         return NULL;
     }
     const char *base = full + strlen(RESOURCE_PREFIX);
-    if (!config_is_dns_subdomain(base, strlen(base))) {
+    if (!dns_subdomain_valid(base)) {
         error_set(err, -EINVAL,
                   "invalid resource name \"%s\": \"%s\" must be a DNS subdomain (lowercase "
                   "letters, digits, '-' and '.', starting and ending with a letter or digit)",

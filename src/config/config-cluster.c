@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "config/config-internal.h"
+#include "core/dns-name.h"
 
 static void set_str(char **field, const char *value)
 {
@@ -54,25 +55,9 @@ static int set_fallback_strategies(struct config *c, const char *value, struct e
     return 0;
 }
 
-static bool dns_alnum(char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-}
-
 bool config_node_name_valid(const char *name)
 {
-    size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n > 253)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = name[i];
-        bool edge = i == 0 || i == n - 1 || name[i - 1] == '.' || name[i + 1] == '.';
-        if (dns_alnum(ch))
-            continue;
-        if ((ch != '-' && ch != '.') || edge)
-            return false;
-    }
-    return true;
+    return dns_subdomain_valid(name);
 }
 
 int config_cluster_option_set(struct config *c, enum config_opt opt, const char *value,

@@ -140,9 +140,6 @@ int config_check_device_ref(const char *ref, struct error *err);
 /* The cross-field rules that need only the configuration (MPS, IMEX). */
 int config_validate(struct config *c, const struct config_marks *marks,
                     struct error *err);
-/* Kubernetes DNS-1123 subdomain: <= 253 chars, dot-separated labels of [a-z0-9-]
- * that start and end with [a-z0-9]. */
-bool config_is_dns_subdomain(const char *s, size_t len);
 
 /* Split a comma-separated value; items are trimmed, empty items dropped. The array
  * is NULL-terminated; free with config_strv_free(). */

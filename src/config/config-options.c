@@ -10,6 +10,7 @@
 
 #include "config/config-internal.h"
 #include "config/config-load.h"
+#include "core/dns-name.h"
 #include "core/log.h"
 
 static const char G_CORE[] = "Plugin";
@@ -245,7 +246,7 @@ static int set_device_list_strategy(struct config *c, const char *value, struct 
 static int set_cdi_annotation_prefix(struct config *c, const char *value, struct error *err)
 {
     size_t len = strlen(value);
-    bool ok = len >= 2 && value[len - 1] == '/' && config_is_dns_subdomain(value, len - 1);
+    bool ok = len >= 2 && value[len - 1] == '/' && dns_subdomain_valid_n(value, len - 1);
     if (!ok)
         return error_set(err, -EINVAL,
                          "invalid --cdi-annotation-prefix option: \"%s\": must be a DNS "

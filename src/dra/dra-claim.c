@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "core/dns-name.h"
 #include "dra/dra-claim.h"
 
 bool dra_claim_uid_valid(const char *uid)
@@ -14,37 +15,18 @@ bool dra_claim_uid_valid(const char *uid)
     return n > 0 && n <= DRA_CLAIM_UID_MAX;
 }
 
-/* n bytes of [a-z0-9-], a letter or digit first and last: one label of RFC 1123, of any
- * length (Kubernetes bounds a subdomain's labels only by the whole name). */
-static bool label(const char *s, size_t n)
-{
-    if (n == 0 || s[0] == '-' || s[n - 1] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return false;
-    return true;
-}
+_Static_assert(DRA_DEVICE_NAME_MAX == DNS_LABEL_MAX + 1 && DRA_CLAIM_NAME_MAX == DNS_SUBDOMAIN_MAX,
+               "a device name is a DNS label, a claim's name a DNS subdomain");
 
 bool dra_claim_dns_label(const char *s)
 {
-    size_t n = s ? strlen(s) : 0;
-    return n < DRA_DEVICE_NAME_MAX && label(s, n);
+    return dns_label_valid(s);
 }
 
+/* Labels joined by single dots: ".", "..", "a..b", ".a" and "a." are none. */
 bool dra_claim_object_name_valid(const char *s)
 {
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > DRA_CLAIM_NAME_MAX)
-        return false;
-    /* Labels joined by single dots: ".", "..", "a..b", ".a" and "a." are none. */
-    for (const char *p = s, *dot;; p = dot + 1) {
-        dot = strchr(p, '.');
-        if (!label(p, dot ? (size_t)(dot - p) : strlen(p)))
-            return false;
-        if (!dot)
-            return true;
-    }
+    return dns_subdomain_valid(s);
 }
 
 /* A string member of at most max bytes, or NULL (err set). */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dns-name.h"
 #include "core/macro.h"
 #include "dra/dra-slice.h"
 
@@ -66,39 +67,13 @@ static char *quote(const char *s)
     return out;
 }
 
-static bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-static bool is_label(const char *s, size_t len)
-{
-    if (!len || !lower_alnum(s[0]) || !lower_alnum(s[len - 1]))
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!lower_alnum(s[i]) && s[i] != '-')
-            return false;
-    return true;
-}
-
-static bool is_subdomain(const char *s)
-{
-    const char *p = s;
-    for (;;) {
-        const char *dot = strchr(p, '.');
-        size_t len = dot ? (size_t)(dot - p) : strlen(p);
-        if (!is_label(p, len))
-            return false;
-        if (!dot)
-            return true;
-        p = dot + 1;
-    }
-}
-
 /* IsDNS1123Subdomain's messages, each an Invalid value of `field`. */
 static void check_subdomain(struct errs *e, const char *field, const char *v)
 {
     _cleanup_free_ char *q = quote(v);
     if (strlen(v) > 253)
         add(e, "%s: Invalid value: %s: must be no more than 253 characters", field, q);
-    if (!is_subdomain(v))
+    if (!dns_subdomain_shape(v, strlen(v)))
         add(e, "%s: Invalid value: %s: " SUBDOMAIN_MSG, field, q);
 }
 
@@ -306,7 +281,7 @@ static void check_device(struct errs *e, json_t *devices, size_t i)
         size_t len = strlen(name);
         if (len > 63)
             add(e, "%s.name: Invalid value: %s: must be no more than 63 characters", dev, q);
-        if (!is_label(name, len))
+        if (!dns_label_shape(name, len))
             add(e, "%s.name: Invalid value: %s: " LABEL_MSG, dev, q);
         for (size_t j = 0; j < i; j++)
             if (streq_ptr(json_string_value(json_object_get(json_array_get(devices, j), "name")), name)) {
