@@ -372,7 +372,7 @@ _public_ nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFa
 
 /* One line "<function> <GPU uuid> <value>" appended to MOCK_NVML_SETTINGS_LOG (when set)
  * for every setting that took effect: how a test of another process sees what was set. */
-static void settings_log(const char *fn, const struct sim_device *d, unsigned value)
+void sim_settings_log(const char *fn, const struct sim_device *d, unsigned value)
 {
     const char *path = getenv("MOCK_NVML_SETTINGS_LOG");
     if (!path || !*path)
@@ -411,6 +411,6 @@ _public_ nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeM
         d->compute_mode = mode;
     pthread_mutex_unlock(&sim_lock);
     if (r == NVML_SUCCESS)
-        settings_log("nvmlDeviceSetComputeMode", d, mode);
+        sim_settings_log("nvmlDeviceSetComputeMode", d, mode);
     return r;
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sim-migstate.h"
 #include "sim-state.h"
 
 _public_ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
@@ -11,8 +12,11 @@ _public_ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cu
     NONNULL(pendingMode);
     if (!d->mig_table)
         return NVML_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&sim_lock);
+    sim_ms_refresh();
     *currentMode = d->mig_mode;
     *pendingMode = d->mig_pending;
+    pthread_mutex_unlock(&sim_lock);
     return NVML_SUCCESS;
 }
 
@@ -32,10 +36,15 @@ _public_ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, u
         return NVML_ERROR_NOT_SUPPORTED;
     if (index >= d->mig_table->max_devices)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (d->mig_mode != NVML_DEVICE_MIG_ENABLE || index >= d->n_migs)
-        return NVML_ERROR_NOT_FOUND;
-    *migDevice = (nvmlDevice_t)(void *)d->migs[index];
-    return NVML_SUCCESS;
+    nvmlReturn_t r = NVML_ERROR_NOT_FOUND;
+    pthread_mutex_lock(&sim_lock);
+    sim_ms_refresh();
+    if (d->mig_mode == NVML_DEVICE_MIG_ENABLE && index < d->mv->n_migs) {
+        *migDevice = (nvmlDevice_t)(void *)d->mv->migs[index];
+        r = NVML_SUCCESS;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return r;
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
@@ -180,76 +189,66 @@ _public_ nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t devi
     return gi_profile_v(device, profileId, true, info);
 }
 
-static nvmlReturn_t mig_enabled_gpu(nvmlDevice_t device, struct sim_device **out)
+/* A MIG-capable GPU: returns with sim_lock held and the view refreshed, or an error
+ * (NOT_SUPPORTED with MIG mode off) without it. */
+nvmlReturn_t sim_mig_gpu_enter(nvmlDevice_t device, struct sim_device **out)
 {
     DEV(device, SIM_QUERY | SIM_GPU_ONLY);
-    if (!d->mig_table || d->mig_mode != NVML_DEVICE_MIG_ENABLE)
+    if (!d->mig_table)
         return NVML_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&sim_lock);
+    sim_ms_refresh();
+    if (d->mig_mode != NVML_DEVICE_MIG_ENABLE) {
+        pthread_mutex_unlock(&sim_lock);
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
     *out = d;
     return NVML_SUCCESS;
+}
+
+static nvmlReturn_t leave(nvmlReturn_t r)
+{
+    pthread_mutex_unlock(&sim_lock);
+    return r;
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
                                                 nvmlGpuInstance_t *gpuInstances, unsigned int *count)
 {
     struct sim_device *d;
-    nvmlReturn_t r = mig_enabled_gpu(device, &d);
+    nvmlReturn_t r = sim_mig_gpu_enter(device, &d);
     if (r)
         return r;
-    NONNULL(count);
+    if (!count)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
     const struct sim_gi_profile *p = sim_mig_gi_by_id(d->mig_table, profileId);
     if (!p)
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
     unsigned n = 0;
-    for (unsigned g = 0; g < d->n_gis; g++)
-        if (d->gis[g].prof == p) {
+    for (unsigned g = 0; g < d->mv->n_gis; g++)
+        if (d->mv->gis[g]->prof == p) {
             if (gpuInstances)
-                gpuInstances[n] = (nvmlGpuInstance_t)(void *)&d->gis[g];
+                gpuInstances[n] = (nvmlGpuInstance_t)(void *)d->mv->gis[g];
             n++;
         }
     *count = n;
-    return NVML_SUCCESS;
+    return leave(NVML_SUCCESS);
 }
 
 _public_ nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance)
 {
     struct sim_device *d;
-    nvmlReturn_t r = mig_enabled_gpu(device, &d);
+    nvmlReturn_t r = sim_mig_gpu_enter(device, &d);
     if (r)
         return r;
-    NONNULL(gpuInstance);
-    for (unsigned g = 0; g < d->n_gis; g++)
-        if (d->gis[g].id == id) {
-            *gpuInstance = (nvmlGpuInstance_t)(void *)&d->gis[g];
-            return NVML_SUCCESS;
+    if (!gpuInstance)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned g = 0; g < d->mv->n_gis; g++)
+        if (d->mv->gis[g]->id == id) {
+            *gpuInstance = (nvmlGpuInstance_t)(void *)d->mv->gis[g];
+            return leave(NVML_SUCCESS);
         }
-    return NVML_ERROR_NOT_FOUND;
-}
-
-_public_ nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
-                                                                unsigned int *count)
-{
-    struct sim_device *d;
-    nvmlReturn_t r = mig_enabled_gpu(device, &d);
-    if (r)
-        return r;
-    NONNULL(count);
-    const struct sim_gi_profile *p = sim_mig_gi_by_id(d->mig_table, profileId);
-    if (!p)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    /* Count aligned free placements in the memory-slice map. */
-    unsigned used = 0, n = 0, slices = 0, mask = (1u << p->placement_size) - 1;
-    for (unsigned g = 0; g < d->n_gis; g++) {
-        used |= ((1u << d->gis[g].prof->placement_size) - 1) << d->gis[g].start;
-        slices += d->gis[g].prof->slices;
-    }
-    for (unsigned s = 0; s + p->placement_size <= d->mig_table->memory_slices; s += p->placement_size)
-        if (!(used & (mask << s)) && slices + (n + 1) * p->slices <= d->mig_table->max_devices) {
-            used |= mask << s;
-            n++;
-        }
-    *count = n;
-    return NVML_SUCCESS;
+    return leave(NVML_ERROR_NOT_FOUND);
 }
 
 static nvmlReturn_t placements(nvmlDevice_t device, unsigned profileId, nvmlGpuInstancePlacement_t *pl, unsigned *count)
@@ -262,12 +261,9 @@ static nvmlReturn_t placements(nvmlDevice_t device, unsigned profileId, nvmlGpuI
     if (!p)
         return NVML_ERROR_INVALID_ARGUMENT;
     unsigned n = 0;
-    /* The full-GPU and 4g profiles only start at 0; others at any aligned slot that fits. */
-    for (unsigned s = 0; s + p->placement_size <= d->mig_table->memory_slices; s += p->placement_size) {
-        if (p->slices == 1 && p->placement_size == 1 && s == d->mig_table->memory_slices - 1)
-            break; /* the last memory slice has no compute slice of its own */
-        if (p->slices >= 4 && s)
-            break;
+    for (unsigned s = 0; s < d->mig_table->memory_slices; s++) {
+        if (!sim_mig_placement_ok(d->mig_table, p, s))
+            continue;
         if (pl) {
             if (n >= *count)
                 return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -291,14 +287,6 @@ _public_ nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t de
 {
     return placements(device, profileId, placements_, count);
 }
-
-#define GI(h)                                                                         \
-    struct sim_gi *gi;                                                                \
-    do {                                                                              \
-        nvmlReturn_t r_ = sim_gi(h, &gi);                                             \
-        if (r_ != NVML_SUCCESS)                                                       \
-            return r_;                                                                \
-    } while (0)
 
 _public_ nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info)
 {
@@ -369,12 +357,14 @@ _public_ nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuIn
     GI(gpuInstance);
     NONNULL(count);
     unsigned n = 0;
-    for (unsigned k = 0; k < gi->n_cis; k++)
-        if (gi->cis[k].prof.id == profileId) {
+    pthread_mutex_lock(&sim_lock);
+    for (unsigned k = 0; k < gi->n_live_cis; k++)
+        if (gi->live_cis[k]->prof.id == profileId) {
             if (computeInstances)
-                computeInstances[n] = (nvmlComputeInstance_t)(void *)&gi->cis[k];
+                computeInstances[n] = (nvmlComputeInstance_t)(void *)gi->live_cis[k];
             n++;
         }
+    pthread_mutex_unlock(&sim_lock);
     *count = n;
     return NVML_SUCCESS;
 }
@@ -384,27 +374,15 @@ _public_ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gp
 {
     GI(gpuInstance);
     NONNULL(computeInstance);
-    for (unsigned k = 0; k < gi->n_cis; k++)
-        if (gi->cis[k].id == id) {
-            *computeInstance = (nvmlComputeInstance_t)(void *)&gi->cis[k];
-            return NVML_SUCCESS;
+    nvmlReturn_t r = NVML_ERROR_NOT_FOUND;
+    pthread_mutex_lock(&sim_lock);
+    for (unsigned k = 0; k < gi->n_live_cis; k++)
+        if (gi->live_cis[k]->id == id) {
+            *computeInstance = (nvmlComputeInstance_t)(void *)gi->live_cis[k];
+            r = NVML_SUCCESS;
         }
-    return NVML_ERROR_NOT_FOUND;
-}
-
-_public_ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
-                                                                         unsigned int profileId, unsigned int *count)
-{
-    GI(gpuInstance);
-    NONNULL(count);
-    struct sim_ci_profile p;
-    if (!sim_mig_ci_profile(gi->prof, profileId, &p))
-        return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned used = 0;
-    for (unsigned k = 0; k < gi->n_cis; k++)
-        used += gi->cis[k].prof.slices;
-    *count = (gi->prof->slices - used) / p.slices;
-    return NVML_SUCCESS;
+    pthread_mutex_unlock(&sim_lock);
+    return r;
 }
 
 static nvmlReturn_t ci_info(nvmlComputeInstance_t h, nvmlComputeInstanceInfo_t *info, bool legacy)
@@ -418,7 +396,7 @@ static nvmlReturn_t ci_info(nvmlComputeInstance_t h, nvmlComputeInstanceInfo_t *
         /* Old callers pass the 24-byte layout without placement. */
         nvmlComputeInstanceInfo_legacy_t *l = (nvmlComputeInstanceInfo_legacy_t *)(void *)info;
         *l = (nvmlComputeInstanceInfo_legacy_t){
-            .device = (nvmlDevice_t)(void *)ci->gi->parent,
+            .device = (nvmlDevice_t)(void *)ci->mig,
             .gpuInstance = (nvmlGpuInstance_t)(void *)ci->gi,
             .id = ci->id,
             .profileId = ci->prof.id,
@@ -426,7 +404,7 @@ static nvmlReturn_t ci_info(nvmlComputeInstance_t h, nvmlComputeInstanceInfo_t *
         return NVML_SUCCESS;
     }
     *info = (nvmlComputeInstanceInfo_t){
-        .device = (nvmlDevice_t)(void *)ci->gi->parent,
+        .device = (nvmlDevice_t)(void *)ci->mig, /* the MIG device, as NVML gives it */
         .gpuInstance = (nvmlGpuInstance_t)(void *)ci->gi,
         .id = ci->id,
         .profileId = ci->prof.id,

@@ -81,7 +81,7 @@ static const char *apply(char *line)
 
     if (argc < 2)
         return "missing UUID";
-    struct sim_device *d = sim_find_uuid(argv[1]);
+    struct sim_device *d = sim_find_uuid_locked(argv[1]);
     if (!d)
         return "unknown UUID";
     struct sim_device *gpu = d->is_mig ? d->parent : d;
@@ -121,6 +121,14 @@ static const char *apply(char *line)
         if (argc != 3 || sim_parse_return(argv[2], &code) < 0)
             return "usage: settings-error <uuid> <nvml code>";
         gpu->settings_error = code;
+    } else if (streq(cmd, "busy")) {
+        if (argc != 3 || (!streq(argv[2], "1") && !streq(argv[2], "0")))
+            return "usage: busy <uuid> 1|0";
+        return sim_mig_set_busy_locked(d, streq(argv[2], "1"));
+    } else if (streq(cmd, "reset")) {
+        if (argc != 2 || d->is_mig)
+            return "usage: reset <GPU uuid>";
+        return sim_mig_reset_locked(d);
     } else if (streq(cmd, "settings-ok")) {
         if (argc != 2)
             return "usage: settings-ok <uuid>";

@@ -36,7 +36,7 @@ static const struct {
     { NVML_ERROR_MEMORY, "MEMORY", "Insufficient Memory" },
     { NVML_ERROR_NO_DATA, "NO_DATA", "No data" },
     { NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, "VGPU_ECC_NOT_SUPPORTED", "ECC is not supported on this vGPU" },
-    { NVML_ERROR_INSUFFICIENT_RESOURCES, "INSUFFICIENT_RESOURCES", "Insufficient resources" },
+    { NVML_ERROR_INSUFFICIENT_RESOURCES, "INSUFFICIENT_RESOURCES", "Insufficient Resources" },
     { NVML_ERROR_FREQ_NOT_SUPPORTED, "FREQ_NOT_SUPPORTED", "Frequency not supported" },
     { NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "ARGUMENT_VERSION_MISMATCH", "Argument version mismatch" },
     { NVML_ERROR_DEPRECATED, "DEPRECATED", "Deprecated" },

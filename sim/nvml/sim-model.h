@@ -32,6 +32,7 @@ struct sim_bdf {
 
 struct sim_gi;
 struct sim_ci;
+struct sim_mig_view; /* sim-migstate.h */
 
 struct sim_device {
     unsigned index; /* NVML index (GPU) or MIG slot index (MIG device) */
@@ -51,13 +52,16 @@ struct sim_device {
     unsigned power_limit_mw, temperature_c;
     unsigned clock_max[NVML_CLOCK_COUNT], clock_cur[NVML_CLOCK_COUNT];
 
-    /* MIG (GPU side) */
+    /* MIG (GPU side). gis/migs: the profile's instances (what nvml-sim-render writes and
+     * the initial run-time state); the library answers from `mv` (sim-migstate.h), which
+     * also keeps mig_mode/mig_pending current. */
     const struct sim_mig_table *mig_table; /* NULL: not MIG capable */
     unsigned mig_mode, mig_pending;
     struct sim_gi *gis;
     unsigned n_gis;
     struct sim_device **migs; /* MIG devices in slot order */
     unsigned n_migs;
+    struct sim_mig_view *mv; /* NULL: not MIG capable (or not in the library) */
 
     /* MIG device side */
     struct sim_device *parent;
@@ -90,6 +94,9 @@ struct sim_ci {
     unsigned start;
     struct sim_gi *gi;
     struct sim_device *mig;
+    /* run-time view (sim-migstate.c) */
+    uint64_t serial;
+    bool live;
 };
 
 struct sim_gi {
@@ -97,8 +104,13 @@ struct sim_gi {
     const struct sim_gi_profile *prof;
     unsigned start;
     struct sim_device *parent;
-    struct sim_ci *cis;
+    struct sim_ci *cis; /* the profile's (parser) */
     unsigned n_cis;
+    /* run-time view (sim-migstate.c) */
+    uint64_t serial;
+    bool live;
+    struct sim_ci *live_cis[8];
+    unsigned n_live_cis;
 };
 
 struct sim_root_complex {

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "sim-errors.h"
+#include "sim-migstate.h"
 #include "sim-state.h"
 
 pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,6 +43,9 @@ static nvmlReturn_t init_locked(void)
             fprintf(stderr, "%s\n", err);
             return NVML_ERROR_UNKNOWN;
         }
+        /* Run-time MIG state: the profile's instances, or MOCK_NVML_STATE's. */
+        if (nd->init_error == NVML_SUCCESS && sim_ms_init(nd) != NVML_SUCCESS)
+            return NVML_ERROR_UNKNOWN;
         /* Published once, never freed: handles must outlive init/shutdown cycles. */
         sim_node = nd;
     }
@@ -95,15 +99,15 @@ nvmlReturn_t sim_initialized(void)
 
 static bool known_device(struct sim_device *p)
 {
-    for (unsigned i = 0; i < sim_node->n_devs; i++) {
-        struct sim_device *d = &sim_node->devs[i];
-        if (p == d)
+    for (unsigned i = 0; i < sim_node->n_devs; i++)
+        if (p == &sim_node->devs[i])
             return true;
-        for (unsigned m = 0; m < d->n_migs; m++)
-            if (p == d->migs[m])
-                return true;
-    }
-    return false;
+    /* A MIG device: live in the state as it is now (another process may have destroyed it). */
+    pthread_mutex_lock(&sim_lock);
+    sim_ms_refresh();
+    bool live = sim_ms_mig_of(p, NULL) != NULL;
+    pthread_mutex_unlock(&sim_lock);
+    return live;
 }
 
 nvmlReturn_t sim_dev_usable(struct sim_device *d, unsigned flags)
@@ -140,16 +144,19 @@ nvmlReturn_t sim_gi(nvmlGpuInstance_t h, struct sim_gi **out)
     nvmlReturn_t r = sim_initialized();
     if (r != NVML_SUCCESS)
         return r;
-    struct sim_gi *p = (struct sim_gi *)(void *)h;
-    for (unsigned i = 0; p && i < sim_node->n_devs; i++)
-        for (unsigned g = 0; g < sim_node->devs[i].n_gis; g++)
-            if (p == &sim_node->devs[i].gis[g]) {
-                if ((r = sim_dev_usable(p->parent, SIM_QUERY)) != NVML_SUCCESS)
-                    return r;
-                *out = p;
-                return NVML_SUCCESS;
-            }
-    return NVML_ERROR_INVALID_ARGUMENT;
+    bool ours;
+    pthread_mutex_lock(&sim_lock);
+    sim_ms_refresh();
+    struct sim_gi *p = sim_ms_gi_of(h, &ours);
+    pthread_mutex_unlock(&sim_lock);
+    if (!ours)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!p) /* destroyed (here or by another process) */
+        return NVML_ERROR_NOT_FOUND;
+    if ((r = sim_dev_usable(p->parent, SIM_QUERY)) != NVML_SUCCESS)
+        return r;
+    *out = p;
+    return NVML_SUCCESS;
 }
 
 nvmlReturn_t sim_ci(nvmlComputeInstance_t h, struct sim_ci **out)
@@ -157,31 +164,32 @@ nvmlReturn_t sim_ci(nvmlComputeInstance_t h, struct sim_ci **out)
     nvmlReturn_t r = sim_initialized();
     if (r != NVML_SUCCESS)
         return r;
-    struct sim_ci *p = (struct sim_ci *)(void *)h;
-    for (unsigned i = 0; p && i < sim_node->n_devs; i++)
-        for (unsigned g = 0; g < sim_node->devs[i].n_gis; g++)
-            for (unsigned k = 0; k < sim_node->devs[i].gis[g].n_cis; k++)
-                if (p == &sim_node->devs[i].gis[g].cis[k]) {
-                    if ((r = sim_dev_usable(p->gi->parent, SIM_QUERY)) != NVML_SUCCESS)
-                        return r;
-                    *out = p;
-                    return NVML_SUCCESS;
-                }
-    return NVML_ERROR_INVALID_ARGUMENT;
+    bool ours;
+    pthread_mutex_lock(&sim_lock);
+    sim_ms_refresh();
+    struct sim_ci *p = sim_ms_ci_of(h, &ours);
+    pthread_mutex_unlock(&sim_lock);
+    if (!ours)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!p)
+        return NVML_ERROR_NOT_FOUND;
+    if ((r = sim_dev_usable(p->gi->parent, SIM_QUERY)) != NVML_SUCCESS)
+        return r;
+    *out = p;
+    return NVML_SUCCESS;
 }
 
-struct sim_device *sim_find_uuid(const char *uuid)
+struct sim_device *sim_find_uuid_locked(const char *uuid)
 {
     if (!sim_node)
         return NULL;
-    for (unsigned i = 0; i < sim_node->n_devs; i++) {
-        struct sim_device *d = &sim_node->devs[i];
-        if (!strcasecmp(d->uuid, uuid))
-            return d;
-        for (unsigned m = 0; m < d->n_migs; m++)
-            if (!strcasecmp(d->migs[m]->uuid, uuid))
-                return d->migs[m];
-    }
+    for (unsigned i = 0; i < sim_node->n_devs; i++)
+        if (!strcasecmp(sim_node->devs[i].uuid, uuid))
+            return &sim_node->devs[i];
+    sim_ms_refresh();
+    struct sim_device *m = sim_ms_find_mig_uuid(uuid);
+    if (m)
+        return m;
     /* Legacy MIG naming: MIG-GPU-<uuid>/<gi>/<ci>. */
     if (strncasecmp(uuid, "MIG-GPU-", 8) == 0) {
         const char *slash = strchr(uuid, '/');
@@ -193,12 +201,18 @@ struct sim_device *sim_find_uuid(const char *uuid)
             struct sim_device *d = &sim_node->devs[i];
             if (strlen(d->uuid) != (size_t)(slash - uuid - 4) || strncasecmp(d->uuid, uuid + 4, (size_t)(slash - uuid - 4)))
                 continue;
-            for (unsigned m = 0; m < d->n_migs; m++)
-                if (d->migs[m]->gi->id == gi && d->migs[m]->ci->id == ci)
-                    return d->migs[m];
+            return sim_ms_find_mig_ids(d, gi, ci);
         }
     }
     return NULL;
+}
+
+struct sim_device *sim_find_uuid(const char *uuid)
+{
+    pthread_mutex_lock(&sim_lock);
+    struct sim_device *d = sim_find_uuid_locked(uuid);
+    pthread_mutex_unlock(&sim_lock);
+    return d;
 }
 
 nvmlReturn_t sim_put_str(char *buf, unsigned len, const char *s)

@@ -2,8 +2,8 @@
  * successful nvmlInit and kept for the life of the process so handles stay valid),
  * the init reference count, event sets and fault-injection switches.
  *
- * Locking: sim_lock guards the refcount, the fault flags of devices, event sets and
- * the wait-error switch. The node's other fields never change after publication and
+ * Locking: sim_lock guards the refcount, the fault flags of devices, event sets,
+ * the wait-error switch and the run-time MIG state (sim-migstate.h). The node's other fields never change after publication and
  * are read without the lock. */
 #pragma once
 
@@ -31,9 +31,10 @@ nvmlReturn_t sim_initialized(void);
 /* Same checks as sim_dev for a device already resolved (e.g. by lookup). */
 nvmlReturn_t sim_dev_usable(struct sim_device *d, unsigned flags);
 
-/* GPU or MIG device by UUID (case-insensitive; also "MIG-GPU-<uuid>/<gi>/<ci>"). Caller
- * holds no lock; the node is immutable. */
+/* GPU or MIG device by UUID (case-insensitive; also "MIG-GPU-<uuid>/<gi>/<ci>"): without
+ * sim_lock, and with it held (the control thread). */
 struct sim_device *sim_find_uuid(const char *uuid);
+struct sim_device *sim_find_uuid_locked(const char *uuid);
 
 /* Copy s into a caller buffer of `len` bytes, NVML style. */
 nvmlReturn_t sim_put_str(char *buf, unsigned len, const char *s);
@@ -75,3 +76,30 @@ extern const size_t sim_default_profile_len;
         if (!(p))                                                                     \
             return NVML_ERROR_INVALID_ARGUMENT;                                       \
     } while (0)
+
+/* Resolve a GPU instance / compute instance handle into `gi` / `ci` (a destroyed one:
+ * NOT_FOUND, not ours: INVALID_ARGUMENT). */
+#define GI(h)                                                                         \
+    struct sim_gi *gi;                                                                \
+    do {                                                                              \
+        nvmlReturn_t r_ = sim_gi(h, &gi);                                             \
+        if (r_ != NVML_SUCCESS)                                                       \
+            return r_;                                                                \
+    } while (0)
+#define CI(h)                                                                         \
+    struct sim_ci *ci;                                                                \
+    do {                                                                              \
+        nvmlReturn_t r_ = sim_ci(h, &ci);                                             \
+        if (r_ != NVML_SUCCESS)                                                       \
+            return r_;                                                                \
+    } while (0)
+
+/* Append "<function> <GPU uuid> <value>" to MOCK_NVML_SETTINGS_LOG (api-device.c). */
+void sim_settings_log(const char *fn, const struct sim_device *d, unsigned value);
+/* A MIG-capable GPU with MIG mode on: returns with sim_lock held and the MIG view
+ * refreshed, or the error (MIG off: NOT_SUPPORTED) without the lock (api-mig.c). */
+nvmlReturn_t sim_mig_gpu_enter(nvmlDevice_t device, struct sim_device **out);
+/* Control commands (api-mig-create.c), under sim_lock: mark a MIG device (its CI) or a GPU
+ * busy; apply a GPU's pending MIG mode (a GPU reset). NULL or why not. */
+const char *sim_mig_set_busy_locked(struct sim_device *d, bool busy);
+const char *sim_mig_reset_locked(struct sim_device *gpu);

@@ -45,7 +45,8 @@ static void check_mig_device(nvmlDevice_t gpu, nvmlDevice_t m, unsigned gi_id, u
     CHECK(gii.device == gpu && gii.id == gi_id);
     OK(N(nvmlGpuInstanceGetComputeInstanceById)(gi, ci_id, &ci));
     OK(N(nvmlComputeInstanceGetInfo_v2)(ci, &cii));
-    CHECK(cii.device == gpu && cii.gpuInstance == gi && cii.id == ci_id && cii.placement.size == ci_slices);
+    /* .device is the MIG device (NVML: the handle nvmlDeviceGetUUID gives the MIG UUID of) */
+    CHECK(cii.device == m && cii.gpuInstance == gi && cii.id == ci_id && cii.placement.size == ci_slices);
     /* Profile ids resolve back through the profile tables (go-nvlib's walk). */
     bool gi_found = false, ci_found = false;
     for (unsigned p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT; p++) {
