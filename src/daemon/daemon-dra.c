@@ -267,7 +267,10 @@ void daemon_dra_status(const struct daemon_dra *d, struct daemon_dra_status *out
         .driver = DRA_DRIVER_NAME,
         .registrar_path = dra_service_registrar_path(d->svc),
         .registered = dra_service_registered(d->svc),
-        .slices_converged = ps.converged,
+        /* The round's end is not enough: a slice deleted since (the kubelet's wipe, a
+         * peer) may wait seconds for its paced restore, and is not claimable meanwhile. */
+        .slices_converged = dra_publish_converged(d->pub),
+        .slices_restoring = ps.converged && !dra_publish_converged(d->pub),
         .slices_error = ps.error,
         .slice_writes = ps.creates + ps.updates + ps.deletes,
         .slice_write_failures = ps.write_failures,

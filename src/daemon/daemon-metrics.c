@@ -265,7 +265,10 @@ static void ready_dra(void *userdata, const struct daemon_dra_status *st)
     if (!st->registered)
         why_add(rd, "DRA driver %s is not registered with the kubelet yet (it registers "
                 "through %s)\n", st->driver, st->registrar_path);
-    if (!st->slices_converged && st->slices_error)
+    if (!st->slices_converged && st->slices_restoring)
+        why_add(rd, "a ResourceSlice of DRA driver %s was deleted or changed by someone else "
+                "and is not restored yet (restores are paced)\n", st->driver);
+    else if (!st->slices_converged && st->slices_error)
         why_add(rd, "the ResourceSlices of DRA driver %s are not published yet: %s\n",
                 st->driver, st->slices_error);
     else if (!st->slices_converged)

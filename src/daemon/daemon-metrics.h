@@ -25,6 +25,8 @@ struct daemon_dra_status {
     const char *registrar_path;  /* the registration socket the kubelet finds */
     bool registered;             /* the kubelet's last NotifyRegistrationStatus said so */
     bool slices_converged;       /* the API server holds the slices of the devices now */
+    bool slices_restoring;       /* ... not now: someone else deleted or changed one, and
+                                  * its restore is under way or waits for its turn */
     const char *slices_error;    /* why the last slice request failed; NULL: none */
     unsigned slice_writes;       /* slice creates, updates and deletes sent */
     unsigned slice_write_failures;

@@ -442,6 +442,11 @@ void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_un
     converge(p);
 }
 
+bool dra_publish_converged(const struct dra_publish *p)
+{
+    return p->stats.converged && !p->retry && !p->req;
+}
+
 void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out)
 {
     *out = p->stats;

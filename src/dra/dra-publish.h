@@ -66,3 +66,8 @@ void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_un
                      size_t n);
 
 void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out);
+/* Whether the API server holds the slices as asked now: the last round converged and
+ * nothing waits since (a restore of a slice someone else deleted or changed, paced by
+ * the restore token bucket; a retry; a request in flight). stats.converged says only
+ * that the last round ended. For /readyz. */
+bool dra_publish_converged(const struct dra_publish *p);

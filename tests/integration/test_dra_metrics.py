@@ -5,7 +5,8 @@ tests/dra/test_dra_serve.py (whose setup this file reuses, not its tests).
 
 - /readyz: 503 until the DRA driver is registered with the kubelet and its ResourceSlices
   are published, the body saying which is missing; 200 after; 503 again while a kubelet
-  restart's new registration is pending. With a split (--dra-device-plugin-gpus) the
+  restart's new registration is pending, and while a deleted slice waits for its paced
+  restore. With a split (--dra-device-plugin-gpus) the
   device-plugin side must be registered too.
 - The DRA series (docs/metrics.md), parsed by python3-prometheus-client: claims prepared
   and failed, the call histogram, unprepares, slice writes and a refused one, the claims
@@ -33,6 +34,8 @@ P = "gpu_device_plugin_"
 ADDR = ["--metrics-address", "127.0.0.1:0"]
 NOT_REGISTERED = "DRA driver %s is not registered with the kubelet yet" % DRIVER
 NOT_PUBLISHED = "the ResourceSlices of DRA driver %s are not published yet" % DRIVER
+RESTORING = ("a ResourceSlice of DRA driver %s was deleted or changed by someone else and is "
+             "not restored yet (restores are paced)" % DRIVER)
 # src/dra/dra-service.h: DRA_CLAIM_LOG_INTERVAL_MS, DRA_CLAIM_LOG_BURST
 CLAIM_LOG_WINDOW_S, CLAIM_LOG_BURST = 60.0, 20
 
@@ -111,6 +114,30 @@ class DraMetrics(DraServe):
         self.assertEqual(self.readyz(), (200, "ok\n"))
         self.kl.close()
         attacklib.assert_flat(self, before, attacklib.settled(p.pid, before), what="/readyz")
+
+    def test_readyz_not_ready_while_a_deleted_slice_awaits_its_restore(self):
+        """Restores are paced (core/heal.h: 5 at once, then one per 10 s): a slice deleted
+        a sixth time waits seconds for its restore, and /readyz says so all that while
+        (it said 200 then: the last round had converged)."""
+        p = self.start_metrics()
+        self.kl.register()
+        self.assertEqual(self.wait_ready(), "ok\n")
+        for _ in range(5):  # the burst: each restored at once
+            self.cmd("rs-delete all")
+            self.wait_slice(lambda d: len(d) == 8, "8 devices again")
+        self.assertEqual(self.wait_ready(), "ok\n")
+        self.cmd("rs-delete all")
+        p.wait_log("restoring them at most once every 10s")
+        t0 = time.monotonic()
+        seen = set()
+        while not self.slices() and time.monotonic() < t0 + 30:
+            seen.add(self.readyz())
+            time.sleep(0.05)
+        waited = time.monotonic() - t0
+        self.assertGreater(waited, 2.0, "restored at once: not paced")
+        self.assertEqual({status for status, _ in seen}, {503}, seen)
+        self.assertIn((503, RESTORING + "\n"), seen)
+        self.assertEqual(self.wait_ready(), "ok\n")
 
     def test_readyz_split_needs_both_sides(self):
         """--dra-device-plugin-gpus: the device-plugin resource must be registered too.
