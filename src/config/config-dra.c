@@ -1,5 +1,6 @@
-/* The Dynamic Resource Allocation options (struct config_dra): their setters, called by
- * config-options.c for every source (flags, environment, defaults). */
+/* The Dynamic Resource Allocation options (struct config_dra): the setters of the table's
+ * rows that need more than their kind (config-options.c), for every source (flags,
+ * environment, defaults). */
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/un.h>
@@ -71,15 +72,6 @@ int config_dra_option_set(struct config *c, enum config_opt opt, const char *val
                           struct error *err)
 {
     switch (opt) {
-    case OPT_DRA: {
-        int b = config_parse_bool(value);
-        if (b < 0)
-            return error_set(err, -EINVAL,
-                             "invalid boolean value \"%s\" (allowed: true, false, 1, 0, t, f)",
-                             value);
-        c->dra.enabled = b;
-        return 0;
-    }
     case OPT_KUBELET_REGISTRAR_DIR:
         return set_dir(&c->dra.registrar_dir, "kubelet-registrar-directory-path", value,
                        DIR_MAX(REGISTRAR_SOCKET), REGISTRAR_SOCKET, err);
@@ -89,6 +81,6 @@ int config_dra_option_set(struct config *c, enum config_opt opt, const char *val
     case OPT_CDI_ROOT:
         return set_dir(&c->dra.cdi_root, "cdi-root", value, PATH_MAX / 2, NULL, err);
     case OPT_DRA_DEVICE_PLUGIN_GPUS: return set_device_plugin_gpus(c, value, err);
-    default: abort(); /* config-options.c routes only the options above here */
+    default: abort(); /* only the rows above name this setter */
     }
 }

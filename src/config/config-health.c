@@ -52,33 +52,6 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-/* "250ms", "30s", "5m", "1h", or a bare number of seconds. */
-static int parse_duration(const char *s, uint64_t *out_ms)
-{
-    char *end = NULL;
-    if (!*s || !isdigit((unsigned char)*s))
-        return -EINVAL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -ERANGE;
-    uint64_t mul;
-    if (!*end || streq(end, "s"))
-        mul = 1000;
-    else if (streq(end, "ms"))
-        mul = 1;
-    else if (streq(end, "m"))
-        mul = 60 * 1000;
-    else if (streq(end, "h"))
-        mul = 60 * 60 * 1000;
-    else
-        return -EINVAL;
-    if (v > UINT64_MAX / mul)
-        return -ERANGE;
-    *out_ms = v * mul;
-    return 0;
-}
-
 void config_xid_set_parse(struct health_xid_set *s, const char *value, unsigned *malformed)
 {
     size_t alloc = s->n;
@@ -123,15 +96,8 @@ static void add_rule(struct health_config *hc, uint64_t xid, enum health_class c
     hc->rules[hc->n_rules++] = (struct health_xid_rule){ .xid = xid, .cls = cls, .kind = kind };
 }
 
-/* ---- option setters (flags, environment, defaults) */
-
-static int set_duration(uint64_t *field, const char *value, struct error *err)
-{
-    if (parse_duration(value, field) < 0)
-        return error_set(err, -EINVAL, "invalid duration \"%s\" (use e.g. 500ms, 30s, 5m, 1h)",
-                         value);
-    return 0;
-}
+/* ---- option setters (flags, environment, defaults; the durations are the table's
+ * KIND_DURATION) */
 
 /* One class's Xid list. Flags and env vars are applied before the file, so every SET
  * rule present now came from one of them: a number in two classes there is a mistake
@@ -182,12 +148,6 @@ int config_health_option_set(struct config *c, enum config_opt opt, const char *
     uint64_t n;
 
     switch (opt) {
-    case OPT_HEALTH_QUIET_PERIOD: return set_duration(&hc->quiet_ms, value, err);
-    case OPT_HEALTH_MAX_QUIET_PERIOD: return set_duration(&hc->max_quiet_ms, value, err);
-    case OPT_HEALTH_FLAP_WINDOW: return set_duration(&hc->flap_window_ms, value, err);
-    case OPT_HEALTH_UNATTRIBUTED_PROBE_DELAY:
-        return set_duration(&hc->unattributed_probe_ms, value, err);
-    case OPT_HEALTH_WAIT_TIMEOUT: return set_duration(&hc->wait_timeout_ms, value, err);
     case OPT_HEALTH_WAIT_ERROR_THRESHOLD:
         if (parse_u64(value, &n) < 0)
             return error_set(err, -EINVAL, "not a non-negative integer: \"%s\"", value);
@@ -242,7 +202,7 @@ static int json_duration(const struct hfile *h, json_t *v, uint64_t *out, const 
         return 0;
     }
     if (json_is_string(v)) {
-        if (parse_duration(json_string_value(v), out) < 0)
+        if (config_parse_duration_ms(json_string_value(v), out) < 0)
             return bad(h, key, "invalid duration \"%s\" (use e.g. 500ms, 30s, 5m, 1h)",
                        json_string_value(v));
         return 0;

@@ -1,10 +1,12 @@
 /* Shared between the files of the config module only. The files and their one-way
  * order: config-values.c (value parsers: a leaf) <- config.c (teardown, names),
- * config-health.c and config-cluster.c (their options' setters) <- config-options.c
- * (the option table, setters, defaults) <- config-args.c
- * (flags, environment), config-file.c + config-file-sections.c (YAML/JSON) and
- * config-health.c (health settings) <- config-load.c (config_load: sources in
- * precedence order, then config-check.c) ; config-print.c prints. */
+ * config-health.c, config-cluster.c and config-dra.c (their rows' own setters) <-
+ * config-options.c (the option table: one row per option, with its storage) <-
+ * config-set.c (each kind's setter and value, through a row's storage; defaults) <-
+ * config-args.c (flags, environment), config-file.c + config-file-sections.c (YAML/JSON)
+ * and config-health.c (health settings) <- config-load.c (config_load: sources in
+ * precedence order, then config-check.c) ; config-print.c prints and config-restart.c
+ * compares, both walking the table. */
 #pragma once
 
 #include <stdbool.h>
@@ -82,10 +84,37 @@ enum config_opt {
     _OPT_MAX,
 };
 
-enum config_opt_kind { KIND_STRING, KIND_BOOL, KIND_SLICE, KIND_ACTION };
+/* What an option's value is: how the command line reads it (a bool takes no next
+ * argument, a slice appends when repeated), and what the kind's own setter and value
+ * (config-set.c) do with the row's storage when the row has no setter of its own. */
+enum config_opt_kind {
+    KIND_STRING,   /* char *, the value as given */
+    KIND_BOOL,     /* bool, Go's strconv.ParseBool */
+    KIND_INT,      /* int, decimal, in [min, max] */
+    KIND_NUMBER,   /* double, in (min, max] */
+    KIND_DURATION, /* uint64_t milliseconds: 500ms, 30s, 5m, 1h or bare seconds */
+    KIND_SLICE,    /* char ** (NULL-terminated): a comma-separated list */
+    KIND_ACTION,   /* --help, --version: no value, nothing stored */
+};
 
-/* One row of the option table (config-options.c): the only place each default is
- * written. */
+struct json_t; /* jansson's */
+
+/* A row's own parser, for values with names or rules of their own (an enum, a checked
+ * path, an Xid list): called for every source (flags, environment, the file's value as
+ * text, the default); an error is the bare message, the origin is prefixed by
+ * config_option_set(). */
+typedef int config_option_setter(struct config *c, enum config_opt opt, const char *value,
+                                 struct error *err);
+/* A row's own value as `config print` shows it (a new reference); restart checks compare
+ * the same value as text (config_option_text). */
+typedef struct json_t *config_option_value(const struct config *c, enum config_opt opt);
+
+/* One row of the option table (config-options.c) is one option: its names, its
+ * default (written nowhere else), its storage in struct config (offset, or a setter),
+ * where `config print` shows it and whether it takes effect only at start. Adding an
+ * option is adding a row: the flags, the environment, the defaults, --help, `config
+ * print` and the reload's start-only warnings all walk the table (test-config-options
+ * checks every row for each). */
 struct config_option_def {
     const char *names[3];  /* without dashes; first is canonical; none: env only */
     const char *envs[3];
@@ -94,7 +123,21 @@ struct config_option_def {
     const char *defval;    /* applied by config_init_defaults(); NULL: none */
     const char *usage;
     const char *defnote;   /* shown by --help instead of defval, when set */
+    /* storage: the field the kind's setter writes and the kind's value reads */
+    bool stored;
+    size_t offset, size;   /* in struct config; size checked against the kind at start */
+    config_option_setter *set;  /* NULL: the kind's setter, at offset */
+    double min, max;       /* KIND_INT, KIND_NUMBER bounds */
+    /* output */
+    const char *print;     /* `config print` path ("flags.plugin.deviceIDStrategy");
+                            * "health.*" is config_health_json's section */
+    config_option_value *value; /* NULL: the kind's, read at offset */
+    bool start_only;       /* read once at start: a reload that changes it is warned about */
 };
+/* The row's storage: `.stored`, its offset and size (a nested field works: health.quiet_ms). */
+#define CONFIG_AT(field)                                                                  \
+    .stored = true, .offset = offsetof(struct config, field),                             \
+    .size = sizeof(((struct config *)0)->field)
 extern const struct config_option_def config_options[_OPT_MAX];
 /* --help groups, in order; NULL-terminated. */
 extern const char *const config_option_groups[];
@@ -153,15 +196,20 @@ int config_args_apply(struct config *c, int argc, char **argv, char **envp,
                       struct config_command *cmd, bool *set, struct config_marks *marks,
                       struct error *err);
 
-/* Kubernetes API and per-node configuration settings (config-cluster.c). */
-int config_dra_option_set(struct config *c, enum config_opt opt, const char *value,
-                          struct error *err);
-int config_cluster_option_set(struct config *c, enum config_opt opt, const char *value,
-                              struct error *err);
+/* The rows' own setters and values of other files: DRA (config-dra.c), the Kubernetes
+ * API and per-node configuration (config-cluster.c), health (config-health.c). */
+config_option_setter config_dra_option_set;
+config_option_setter config_cluster_fallback_set;
+config_option_setter config_health_option_set;
 
-/* Health settings (config-health.c). */
-int config_health_option_set(struct config *c, enum config_opt opt, const char *value,
-                             struct error *err);
+/* An option's value as `config print` shows it (new reference), and as text the way a
+ * flag spells it ("true", "a,b", "k=v,k=v", "" for none): config-set.c. */
+struct json_t *config_option_json(const struct config *c, enum config_opt opt);
+char *config_option_text(const struct config *c, enum config_opt opt);
+
+/* Go-free durations of the health settings: "250ms", "30s", "5m", "1h", or bare seconds
+ * (config-values.c). Returns 0, -EINVAL or -ERANGE. */
+int config_parse_duration_ms(const char *s, uint64_t *out_ms);
 /* The file's `health:` section (a json_t *), line `line` of `file`. */
 int config_health_file(struct config *c, void *health_json, const char *file, int line,
                        const bool *set, struct config_marks *marks, struct error *err);

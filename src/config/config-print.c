@@ -6,14 +6,6 @@
 #include "config/config-internal.h"
 #include "config/config-load.h"
 
-static json_t *strv_json(char *const *v)
-{
-    json_t *a = json_array();
-    for (; v && *v; v++)
-        json_array_append_new(a, json_string(*v));
-    return a;
-}
-
 static json_t *patterns_json(const struct config_pattern *p, size_t n)
 {
     json_t *a = json_array();
@@ -55,85 +47,67 @@ static json_t *sharing_json(const struct config_sharing *s)
     return o;
 }
 
+/* The reference's key order ("Running with config" prints api/config/v1's structs in
+ * field order), and our extensions' as they were first printed. Only the order: each
+ * value comes from its option's row (`print`), in place of the placeholder; a row whose
+ * key is not here goes at the end of its object, so a new option needs only its row. */
+static const char SHAPE[] =
+    "{\"version\": \"v1\","
+    " \"flags\": {\"migStrategy\": 0, \"failOnInitError\": 0, \"mpsRoot\": 0,"
+    "  \"nvidiaDriverRoot\": 0, \"nvidiaDevRoot\": 0, \"gdrcopyEnabled\": 0, \"gdsEnabled\": 0,"
+    "  \"mofedEnabled\": 0, \"useNodeFeatureAPI\": 0, \"deviceDiscoveryStrategy\": 0,"
+    "  \"plugin\": {\"passDeviceSpecs\": 0, \"deviceListStrategy\": 0, \"deviceIDStrategy\": 0,"
+    "   \"cdiAnnotationPrefix\": 0, \"nvidiaCTKPath\": 0, \"containerDriverRoot\": 0,"
+    "   \"sharedDevicesAllocationPolicy\": 0},"
+    "  \"gfd\": {\"oneshot\": false, \"noTimestamp\": 0, \"sleepInterval\": 0, \"outputFile\": 0,"
+    "   \"machineTypeFile\": 0}},"
+    " \"resources\": 0, \"sharing\": 0, \"imex\": {\"channelIDs\": 0, \"required\": 0},"
+    " \"health\": 0,"
+    " \"extensions\": {\"configFile\": 0, \"kubeletSocket\": 0, \"cdiFeatureFlags\": 0,"
+    "  \"cdiDisableHooks\": 0, \"sysfsRoot\": 0, \"procRoot\": 0, \"cdiSpecDir\": 0,"
+    "  \"logVerbosity\": 0, \"logFormat\": 0, \"healthChecksDisabled\": 0, \"gfd\": 0,"
+    "  \"nodeLabelsPatch\": 0, \"metricsAddress\": 0, \"cluster\": {}, \"dra\": {}}}";
+
+/* Put v at a dotted path of root, making the objects on the way. */
+static void put(json_t *root, const char *path, json_t *v)
+{
+    json_t *o = root;
+    for (const char *p = path, *dot; (dot = strchr(p, '.')); p = dot + 1) {
+        _cleanup_free_ char *key = xstrndup(p, (size_t)(dot - p));
+        json_t *next = json_object_get(o, key);
+        if (!json_is_object(next)) {
+            next = json_object();
+            json_object_set_new(o, key, next);
+        }
+        o = next;
+    }
+    json_object_set_new(o, strrchr(path, '.') ? strrchr(path, '.') + 1 : path, v);
+}
+
 static json_t *config_json(const struct config *c)
 {
-    json_t *dls = json_array();
-    for (unsigned bit = DEVICE_LIST_ENVVAR; bit <= DEVICE_LIST_CDI_CRI; bit <<= 1)
-        if (c->device_list_strategy & bit)
-            json_array_append_new(dls, json_string(config_device_list_strategy_name(bit)));
-
-    json_t *plugin = json_pack(
-        "{s:b, s:o, s:s, s:s, s:s, s:s, s:s}", "passDeviceSpecs", c->pass_device_specs,
-        "deviceListStrategy", dls, "deviceIDStrategy",
-        config_device_id_strategy_name(c->device_id_strategy), "cdiAnnotationPrefix",
-        c->cdi_annotation_prefix, "nvidiaCTKPath", c->nvidia_cdi_hook_path,
-        "containerDriverRoot", c->driver_root_ctr_path, "sharedDevicesAllocationPolicy",
-        config_shared_alloc_policy_name(c->shared_alloc_policy));
-
-    char sleep[32];
-    if (c->gfd_sleep_interval_ms == CONFIG_SLEEP_INFINITE)
-        snprintf(sleep, sizeof(sleep), "infinite");
-    else
-        snprintf(sleep, sizeof(sleep), "%llums", (unsigned long long)c->gfd_sleep_interval_ms);
-    json_t *gfd = json_pack("{s:b, s:b, s:s, s:s, s:s}", "oneshot", 0, "noTimestamp",
-                            c->gfd_no_timestamp, "sleepInterval", sleep, "outputFile",
-                            c->gfd_output_file, "machineTypeFile", c->machine_type_file);
-
-    json_t *flags = json_pack(
-        "{s:s, s:b, s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:s, s:o, s:o}", "migStrategy",
-        config_mig_strategy_name(c->mig_strategy), "failOnInitError", c->fail_on_init_error,
-        "mpsRoot", c->mps_root ? c->mps_root : "", "nvidiaDriverRoot", c->driver_root,
-        "nvidiaDevRoot", c->dev_root, "gdrcopyEnabled", c->gdrcopy_enabled, "gdsEnabled",
-        c->gds_enabled, "mofedEnabled", c->mofed_enabled, "useNodeFeatureAPI",
-        c->use_node_feature_api, "deviceDiscoveryStrategy", c->device_discovery_strategy,
-        "plugin", plugin, "gfd", gfd);
+    json_t *root = json_loads(SHAPE, 0, NULL);
+    if (!root)
+        oom(); /* the shape is a constant: only allocation fails */
+    for (int i = 0; i < _OPT_MAX; i++) {
+        const char *path = config_options[i].print;
+        /* the health rows are in config_health_json's section, put whole below */
+        if (path && !startswith(path, "health."))
+            put(root, path, config_option_json(c, i));
+    }
 
     json_t *resources = json_object();
     if (c->n_gpu_patterns)
         json_object_set_new(resources, "gpus", patterns_json(c->gpu_patterns, c->n_gpu_patterns));
     if (c->n_mig_patterns)
         json_object_set_new(resources, "mig", patterns_json(c->mig_patterns, c->n_mig_patterns));
+    json_object_set_new(root, "resources", resources);
 
     json_t *sharing = json_pack("{s:o}", "timeSlicing", sharing_json(&c->time_slicing));
     if (c->mps.present)
         json_object_set_new(sharing, "mps", sharing_json(&c->mps));
-
-    json_t *ids = json_array();
-    for (size_t i = 0; i < c->n_imex_channel_ids; i++)
-        json_array_append_new(ids, json_integer(c->imex_channel_ids[i]));
-    json_t *imex = json_pack("{s:o, s:b}", "channelIDs", ids, "required", c->imex_required);
-
-    json_t *ext = json_pack(
-        "{s:s?, s:s, s:o, s:o, s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b, s:s?}", "configFile",
-        c->config_file,
-        "kubeletSocket", c->kubelet_socket, "cdiFeatureFlags", strv_json(c->cdi_feature_flags),
-        "cdiDisableHooks", strv_json(c->cdi_disable_hooks), "sysfsRoot", c->sysfs_root,
-        "procRoot", c->proc_root, "cdiSpecDir", c->cdi_spec_dir, "logVerbosity",
-        c->log_verbosity, "logFormat", c->log_json ? "json" : "text", "healthChecksDisabled",
-        c->health.disabled, "gfd", c->gfd, "nodeLabelsPatch", c->node_labels_patch,
-        "metricsAddress", c->metrics_address);
-
-    const struct config_cluster *k = &c->cluster;
-    json_object_set_new(
-        ext, "cluster",
-        json_pack("{s:s?, s:s?, s:s?, s:s?, s:f, s:i, s:s?, s:s?, s:s?, s:o, s:b}", "kubeconfig",
-                  k->kubeconfig, "nodeName", k->node_name, "namespace", k->namespace, "podName",
-                  k->pod_name, "kubeApiQps", k->kube_api_qps, "kubeApiBurst", k->kube_api_burst,
-                  "configDir", k->config_dir, "configNodeLabel", k->config_node_label,
-                  "configDefault", k->config_default, "configFallbackStrategies",
-                  strv_json(k->config_fallback_strategies), "events", k->events));
-
-    const struct config_dra *d = &c->dra;
-    json_object_set_new(
-        ext, "dra",
-        json_pack("{s:b, s:s?, s:s?, s:s?, s:o}", "enabled", d->enabled, "registrarDir",
-                  d->registrar_dir, "pluginsDir", d->plugins_dir, "cdiRoot", d->cdi_root,
-                  "devicePluginGpus", strv_json(d->device_plugin_gpus)));
-
-    json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "version", "v1", "flags", flags,
-                             "resources", resources, "sharing", sharing, "imex", imex);
+    json_object_set_new(root, "sharing", sharing);
     json_object_set_new(root, "health", config_health_json(&c->health));
-    json_object_set_new(root, "extensions", ext);
     return root;
 }
 
@@ -174,7 +148,7 @@ static void print_option(FILE *f, const struct config_option_def *o, const char 
     if (!o->names[0])
         snprintf(names, sizeof(names), "(environment only)");
     fprintf(f, "  %s%s%s\n        %s", names, aliases ? aliases : "",
-            o->names[0] && (o->kind == KIND_STRING || o->kind == KIND_SLICE) ? " value" : "",
+            o->names[0] && o->kind != KIND_BOOL && o->kind != KIND_ACTION ? " value" : "",
             usage ? usage : o->usage);
     if (o->defnote || o->defval)
         fprintf(f, " (default: \"%s\")", o->defnote ? o->defnote : o->defval);

@@ -104,3 +104,30 @@ void config_strv_free(char **v)
         free(*p);
     free(v);
 }
+
+/* "250ms", "30s", "5m", "1h", or a bare number of seconds. */
+int config_parse_duration_ms(const char *s, uint64_t *out_ms)
+{
+    char *end = NULL;
+    if (!*s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -ERANGE;
+    uint64_t mul;
+    if (!*end || streq(end, "s"))
+        mul = 1000;
+    else if (streq(end, "ms"))
+        mul = 1;
+    else if (streq(end, "m"))
+        mul = 60 * 1000;
+    else if (streq(end, "h"))
+        mul = 60 * 60 * 1000;
+    else
+        return -EINVAL;
+    if (v > UINT64_MAX / mul)
+        return -ERANGE;
+    *out_ms = v * mul;
+    return 0;
+}
