@@ -53,6 +53,8 @@ static uint64_t backup_serial;
 static size_t data_size;
 static uint64_t cur_gen;
 static int fd = -1; /* the state file (shared mode) */
+static pid_t fd_pid; /* the process that opened fd: a forked child opens its own (flock is per open file) */
+static char *state_path;
 static unsigned char *map;
 static size_t map_len;
 static const char *proc_root, *dev_root;
@@ -293,10 +295,24 @@ static void load_locked(void)
     sync_all();
 }
 
+/* After fork() the child shares the parent's open file and so its flock: open its own. */
+static void own_fd(void)
+{
+    if (getpid() == fd_pid)
+        return;
+    int nfd = open(state_path, O_RDWR | O_CLOEXEC);
+    if (nfd < 0)
+        return;
+    close(fd);
+    fd = nfd;
+    fd_pid = getpid();
+}
+
 void sim_ms_refresh(void)
 {
     if (!map || __atomic_load_n(&hdr()->gen, __ATOMIC_ACQUIRE) == cur_gen)
         return;
+    own_fd();
     if (flock(fd, LOCK_SH) < 0)
         return; /* keep the view we have */
     load_locked();
@@ -308,6 +324,7 @@ static unsigned gpu_index(const struct sim_device *gpu) { return (unsigned)(gpu 
 struct sim_ms_gpu *sim_ms_begin(struct sim_device *gpu)
 {
     if (map) {
+        own_fd();
         while (flock(fd, LOCK_EX) < 0 && errno == EINTR)
             ;
         load_locked();
@@ -459,6 +476,8 @@ static int attach(const char *path, bool *created)
 {
     size_t want = MS_HDR + 2 * round_page(data_size);
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    fd_pid = getpid();
+    state_path = xstrdup(path);
     if (fd < 0) {
         fprintf(stderr, "MOCK_NVML_STATE: %s: %s\n", path, strerror(errno));
         return -1;
