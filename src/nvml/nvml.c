@@ -10,67 +10,9 @@
 #include <sys/stat.h>
 
 #include "core/log.h"
-#include "nvml-abi.h"
-#include "nvml.h"
+#include "nvml-internal.h"
 
-/* The calls that change a GPU setting (DRA's TimeSlicing sets the compute mode). The
- * plugin gpu-smoke runs (src/meson.build: gpu-device-plugin-readonly, this file compiled
- * with GDP_NVML_READ_ONLY) names none of them at all, so that scripts/gpu-smoke.sh can
- * prove from the binary's bytes that it only reads NVML (check-nvml). */
-#ifndef GDP_NVML_READ_ONLY
-#define NVML_SETTING_SYMBOLS(X) X(nvmlDeviceSetComputeMode, 0, NULL)
-#else
-#define NVML_SETTING_SYMBOLS(X)
-#endif
-
-/* name, required, fallback name (legacy unversioned export, or NULL) */
-#define NVML_SYMBOLS(X)                                                                       \
-    NVML_SETTING_SYMBOLS(X)                                                                   \
-    X(nvmlInit_v2, 1, "nvmlInit")                                                             \
-    X(nvmlShutdown, 1, NULL)                                                                  \
-    X(nvmlErrorString, 1, NULL)                                                               \
-    X(nvmlSystemGetDriverVersion, 0, NULL)                                                    \
-    X(nvmlSystemGetCudaDriverVersion, 0, NULL)                                                \
-    X(nvmlDeviceGetCount_v2, 1, "nvmlDeviceGetCount")                                         \
-    X(nvmlDeviceGetHandleByIndex_v2, 1, "nvmlDeviceGetHandleByIndex")                         \
-    X(nvmlDeviceGetHandleByUUID, 0, NULL)                                                     \
-    X(nvmlDeviceGetName, 1, NULL)                                                             \
-    X(nvmlDeviceGetUUID, 1, NULL)                                                             \
-    X(nvmlDeviceGetMinorNumber, 1, NULL)                                                      \
-    X(nvmlDeviceGetPciInfo_v3, 1, "nvmlDeviceGetPciInfo_v2")                                  \
-    X(nvmlDeviceGetMemoryInfo, 0, NULL)                                                       \
-    X(nvmlDeviceGetCudaComputeCapability, 0, NULL)                                            \
-    X(nvmlDeviceGetBrand, 0, NULL)                                                            \
-    X(nvmlDeviceGetArchitecture, 0, NULL)                                                     \
-    X(nvmlDeviceGetAddressingMode, 0, NULL)                                                   \
-    X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
-    X(nvmlDeviceGetComputeMode, 0, NULL)                                                      \
-    X(nvmlDeviceGetMaxMigDeviceCount, 0, NULL)                                                \
-    X(nvmlDeviceGetMigDeviceHandleByIndex, 0, NULL)                                           \
-    X(nvmlDeviceGetGpuInstanceId, 0, NULL)                                                    \
-    X(nvmlDeviceGetComputeInstanceId, 0, NULL)                                                \
-    X(nvmlDeviceGetAttributes_v2, 0, "nvmlDeviceGetAttributes")                               \
-    X(nvmlDeviceGetGpuInstanceById, 0, NULL)                                                  \
-    X(nvmlGpuInstanceGetComputeInstanceById, 0, NULL)                                         \
-    X(nvmlGpuInstanceGetInfo, 0, NULL)                                                        \
-    X(nvmlComputeInstanceGetInfo_v2, 0, NULL)                                                 \
-    X(nvmlDeviceGetGpuInstanceProfileInfo, 0, NULL)                                           \
-    X(nvmlGpuInstanceGetComputeInstanceProfileInfo, 0, NULL)                                  \
-    X(nvmlDeviceGetTopologyCommonAncestor, 0, NULL)                                           \
-    X(nvmlDeviceGetNvLinkState, 0, NULL)                                                      \
-    X(nvmlDeviceGetNvLinkRemotePciInfo_v2, 0, "nvmlDeviceGetNvLinkRemotePciInfo")             \
-    X(nvmlEventSetCreate, 0, NULL)                                                            \
-    X(nvmlEventSetFree, 0, NULL)                                                              \
-    X(nvmlDeviceGetSupportedEventTypes, 0, NULL)                                              \
-    X(nvmlDeviceRegisterEvents, 0, NULL)                                                      \
-    X(nvmlEventSetWait_v2, 0, "nvmlEventSetWait")
-
-/* The pointer types come from our ABI declarations, so a wrong call does not compile. */
-static struct {
-#define X(name, req, fb) __typeof__(&name) name;
-    NVML_SYMBOLS(X)
-#undef X
-} sym;
+struct nvml_syms nvml_sym;
 
 static pthread_mutex_t nvml_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *nvml_handle;
@@ -78,7 +20,7 @@ static unsigned nvml_refs;
 static char nvml_path[4096];
 
 /* Map an NVML return code to our contract and describe it. */
-static int nvml_fail(struct error *err, const char *fn, nvmlReturn_t r)
+int nvml_fail(struct error *err, const char *fn, nvmlReturn_t r)
 {
     int code;
     switch (r) {
@@ -92,29 +34,15 @@ static int nvml_fail(struct error *err, const char *fn, nvmlReturn_t r)
     case NVML_ERROR_INSUFFICIENT_SIZE: code = -ENOBUFS; break;
     default: code = -EIO; break;
     }
-    const char *text = sym.nvmlErrorString ? sym.nvmlErrorString(r) : NULL;
+    const char *text = nvml_sym.nvmlErrorString ? nvml_sym.nvmlErrorString(r) : NULL;
     return error_set(err, code, "%s: %s (NVML error %d)", fn, text ? text : "unknown error",
                      (int)r);
 }
 
-static int nvml_missing(struct error *err, const char *fn)
+int nvml_missing(struct error *err, const char *fn)
 {
     return error_set(err, -ENOSYS, "%s: not provided by %s", fn, nvml_path);
 }
-
-/* Call an optional or required symbol, translating failure. */
-#define NVML_CALL(err, name, ...)                                                             \
-    ({                                                                                        \
-        int _rc = 0;                                                                          \
-        if (!sym.name)                                                                        \
-            _rc = nvml_missing(err, #name);                                                   \
-        else {                                                                                \
-            nvmlReturn_t _r = sym.name(__VA_ARGS__);                                          \
-            if (_r != NVML_SUCCESS)                                                           \
-                _rc = nvml_fail(err, #name, _r);                                              \
-        }                                                                                     \
-        _rc;                                                                                  \
-    })
 
 static void resolve_library(const char *root, char *out, size_t len)
 {
@@ -151,8 +79,8 @@ static void *lookup(const char *name, const char *fallback)
 static int load_symbols(struct error *err)
 {
 #define X(name, req, fb)                                                                      \
-    sym.name = (__typeof__(sym.name))lookup(#name, fb);                                       \
-    if (!sym.name && (req))                                                                   \
+    nvml_sym.name = (__typeof__(nvml_sym.name))lookup(#name, fb);                                       \
+    if (!nvml_sym.name && (req))                                                                   \
         return error_set(err, -ENOSYS, "%s: required symbol %s is missing", nvml_path, #name);
     NVML_SYMBOLS(X)
 #undef X
@@ -177,12 +105,12 @@ int nvml_open(const char *driver_root, struct error *err)
     }
     r = load_symbols(err);
     if (r == 0) {
-        nvmlReturn_t nr = sym.nvmlInit_v2();
+        nvmlReturn_t nr = nvml_sym.nvmlInit_v2();
         if (nr != NVML_SUCCESS)
             r = nvml_fail(err, "nvmlInit_v2", nr);
     }
     if (r < 0) {
-        memset(&sym, 0, sizeof(sym));
+        memset(&nvml_sym, 0, sizeof(nvml_sym));
         dlclose(nvml_handle);
         nvml_handle = NULL;
         goto out;
@@ -197,8 +125,8 @@ void nvml_close(void)
 {
     pthread_mutex_lock(&nvml_lock);
     if (nvml_refs > 0 && --nvml_refs == 0) {
-        sym.nvmlShutdown();
-        memset(&sym, 0, sizeof(sym));
+        nvml_sym.nvmlShutdown();
+        memset(&nvml_sym, 0, sizeof(nvml_sym));
         dlclose(nvml_handle);
         nvml_handle = NULL;
     }
@@ -214,9 +142,6 @@ void nvml_ref(void)
 }
 
 const char *nvml_library_path(void) { return nvml_path; }
-
-static nvmlDevice_t to_nvml(nvml_device d) { return (nvmlDevice_t)(void *)d; }
-static nvml_device from_nvml(nvmlDevice_t d) { return (nvml_device)(void *)d; }
 
 int nvml_system_driver_version(char *buf, size_t len, struct error *err)
 {
@@ -394,121 +319,6 @@ int nvml_device_set_compute_mode(nvml_device dev, enum nvml_compute_mode mode, s
 #endif
 }
 
-int nvml_device_max_mig_count(nvml_device dev, unsigned *count, struct error *err)
-{
-    return NVML_CALL(err, nvmlDeviceGetMaxMigDeviceCount, to_nvml(dev), count);
-}
-
-int nvml_device_mig_by_index(nvml_device dev, unsigned index, nvml_device *mig,
-                             struct error *err)
-{
-    nvmlDevice_t d = NULL;
-    int r = NVML_CALL(err, nvmlDeviceGetMigDeviceHandleByIndex, to_nvml(dev), index, &d);
-    if (r == -EINVAL) /* the reference treats INVALID_ARGUMENT like an empty slot */
-        r = -ENOENT;
-    *mig = from_nvml(d);
-    return r;
-}
-
-/* The variant of a GPU-instance profile, from the profile index that encodes it. */
-static enum nvml_gi_variant gi_profile_variant(unsigned profile_index)
-{
-    switch (profile_index) {
-    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1:
-    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1:
-        return NVML_GI_VARIANT_ME;
-    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME:
-    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
-        return NVML_GI_VARIANT_ME_ALL;
-    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX:
-    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX:
-    case NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX:
-    case NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX:
-        return NVML_GI_VARIANT_GFX;
-    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:
-    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
-        return NVML_GI_VARIANT_NO_ME;
-    default:
-        return NVML_GI_VARIANT_PLAIN;
-    }
-}
-
-int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *info,
-                  struct error *err)
-{
-    nvmlDeviceAttributes_t attr;
-    nvmlGpuInstance_t gi = NULL;
-    nvmlComputeInstance_t ci = NULL;
-    nvmlGpuInstanceInfo_t gi_info;
-    nvmlComputeInstanceInfo_t ci_info;
-    int r;
-
-    memset(info, 0, sizeof(*info));
-    memset(&attr, 0, sizeof(attr));
-    memset(&gi_info, 0, sizeof(gi_info));
-    memset(&ci_info, 0, sizeof(ci_info));
-
-    if ((r = NVML_CALL(err, nvmlDeviceGetGpuInstanceId, to_nvml(mig), &info->gi_id)) < 0 ||
-        (r = NVML_CALL(err, nvmlDeviceGetComputeInstanceId, to_nvml(mig), &info->ci_id)) < 0 ||
-        (r = NVML_CALL(err, nvmlDeviceGetAttributes_v2, to_nvml(mig), &attr)) < 0 ||
-        (r = NVML_CALL(err, nvmlDeviceGetGpuInstanceById, to_nvml(parent), info->gi_id, &gi)) < 0 ||
-        (r = NVML_CALL(err, nvmlGpuInstanceGetInfo, gi, &gi_info)) < 0 ||
-        (r = NVML_CALL(err, nvmlGpuInstanceGetComputeInstanceById, gi, info->ci_id, &ci)) < 0 ||
-        (r = NVML_CALL(err, nvmlComputeInstanceGetInfo_v2, ci, &ci_info)) < 0)
-        return r;
-
-    info->gi_profile_id = gi_info.profileId;
-    info->placement_start = gi_info.placement.start;
-    info->placement_size = gi_info.placement.size;
-    info->ci_profile_id = ci_info.profileId;
-    info->memory_bytes = attr.memorySizeMB << 20;
-    info->multiprocessors = attr.multiprocessorCount;
-    info->copy_engines = attr.sharedCopyEngineCount;
-    info->decoders = attr.sharedDecoderCount;
-    info->encoders = attr.sharedEncoderCount;
-    info->jpegs = attr.sharedJpegCount;
-    info->ofas = attr.sharedOfaCount;
-    info->gi_slices = attr.gpuInstanceSliceCount;
-    info->ci_slices = attr.computeInstanceSliceCount;
-
-    /* The profile index (which carries the variant) is only found by
-     * matching the instance's profile id against every profile the GPU offers. */
-    bool found = false;
-    for (unsigned p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT && !found; p++) {
-        nvmlGpuInstanceProfileInfo_t pi;
-        memset(&pi, 0, sizeof(pi));
-        if (!sym.nvmlDeviceGetGpuInstanceProfileInfo ||
-            sym.nvmlDeviceGetGpuInstanceProfileInfo(to_nvml(parent), p, &pi) != NVML_SUCCESS)
-            continue;
-        if (pi.id == gi_info.profileId) {
-            info->gi_slices = pi.sliceCount;
-            info->variant = gi_profile_variant(p);
-            found = true;
-        }
-    }
-    if (!found)
-        return error_set(err, -ENOENT, "GPU instance %u: profile id %u matches no GPU instance profile",
-                         info->gi_id, gi_info.profileId);
-    found = false;
-    for (unsigned p = 0; p < NVML_COMPUTE_INSTANCE_PROFILE_COUNT && !found; p++) {
-        nvmlComputeInstanceProfileInfo_t pi;
-        memset(&pi, 0, sizeof(pi));
-        if (!sym.nvmlGpuInstanceGetComputeInstanceProfileInfo ||
-            sym.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-                gi, p, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &pi) != NVML_SUCCESS)
-            continue;
-        if (pi.id == ci_info.profileId) {
-            info->ci_slices = pi.sliceCount;
-            found = true;
-        }
-    }
-    if (!found)
-        return error_set(err, -ENOENT,
-                         "compute instance %u/%u: profile id %u matches no compute instance profile",
-                         info->gi_id, info->ci_id, ci_info.profileId);
-    return 0;
-}
-
 int nvml_device_common_ancestor(nvml_device a, nvml_device b, int *level, struct error *err)
 {
     nvmlGpuTopologyLevel_t l = NVML_TOPOLOGY_SYSTEM;
@@ -521,11 +331,11 @@ int nvml_device_nvlink_remotes(nvml_device dev, char (*remotes)[32], unsigned ma
                                struct error *err)
 {
     *n = 0;
-    if (!sym.nvmlDeviceGetNvLinkState || !sym.nvmlDeviceGetNvLinkRemotePciInfo_v2)
+    if (!nvml_sym.nvmlDeviceGetNvLinkState || !nvml_sym.nvmlDeviceGetNvLinkRemotePciInfo_v2)
         return 0; /* no NVLink API: no links */
     for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS && *n < max; link++) {
         nvmlEnableState_t state = NVML_FEATURE_DISABLED;
-        nvmlReturn_t r = sym.nvmlDeviceGetNvLinkState(to_nvml(dev), link, &state);
+        nvmlReturn_t r = nvml_sym.nvmlDeviceGetNvLinkState(to_nvml(dev), link, &state);
         if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT)
             continue;
         if (r != NVML_SUCCESS)
@@ -534,7 +344,7 @@ int nvml_device_nvlink_remotes(nvml_device dev, char (*remotes)[32], unsigned ma
             continue;
         nvmlPciInfo_t pci;
         memset(&pci, 0, sizeof(pci));
-        r = sym.nvmlDeviceGetNvLinkRemotePciInfo_v2(to_nvml(dev), link, &pci);
+        r = nvml_sym.nvmlDeviceGetNvLinkRemotePciInfo_v2(to_nvml(dev), link, &pci);
         if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT)
             continue;
         if (r != NVML_SUCCESS)
@@ -557,8 +367,8 @@ int nvml_event_set_create(nvml_event_set *set, struct error *err)
 
 void nvml_event_set_free(nvml_event_set set)
 {
-    if (set && sym.nvmlEventSetFree)
-        sym.nvmlEventSetFree((nvmlEventSet_t)(void *)set);
+    if (set && nvml_sym.nvmlEventSetFree)
+        nvml_sym.nvmlEventSetFree((nvmlEventSet_t)(void *)set);
 }
 
 int nvml_device_supported_events(nvml_device dev, uint64_t *mask, struct error *err)
@@ -590,7 +400,7 @@ int nvml_event_wait(nvml_event_set set, unsigned timeout_ms, struct nvml_event *
     ev->data = data.eventData;
     ev->gi_id = data.gpuInstanceId;
     ev->ci_id = data.computeInstanceId;
-    if (data.device && sym.nvmlDeviceGetUUID(data.device, ev->uuid, sizeof(ev->uuid)) != NVML_SUCCESS)
+    if (data.device && nvml_sym.nvmlDeviceGetUUID(data.device, ev->uuid, sizeof(ev->uuid)) != NVML_SUCCESS)
         ev->uuid[0] = 0;
     return 0;
 }

@@ -98,6 +98,63 @@ struct nvml_mig_info {
 int nvml_mig_info(nvml_device parent, nvml_device mig, struct nvml_mig_info *info,
                   struct error *err);
 
+/* ---- MIG on demand (DynamicMIG, dra/dra-mig.c). The calls that change the GPU are left
+ * out of gpu-smoke's read-only build (they answer -ENOSYS there). */
+/* NVML's architecture number (nvmlDeviceArchitecture_t: 7 Ampere, 9 Hopper, 10 Blackwell):
+ * MIG mode switches without a GPU reset from Hopper on. */
+#define NVML_ARCH_ID_HOPPER 9u
+int nvml_device_architecture_id(nvml_device dev, unsigned *arch, struct error *err);
+
+#define NVML_MIG_MAX_PLACEMENTS 8u
+struct nvml_placement {
+    unsigned start, size;            /* memory slices */
+};
+/* One GPU-instance profile the GPU accepts, with the compute-instance profile that spans
+ * it whole (the only kind DynamicMIG creates) and every placement it may take. */
+struct nvml_gi_profile {
+    unsigned index, id;              /* NVML_GPU_INSTANCE_PROFILE_* and its info.id */
+    unsigned slices, instances;
+    uint64_t memory_bytes;           /* memorySizeMB * 2^20 */
+    unsigned multiprocessors, copy_engines, decoders, encoders, jpegs, ofas;
+    enum nvml_gi_variant variant;
+    unsigned n_placements;
+    struct nvml_placement placements[NVML_MIG_MAX_PLACEMENTS];
+};
+/* The GPU-instance profiles of dev (MIG capable, any mode), in profile-index order; a
+ * profile NVML refuses (NOT_SUPPORTED / INVALID_ARGUMENT) is left out, as NVIDIA's driver
+ * leaves it out. At most `max`; *n says how many. */
+int nvml_device_gi_profiles(nvml_device dev, struct nvml_gi_profile *out, unsigned max,
+                            unsigned *n, struct error *err);
+/* Pending and current MIG mode; -ENOTSUP: not MIG capable. */
+int nvml_device_mig_modes(nvml_device dev, bool *current, bool *pending, struct error *err);
+/* Switch MIG mode. -EAGAIN (err says so) when the switch waits for a GPU reset (Ampere). */
+int nvml_device_set_mig_mode(nvml_device dev, bool enable, struct error *err);
+
+/* A MIG device that exists: its instances, where it sits and its UUID. */
+struct nvml_mig_live {
+    unsigned gi_id, ci_id;
+    unsigned gi_profile_id;
+    struct nvml_placement placement;
+    char uuid[96];                   /* "MIG-..."; "" when the GPU instance has no
+                                      * compute instance (a half-made device) */
+};
+/* Create a GPU instance of profile `profile_index` at `placement`, then one compute
+ * instance spanning it, and read the new device's UUID. A failure after the GPU instance
+ * exists destroys it again, so nothing half-made is left. -EBUSY (NVML's
+ * INSUFFICIENT_RESOURCES: a memory slice of the placement is taken) is the expected
+ * failure of a placement in use. */
+int nvml_mig_create(nvml_device dev, unsigned profile_index, struct nvml_placement placement,
+                    struct nvml_mig_live *out, struct error *err);
+/* Destroy the MIG device of GPU instance gi_id (its compute instances, then itself), but
+ * only if it is `uuid` (NULL or "": any): a device someone else made in its place since
+ * is not ours to destroy (-ESTALE). Already gone (or MIG mode off): 0. -EBUSY (IN_USE):
+ * processes still run on it. */
+int nvml_mig_destroy(nvml_device dev, unsigned gi_id, const char *uuid, struct error *err);
+/* The MIG devices of dev that exist now (GPU instances; one with no compute instance is
+ * listed with uuid ""). At most `max`. */
+int nvml_device_mig_list(nvml_device dev, struct nvml_mig_live *out, unsigned max, unsigned *n,
+                         struct error *err);
+
 /* ---- topology */
 /* NVML_TOPOLOGY_* level (0 internal .. 50 system). */
 int nvml_device_common_ancestor(nvml_device a, nvml_device b, int *level, struct error *err);
