@@ -10,6 +10,7 @@
 #include "cluster/cluster-evcache.h"
 #include "cluster/cluster.h"
 #include "core/backoff.h"
+#include "core/heal.h"
 #include "core/ratelimit.h"
 #include "core/tokenbucket.h"
 #include "kube/kube.h"
@@ -69,15 +70,13 @@ struct cluster {
     json_t *owner_refs;             /* NodeFeature owners; NULL: none */
     bool owner_refs_done;
     bool labels_again;              /* labels changed while a delivery was running */
-    struct backoff labels_backoff;
     struct loop_timer *labels_retry;        /* failure backoff or restore rate limit */
-    char *labels_error;             /* the failure last logged (one line per new reason) */
     /* healing: what the server holds watched, restored when someone else changed it */
     struct kube_watch *labels_watch; /* own NodeFeature; own Node unless c->watch is one */
     bool labels_present;            /* the NodeFeature watch last saw the object */
     bool labels_recheck;            /* it changed while a delivery ran: check after it */
-    struct tokenbucket labels_heal; /* restores of what others changed */
-    struct ratelimit labels_heal_log, labels_flap_log;
+    struct heal labels_heal;        /* retries, restores and their lines (core/heal.h);
+                                     * .error: the failure last logged */
 
     /* events */
     bool events_on;

@@ -16,9 +16,9 @@
  * Node's labels through the per-node config's Node watch when it runs, else a watch of
  * their own. An object deleted, or changed so that it no longer says what was sent
  * (content compared, so the echo of our own write is nothing), is checked again through
- * the same one-at-a-time delivery: GET, and a write only if it differs. Restores are
- * rate-limited (a token bucket, one warning per window) so a peer flipping the object
- * every 50 ms gets a write every HEAL_RESTORE_PERIOD_MS, not 20 a second. A NodeFeature API
+ * the same one-at-a-time delivery: GET, and a write only if it differs. Retries and
+ * restores are paced by core/heal.h, as DRA's ResourceSlices are: a peer flipping the
+ * object every 50 ms gets a write every HEAL_RESTORE_PERIOD_MS, not 20 a second. A NodeFeature API
  * that is gone (NFD's CRD deleted or re-installed) makes the watch relist with backoff;
  * its first good list without our object delivers at once. The file mode is not
  * watched: a deleted feature file comes back with the next label change or SIGHUP. */
@@ -59,9 +59,7 @@ static void finish(struct cluster *c, bool ok, const char *why)
     c->labels_step = STEP_IDLE;
     c->labels_req = NULL;
     if (ok) {
-        backoff_reset(&c->labels_backoff);
-        free(c->labels_error);
-        c->labels_error = NULL;
+        heal_succeeded(&c->labels_heal);
         if (c->labels_recheck) {
             /* The object changed while this delivery ran, maybe after its GET. */
             c->labels_recheck = c->labels_again = false;
@@ -72,19 +70,15 @@ static void finish(struct cluster *c, bool ok, const char *why)
         }
         return;
     }
-    if (c->labels_backoff.failures == 0) /* a run of failures starts: from HEAL_RETRY_MIN_MS */
-        c->labels_backoff = BACKOFF_INIT(HEAL_RETRY_MIN_MS, HEAL_RETRY_MAX_MS, 0, false);
-    uint64_t delay_ms = backoff_next(&c->labels_backoff);
-    if (!streq_ptr(c->labels_error, why)) {
+    bool is_new;
+    uint64_t delay_ms = heal_failed(&c->labels_heal, why, &is_new);
+    if (is_new)
         log_warning("Publishing node labels failed: %s; retrying with backoff (now %llus, "
                     "at most %us)",
                     why, (unsigned long long)(delay_ms / 1000), HEAL_RETRY_MAX_MS / 1000u);
-        free(c->labels_error);
-        c->labels_error = xstrdup(why);
-    } else {
+    else
         log_debug("Publishing node labels failed again: %s; retrying in %llus", why,
                   (unsigned long long)(delay_ms / 1000));
-    }
     c->labels_again = c->labels_recheck = false; /* the retry delivers from a fresh GET */
     c->labels_retry = loop_timer_add(c->loop, delay_ms, on_retry, c);
 }
@@ -325,19 +319,15 @@ static void recheck(struct cluster *c, bool api_back)
         loop_timer_cancel(c->loop, c->labels_retry);
         c->labels_retry = NULL;
     }
-    uint64_t now = loop_now_ms();
-    if (!tokenbucket_take(&c->labels_heal, now)) {
-        uint64_t wait_ms = tokenbucket_wait(&c->labels_heal, now);
-        unsigned left_out = 0;
-        if (ratelimit_below(&c->labels_flap_log, &left_out)) {
-            char more[48] = "";
-            if (left_out)
-                snprintf(more, sizeof(more), " (%u more not logged)", left_out);
+    bool warn;
+    char more[HEAL_MORE_MAX];
+    uint64_t wait_ms = heal_restore(&c->labels_heal, &warn, more);
+    if (wait_ms) {
+        if (warn)
             log_warning("Node labels keep being deleted or changed by someone else; restoring "
                         "them at most once every %us%s",
                         HEAL_RESTORE_PERIOD_MS / 1000u, more);
-        }
-        c->labels_retry = loop_timer_add(c->loop, wait_ms ? wait_ms : 1, on_restore_timer, c);
+        c->labels_retry = loop_timer_add(c->loop, wait_ms, on_restore_timer, c);
         return;
     }
     deliver(c);
@@ -346,13 +336,9 @@ static void recheck(struct cluster *c, bool api_back)
 /* One line per restore, within HEAL_LOG_BURST per HEAL_LOG_MS. */
 static void say_restore(struct cluster *c, const char *what, const char *how)
 {
-    unsigned left_out = 0;
-    if (!ratelimit_below(&c->labels_heal_log, &left_out))
-        return;
-    char more[48] = "";
-    if (left_out)
-        snprintf(more, sizeof(more), " (%u more not logged)", left_out);
-    log_info("%s %s by someone else; restoring it%s", what, how, more);
+    char more[HEAL_MORE_MAX];
+    if (heal_say(&c->labels_heal, more))
+        log_info("%s %s by someone else; restoring it%s", what, how, more);
 }
 
 static void on_nf_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj,
@@ -365,7 +351,7 @@ static void on_nf_event(struct kube_watch *w, enum kube_watch_event ev, json_t *
         if (!c->labels_present && c->labels_sent) {
             say_restore(c, "NodeFeature", "missing after a relist, deleted");
             recheck(c, true);
-        } else if (!c->labels_present && c->labels_retry && c->labels_error) {
+        } else if (!c->labels_present && c->labels_retry && c->labels_heal.error) {
             recheck(c, true); /* the API is back: do not wait for the failure's retry */
         }
         return;
@@ -422,9 +408,7 @@ static void on_node_event(struct kube_watch *w, enum kube_watch_event ev, json_t
 /* The watch that heals what was delivered, from the first delivery on. */
 static void watch_start(struct cluster *c)
 {
-    c->labels_heal = TOKENBUCKET_INIT(HEAL_RESTORE_PERIOD_MS, HEAL_RESTORE_BURST);
-    c->labels_heal_log = RATELIMIT_INIT(HEAL_LOG_MS, HEAL_LOG_BURST);
-    c->labels_flap_log = RATELIMIT_INIT(HEAL_LOG_MS, 1);
+    heal_init(&c->labels_heal);
     if (c->labels_mode == CLUSTER_LABELS_NODE_PATCH && c->watch)
         return; /* per-node config's Node watch passes its events on */
     if (c->labels_mode != CLUSTER_LABELS_NODE_PATCH &&
@@ -488,7 +472,7 @@ int cluster_labels_settled(const struct cluster *c)
     if (c->labels_step == STEP_IDLE && c->labels_sent && json_equal(c->labels_sent, c->labels_want))
         return 1;
     /* Waiting for a retry after a failure (labels_retry also paces restores). */
-    return c->labels_step == STEP_IDLE && c->labels_retry && c->labels_error ? -1 : 0;
+    return c->labels_step == STEP_IDLE && c->labels_retry && c->labels_heal.error ? -1 : 0;
 }
 
 void cluster_publish_free(struct cluster *c)
@@ -509,6 +493,6 @@ void cluster_publish_free(struct cluster *c)
     json_decref(c->labels_want);
     json_decref(c->labels_sent);
     json_decref(c->owner_refs);
-    free(c->labels_error);
+    heal_clear(&c->labels_heal);
     free(c->output_file);
 }

@@ -1,8 +1,10 @@
 /* Filesystem helpers declared in core/fs.h (mkdir -p with a mode, a bounded read, a file
- * moved aside). */
+ * moved aside, the atomic writers). */
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,4 +200,81 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
     struct fs_stage s = { 0 };
     int r = fs_stage_open(&s, path);
     return r < 0 ? r : fs_stage_commit(&s, data, len, mode, sync);
+}
+
+int fs_aside_irregular(const char *path, const char *suffix, const char **what, char **aside)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0 || S_ISREG(st.st_mode))
+        return 0;
+    *what = fs_type_name(st.st_mode);
+    int r = fs_move_aside(path, suffix, aside);
+    return r < 0 ? r : 1;
+}
+
+/* fs_aside_irregular during a write: told to the owner, and the write goes on. */
+static int exchange_aside(const struct fs_exchange *x, const char *path, struct error *err)
+{
+    const char *what = NULL;
+    _cleanup_free_ char *aside = NULL;
+    int r = fs_aside_irregular(path, x->aside_suffix, &what, &aside);
+    if (r < 0)
+        return error_set(err, r, "%s %s is %s, not a regular file, and moving it aside failed: %s",
+                         x->noun, path, what, strerror(-r));
+    if (r > 0 && x->on_aside)
+        x->on_aside(path, what, aside, x->userdata);
+    return r;
+}
+
+/* The spare, opened to be written: without blocking (O_NONBLOCK: a FIFO without a reader
+ * fails with ENXIO instead of waiting for one, forever, on the loop) or following a symlink,
+ * and a regular file (checked after the open: a FIFO with a reader opens). Anything else is
+ * set aside and the spare made anew, once. An fd, or -errno (err). */
+static int open_spare(const struct fs_exchange *x, struct error *err)
+{
+    for (int tries = 0;; tries++) {
+        int fd = open(x->spare, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+                      O_CLOEXEC | (tries ? O_EXCL : 0), x->mode);
+        struct stat st;
+        int r = fd < 0 || fstat(fd, &st) < 0 ? -errno : 0;
+        if (r == 0 && S_ISREG(st.st_mode))
+            return fd;
+        if (fd >= 0)
+            close(fd);
+        int moved = tries == 0 ? exchange_aside(x, x->spare, err) : 0;
+        if (moved < 0)
+            return moved;
+        if (moved == 0)
+            return error_set(err, r < 0 ? r : -EINVAL, "writing %s %s: %s", x->noun, x->spare,
+                             strerror(r < 0 ? -r : EINVAL));
+    }
+}
+
+int fs_write_exchange(const struct fs_exchange *x, const void *data, size_t len, struct error *err)
+{
+    int r;
+    _cleanup_close_ int fd = open_spare(x, err);
+    if (fd < 0)
+        return fd;
+    if (fchmod(fd, x->mode) < 0)
+        goto fail;
+    for (const char *p = data, *end = p + len; p < end;) {
+        ssize_t n = RETRY_EINTR(write(fd, p, (size_t)(end - p)));
+        if (n < 0)
+            goto fail;
+        p += n;
+    }
+    /* Shorter than what the spare held: the rest goes (never to size 0, which would make
+     * ext4 flush it at close). */
+    if (ftruncate(fd, (off_t)len) < 0)
+        goto fail;
+    if ((r = exchange_aside(x, x->path, err)) < 0)
+        return r;
+    if (renameat2(AT_FDCWD, x->spare, AT_FDCWD, x->path, RENAME_EXCHANGE) == 0)
+        return 0;
+    if ((errno != ENOENT && errno != EINVAL && errno != ENOSYS) || rename(x->spare, x->path) < 0)
+        goto fail;
+    return 0;
+fail:
+    return error_set(err, -errno, "writing %s %s: %s", x->noun, x->path, strerror(errno));
 }

@@ -208,107 +208,36 @@ out:
     return r;
 }
 
-/* Whatever is at path when it is not a regular file (a FIFO, a symlink, a directory; put
- * there by someone else) renamed to path.not-regular, for a person to look at: a file of
- * ours the plugin opens must never block it (a FIFO), lead it outside its directory (a
- * symlink) or stop it for good. 1 when moved (*what says what it was, *aside where it
- * went), 0 when path is a regular file or missing, -errno (err) when it cannot be moved. */
+/* What is not a regular file at path, moved aside at open (core/fs.h, fs_aside_irregular).
+ * 1 when moved, 0 when path is a regular file or missing, -errno (err). */
 static int set_aside(const char *path, const char **what, char **aside, struct error *err)
 {
-    struct stat st;
-    if (lstat(path, &st) < 0 || S_ISREG(st.st_mode))
-        return 0;
-    *what = fs_type_name(st.st_mode);
-    int r = fs_move_aside(path, ".not-regular", aside);
+    int r = fs_aside_irregular(path, ".not-regular", what, aside);
     if (r < 0)
         return error_set(err, r, "checkpoint %s is %s, not a regular file, and moving it aside "
                                  "failed: %s", path, *what, strerror(-r));
-    return 1;
-}
-
-/* set_aside during a save: said here, the save goes on (the caller hears of it no more). */
-static int set_aside_warn(const char *path, struct error *err)
-{
-    const char *what;
-    _cleanup_free_ char *aside = NULL;
-    int r = set_aside(path, &what, &aside, err);
-    if (r > 0)
-        log_warning("checkpoint %s is %s, not a regular file: moved to %s", path, what, aside);
     return r;
 }
 
-/* The spare, opened to be written: without blocking (O_NONBLOCK: a FIFO without a reader
- * fails with ENXIO instead of waiting for one, forever, on the loop) or following a symlink,
- * and a regular file (checked after the open: a FIFO with a reader opens). Anything else is
- * set aside and the spare made anew, once. An fd, or -errno (err). */
-static int open_spare(const struct dra_checkpoint *c, struct error *err)
+/* Set aside during a save: said here, the save goes on (the caller hears of it no more). */
+static void aside_warn(const char *path, const char *what, const char *aside, void *userdata)
 {
-    for (int tries = 0;; tries++) {
-        int fd = open(c->spare_path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
-                      O_CLOEXEC | (tries ? O_EXCL : 0), 0600);
-        struct stat st;
-        int r = fd < 0 || fstat(fd, &st) < 0 ? -errno : 0;
-        if (r == 0 && S_ISREG(st.st_mode))
-            return fd;
-        if (fd >= 0)
-            close(fd);
-        int moved = tries == 0 ? set_aside_warn(c->spare_path, err) : 0;
-        if (moved < 0)
-            return moved;
-        if (moved == 0)
-            return error_set(err, r < 0 ? r : -EINVAL, "writing checkpoint %s: %s", c->spare_path,
-                             strerror(r < 0 ? -r : EINVAL));
-    }
+    log_warning("checkpoint %s is %s, not a regular file: moved to %s", path, what, aside);
 }
 
-/* Saved without creating, removing or renaming a file over another: the new text is
- * written into the spare, checkpoint.json.old (the checkpoint before the last, which
- * nothing reads), which then trades names with checkpoint.json in one atomic
- * renameat2(RENAME_EXCHANGE). A process killed at any point leaves checkpoint.json as it
- * was or as new, whole: only the spare is ever torn. On a failure checkpoint.json is
- * unchanged. Where nothing is to trade with (the first save, or after a corrupt file was
- * moved aside) or the filesystem cannot exchange, the spare is renamed to checkpoint.json,
- * as atomic.
- * Why not a new temporary file renamed over the old one: ext4 (auto_da_alloc, on by
- * default) allocates and submits the data of a file renamed over another inside the
- * rename, ~0.9 ms of every Prepare on this project's VM, and each save created and
- * removed an inode (ext4's inode allocator then skips recently freed inodes, one by
- * one). A save this way: ~0.15 ms against ~0.65 (docs/benchmarks.md, "DRA").
- * No fsync: what it guards against cannot need it. A killed plugin leaves the page cache
- * to the next one; an OS crash means a reboot, whose new boot id discards the checkpoint
- * anyway (and a file torn by it is moved aside as corrupt). Two fsyncs per write cost
- * about 8 ms of every Prepare on an ordinary disk. What is not a regular file at either
- * name is set aside first (set_aside), the spare's after its open, checkpoint.json's by one
- * lstat (~1 us): the exchange would carry it into the spare's name, to be found there at
- * the next save under a name that is not where it was put. 0 or -errno (err). */
+/* Saved through core/fs.h's exchange writer: written into the spare,
+ * checkpoint.json.old, which trades names with checkpoint.json. Not a new temporary file
+ * renamed over it (~0.9 ms of ext4's work inside every Prepare's rename), and no fsync:
+ * a killed plugin leaves the page cache to the next one; an OS crash means a reboot, whose
+ * new boot id discards the checkpoint anyway (and a file torn by it is moved aside as
+ * corrupt); two fsyncs per write cost about 8 ms of every Prepare on an ordinary disk.
+ * 0 or -errno (err). */
 static int replace(const struct dra_checkpoint *c, const char *text, size_t len, struct error *err)
 {
-    int r;
-    _cleanup_close_ int fd = open_spare(c, err);
-    if (fd < 0)
-        return fd;
-    /* Exactly 0600, whatever the umask or whoever changed the spare. */
-    if (fchmod(fd, 0600) < 0)
-        goto fail;
-    for (size_t done = 0; done < len;) {
-        ssize_t n = RETRY_EINTR(write(fd, text + done, len - done));
-        if (n < 0)
-            goto fail;
-        done += (size_t)n;
-    }
-    /* Shorter than what the spare held: the rest goes (never to size 0, which would make
-     * ext4 flush it at close). */
-    if (ftruncate(fd, (off_t)len) < 0)
-        goto fail;
-    if ((r = set_aside_warn(c->path, err)) < 0)
-        return r;
-    if (renameat2(AT_FDCWD, c->spare_path, AT_FDCWD, c->path, RENAME_EXCHANGE) == 0)
-        return 0;
-    if ((errno != ENOENT && errno != EINVAL && errno != ENOSYS) || rename(c->spare_path, c->path) < 0)
-        goto fail;
-    return 0;
-fail:
-    return error_set(err, -errno, "writing checkpoint %s: %s", c->path, strerror(errno));
+    const struct fs_exchange x = { .path = c->path, .spare = c->spare_path, .noun = "checkpoint",
+                                   .aside_suffix = ".not-regular", .mode = 0600,
+                                   .on_aside = aside_warn };
+    return fs_write_exchange(&x, text, len, err);
 }
 
 static int save(struct dra_checkpoint *c, struct error *err)

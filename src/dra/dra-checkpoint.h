@@ -15,8 +15,8 @@
  *
  * Written after every change so that a killed plugin leaves it whole, the old one or the
  * new one, never missing: written into a spare beside it, checkpoint.json.old (the one
- * before the last), that trades names with it atomically; not fsynced (dra-checkpoint.c,
- * replace(), says why);
+ * before the last), that trades names with it atomically (core/fs.h, fs_write_exchange);
+ * not fsynced (dra-checkpoint.c, replace(), says why);
  * bounded (DRA_CKPT_MAX_CLAIMS claims, DRA_CKPT_MAX_BYTES): a change that would pass a
  * bound is refused with an error and the checkpoint stays as it was.
  * What a node may have put there is moved aside, never trusted, and the plugin goes on

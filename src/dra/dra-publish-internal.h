@@ -4,12 +4,8 @@
 #pragma once
 #include <jansson.h>
 
-#include "core/backoff.h"
-#include "core/ratelimit.h"
-#include "core/tokenbucket.h"
-#include "dra/dra-publish.h"
-
 #include "core/heal.h"
+#include "dra/dra-publish.h"
 
 #define SLICES_PATH "/apis/resource.k8s.io/v1/resourceslices"
 /* Slices of this node and driver kept from the watch: 64 x 128 devices is far beyond a
@@ -46,10 +42,8 @@ struct dra_publish {
     bool invalid_logged;
     bool refresh_node;              /* read the Node's UID again before the next write */
     struct loop_timer *retry;
-    struct backoff backoff;
-    char *error;
-    struct tokenbucket heal;
-    struct ratelimit heal_log, flap_log;
+    struct heal heal;               /* retries, restores and their lines; .error: why
+                                     * the last request failed, while it is retried */
     unsigned skipped_logged;
     struct dra_publish_stats stats;
 };

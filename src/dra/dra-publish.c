@@ -1,6 +1,7 @@
 /* The ResourceSlice publisher (see dra-publish.h), in the house pattern of
- * cluster/cluster-publish.c: one request at a time, a watch instead of polling, capped
- * backoff for failures (logged once per new reason) and a token bucket for restores. */
+ * cluster/cluster-publish.c: one request at a time, a watch instead of polling, and
+ * core/heal.h's pacing: capped backoff with jitter for failures (logged once per new
+ * reason), a token bucket for restores and their lines rate-limited. */
 #include <stdio.h>
 #include <string.h>
 
@@ -30,35 +31,30 @@ static void request_done(struct dra_publish *p)
     p->req_name = NULL;
 }
 
-/* A request failed with `why`: retry the whole convergence with backoff. */
-static void failed(struct dra_publish *p, const char *why)
+/* A request failed with `why`: retry the whole convergence with backoff. The delay of
+ * the retry (a failed GET of the Node retries that GET instead). */
+static uint64_t failed(struct dra_publish *p, const char *why)
 {
     p->stats.failures++;
     p->round_gen = 0; /* the retry starts from what the server holds then */
-    if (p->backoff.failures == 0)
-        p->backoff = BACKOFF_INIT(HEAL_RETRY_MIN_MS, HEAL_RETRY_MAX_MS, 0, true);
-    uint64_t delay_ms = backoff_next(&p->backoff);
-    if (!streq_ptr(p->error, why)) {
+    bool is_new;
+    uint64_t delay_ms = heal_failed(&p->heal, why, &is_new);
+    if (is_new)
         log_warning("Publishing ResourceSlices failed: %s; retrying with backoff (now %llums, at most %us)",
                     why, (unsigned long long)delay_ms, HEAL_RETRY_MAX_MS / 1000u);
-        free(p->error);
-        p->error = xstrdup(why);
-    } else {
+    else
         log_debug("Publishing ResourceSlices failed again: %s; retrying in %llums", why,
                   (unsigned long long)delay_ms);
-    }
     p->again = false;
     if (!p->retry)
         p->retry = loop_timer_add(p->loop, delay_ms, on_retry, p);
+    return delay_ms;
 }
 
 static void succeeded(struct dra_publish *p)
 {
-    backoff_reset(&p->backoff);
-    if (p->error)
+    if (heal_succeeded(&p->heal))
         log_info("Publishing ResourceSlices works again");
-    free(p->error);
-    p->error = NULL;
 }
 
 static const char *status_text(int status, json_t *body, char *buf, size_t len)
@@ -262,15 +258,15 @@ static void recheck(struct dra_publish *p, bool api_back)
         p->retry = NULL;
     }
     p->stats.restores++;
-    uint64_t now = loop_now_ms();
-    if (!tokenbucket_take(&p->heal, now)) {
-        unsigned left_out = 0;
-        if (ratelimit_below(&p->flap_log, &left_out))
+    bool warn;
+    char more[HEAL_MORE_MAX];
+    uint64_t wait_ms = heal_restore(&p->heal, &warn, more);
+    if (wait_ms) {
+        if (warn)
             log_warning("ResourceSlices of node %s keep being deleted or changed by someone else; "
-                        "restoring them at most once every %us (%u more not logged)",
-                        p->node, HEAL_RESTORE_PERIOD_MS / 1000u, left_out);
-        uint64_t wait_ms = tokenbucket_wait(&p->heal, now);
-        p->retry = loop_timer_add(p->loop, wait_ms ? wait_ms : 1, on_restore_timer, p);
+                        "restoring them at most once every %us%s",
+                        p->node, HEAL_RESTORE_PERIOD_MS / 1000u, more);
+        p->retry = loop_timer_add(p->loop, wait_ms, on_restore_timer, p);
         return;
     }
     converge(p);
@@ -278,10 +274,9 @@ static void recheck(struct dra_publish *p, bool api_back)
 
 static void say_restore(struct dra_publish *p, const char *name, const char *how)
 {
-    unsigned left_out = 0;
-    if (ratelimit_below(&p->heal_log, &left_out))
-        log_info("ResourceSlice %s %s by someone else; restoring it (%u more not logged)", name,
-                 how, left_out);
+    char more[HEAL_MORE_MAX];
+    if (heal_say(&p->heal, more))
+        log_info("ResourceSlice %s %s by someone else; restoring it%s", name, how, more);
 }
 
 static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj, void *userdata)
@@ -348,10 +343,9 @@ static void on_node(struct kube *k, int status, json_t *body, void *userdata)
     if (status != 200 || !uid || !*uid) {
         _cleanup_free_ char *why = xasprintf("reading Node %s (the slices' owner): %s", p->node,
                                              status_text(status, body, buf, sizeof(buf)));
-        failed(p, why);
+        uint64_t delay_ms = failed(p, why);
         loop_timer_cancel(p->loop, p->retry);
-        p->retry = loop_timer_add(p->loop, p->backoff.delay_ms ? p->backoff.delay_ms : HEAL_RETRY_MIN_MS,
-                                  on_node_retry, p);
+        p->retry = loop_timer_add(p->loop, delay_ms, on_node_retry, p);
         return;
     }
     succeeded(p);
@@ -371,9 +365,9 @@ static void get_node(struct dra_publish *p)
     _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", node);
     p->req = kube_request(p->kube, KUBE_GET, path, NULL, on_node, p, &err);
     if (!p->req) {
-        failed(p, err.msg);
+        uint64_t delay_ms = failed(p, err.msg);
         loop_timer_cancel(p->loop, p->retry);
-        p->retry = loop_timer_add(p->loop, p->backoff.delay_ms, on_node_retry, p);
+        p->retry = loop_timer_add(p->loop, delay_ms, on_node_retry, p);
     }
 }
 
@@ -389,9 +383,7 @@ struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *
     p->driver = xstrdup(driver);
     p->store = json_object();
     p->unhealthy = json_object();
-    p->heal = TOKENBUCKET_INIT(HEAL_RESTORE_PERIOD_MS, HEAL_RESTORE_BURST);
-    p->heal_log = RATELIMIT_INIT(HEAL_LOG_MS, HEAL_LOG_BURST);
-    p->flap_log = RATELIMIT_INIT(HEAL_LOG_MS, 1);
+    heal_init(&p->heal);
     struct error err = { 0 };
     _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s,spec.driver=%s", node, driver);
     p->watch = kube_watch_start(k, SLICES_PATH, sel, on_event, p, &err);
@@ -415,7 +407,7 @@ void dra_publish_free(struct dra_publish *p)
     free(p->devices);
     json_decref(p->unhealthy);
     free(p->req_name);
-    free(p->error);
+    heal_clear(&p->heal);
     free(p->node_uid);
     free(p->node);
     free(p->driver);
@@ -450,5 +442,5 @@ bool dra_publish_converged(const struct dra_publish *p)
 void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out)
 {
     *out = p->stats;
-    out->error = p->error;
+    out->error = p->heal.error;
 }

@@ -1,9 +1,8 @@
 /* Sharing configs applied to GPUs (dra-sharing.h). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-#include "core/tool.h"
+#include "core/nvsmi.h"
 #include "dra/dra-sharing.h"
 #include "nvml/nvml.h"
 
@@ -41,19 +40,6 @@ void dra_sharing_free(struct dra_sharing_ctx *s)
     free(s);
 }
 
-/* nvidia-smi under the driver root, else on PATH. Freed by the caller. */
-static char *find_nvidia_smi(const struct dra_sharing_ctx *s)
-{
-    static const char *const dirs[] = { "usr/bin", "usr/sbin", "bin", "sbin" };
-    for (size_t i = 0; s->driver_root && i < ELEMENTSOF(dirs); i++) {
-        char *p = xasprintf("%s/%s/nvidia-smi", s->driver_root, dirs[i]);
-        if (access(p, X_OK) == 0)
-            return p;
-        free(p);
-    }
-    return xstrdup("nvidia-smi");
-}
-
 static void nvml_unref(bool *opened)
 {
     if (*opened)
@@ -83,33 +69,17 @@ static void timeslice_set(void *userdata, int r, const char *out, const struct e
     free(op);
 }
 
-/* Starts the tool: 1 (*opp set), or -errno. */
+/* Starts the tool (core/nvsmi.h: under the driver root, with its NVML preloaded): 1
+ * (*opp set), or -errno. */
 static int set_timeslice(const struct dra_sharing_ctx *s, const char *uuid,
                          enum dra_ts_interval interval, dra_apply_done_fn done, void *userdata,
                          struct dra_apply_op **opp, struct error *err)
 {
-    _cleanup_free_ char *tool = find_nvidia_smi(s);
-    char value[4];
-    snprintf(value, sizeof(value), "%d", (int)interval);
-    char *argv[] = { tool, "compute-policy", "-i", (char *)uuid, "--set-timeslice", value, NULL };
-    /* The tool's environment is ours, plus the driver root's NVML preloaded so that it
-     * talks to the same library as this process (the container may have none of its own). */
-    extern char **environ;
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    _cleanup_free_ char **envp = xcalloc(n + 2, sizeof(char *));
-    _cleanup_free_ char *preload = NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!s->driver_root || strncmp(environ[i], "LD_PRELOAD=", 11))
-            envp[k++] = environ[i];
-    if (s->driver_root && strchr(nvml_library_path(), '/'))
-        envp[k++] = preload = xasprintf("LD_PRELOAD=%s", nvml_library_path());
     struct dra_apply_op *op = xcalloc(1, sizeof(*op));
     *op = (struct dra_apply_op){ .interval = interval, .done = done, .userdata = userdata };
     snprintf(op->uuid, sizeof(op->uuid), "%s", uuid);
-    op->tool = tool_start(s->loop, argv, envp, NULL, s->timeout_ms, timeslice_set, op, err);
+    op->tool = nvsmi_set_timeslice(s->loop, s->driver_root, nvml_library_path(), uuid,
+                                   (unsigned)interval, s->timeout_ms, timeslice_set, op, err);
     if (!op->tool) {
         free(op);
         return error_prefix(err, "setting the time slice of %s to %s", uuid,

@@ -19,7 +19,7 @@
  * with those words.
  *
  * Loop-only. The NVML call is synchronous (it answers at once); the tool runs on the loop
- * (core/tool.h), which serves everything else meanwhile, and is killed past
+ * (core/nvsmi.h, over core/tool.h), which serves everything else meanwhile, and is killed past
  * DRA_SHARING_TOOL_TIMEOUT_MS (the claim then fails; the kubelet gives a prepare call
  * 45 s). */
 #pragma once

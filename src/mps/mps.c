@@ -6,6 +6,7 @@
 
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/nvsmi.h"
 #include "core/tool.h"
 #include "mps/mps.h"
 
@@ -16,21 +17,20 @@ static int run_tool(char *const argv[], char *const envp[], const char *input, c
     return tool_run(argv, envp, input, MPS_TOOL_TIMEOUT_MS, out, out_size, err);
 }
 
+/* Each GPU of res once (it has several replicas), through core/nvsmi.h: NVIDIA's very
+ * `nvidia-smi -i <uuid> -c <mode>`, the tool on PATH. */
 static int set_compute_mode(const struct rs_resource *res, const char *mode, struct error *err)
 {
-    char out[TOOL_OUTPUT_MAX];
-    extern char **environ;
     for (size_t i = 0; i < res->n_devices; i++) {
         const char *uuid = res->devices[i].uuid;
-        bool done = false; /* each GPU once, though it has several replicas */
+        bool done = false;
         for (size_t j = 0; j < i && !done; j++)
             done = streq(res->devices[j].uuid, uuid);
         if (done)
             continue;
-        char *argv[] = { "nvidia-smi", "-i", (char *)uuid, "-c", (char *)mode, NULL };
-        int r = run_tool(argv, environ, NULL, out, sizeof(out), err);
+        int r = nvsmi_set_compute_mode(NULL, NULL, uuid, mode, MPS_TOOL_TIMEOUT_MS, err);
         if (r < 0)
-            return error_prefix(err, "setting compute mode %s on %s", mode, uuid);
+            return r;
     }
     return 0;
 }

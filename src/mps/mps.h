@@ -11,7 +11,8 @@
  *          waits for before it serves the resource;
  *   stop:  `quit` to the daemon, compute mode DEFAULT again, .started removed.
  * The tools are NVIDIA's, found on PATH (the NVIDIA container runtime puts them in the
- * container); a missing one is named in the error. Every tool run is bounded by
+ * container; nvidia-smi run through core/nvsmi.h, as DRA runs it); a missing one is named
+ * in the error. Every tool run is bounded by
  * MPS_TOOL_TIMEOUT_MS. These change GPU settings (compute mode): only this entrypoint
  * runs them, and only for resources a config shares with MPS. */
 #pragma once

@@ -4,7 +4,12 @@
  * fs_stage: the file appears only at the commit, whole, with the mode, over an old one;
  * until then only a hidden temporary file is there, and an abort or a failed commit
  * leaves neither it nor a changed file; a zeroed stage is closed. Reading a file that is
- * not a regular one, or through a symlink; moving a file aside. */
+ * not a regular one, or through a symlink; moving a file aside.
+ * fs_write_exchange (DRA's checkpoint, formerly its own copy): the first write renames
+ * the spare in, later ones trade names (the spare holds the version before, the inode
+ * of path is the spare's: nothing created), a shorter text truncates, the mode is exact;
+ * a FIFO or a symlink at either name is moved aside, told to the owner, and the write
+ * goes on. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -160,6 +165,103 @@ static void test_read_and_aside(const char *root)
     CHECK(unlink(path) == 0 && entries(dir) == 0 && rmdir(dir) == 0);
 }
 
+struct asides {
+    int n;
+    char last[4200];
+};
+
+static void on_aside(const char *path, const char *what, const char *aside, void *userdata)
+{
+    struct asides *a = userdata;
+    a->n++;
+    snprintf(a->last, sizeof(a->last), "%s|%s|%s", path, what, aside);
+}
+
+static ino_t ino_of(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* A write past what is at `name` (not a regular file): it lands, and the owner is told
+ * (the n-th time) that it went to name.not-regular, which is then removed. */
+static void write_past(const struct fs_exchange *x, struct asides *a, const char *name,
+                       const char *what, const char *text, int n)
+{
+    char aside[4400], want[9000];
+    struct error err = { 0 };
+    CHECK(fs_write_exchange(x, text, strlen(text), &err) == 0);
+    CHECK_STR(slurp(x->path), text);
+    snprintf(aside, sizeof(aside), "%s.not-regular", name);
+    snprintf(want, sizeof(want), "%s|%s|%s", name, what, aside);
+    CHECK(a->n == n);
+    CHECK_STR(a->last, want);
+    CHECK(unlink(aside) == 0);
+}
+
+static void test_exchange(const char *root)
+{
+    char dir[4200], path[4300], spare[4300], aside[4400], want[9000];
+    snprintf(dir, sizeof(dir), "%s/x", root);
+    snprintf(path, sizeof(path), "%s/ckpt", dir);
+    snprintf(spare, sizeof(spare), "%s/ckpt.old", dir);
+    CHECK(mkdir(dir, 0755) == 0);
+    struct asides a = { 0 };
+    const struct fs_exchange x = { .path = path, .spare = spare, .noun = "checkpoint",
+                                   .aside_suffix = ".not-regular", .mode = 0600,
+                                   .on_aside = on_aside, .userdata = &a };
+    struct error err = { 0 };
+
+    /* Nothing to trade with: the spare is renamed in. */
+    CHECK(fs_write_exchange(&x, "one", 3, &err) == 0);
+    CHECK_STR(slurp(path), "one");
+    CHECK(access(spare, F_OK) < 0 && errno == ENOENT);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
+    /* Then the names trade: the spare keeps the one before, path gets the spare's inode. */
+    CHECK(fs_write_exchange(&x, "second", 6, &err) == 0);
+    CHECK_STR(slurp(path), "second");
+    CHECK_STR(slurp(spare), "one");
+    ino_t was_path = ino_of(path), was_spare = ino_of(spare);
+    CHECK(fs_write_exchange(&x, "3", 1, &err) == 0); /* shorter than what the spare held */
+    CHECK_STR(slurp(path), "3");
+    CHECK_STR(slurp(spare), "second");
+    CHECK(ino_of(path) == was_spare && ino_of(spare) == was_path);
+    CHECK(entries(dir) == 2);
+    CHECK(a.n == 0);
+
+    /* A FIFO at the spare: never opened blocking. A symlink at path: moved as the link,
+     * never followed. Either moved aside, told, and the write goes on. */
+    CHECK(unlink(spare) == 0 && mkfifo(spare, 0600) == 0);
+    write_past(&x, &a, spare, "a FIFO", "four", 1);
+    CHECK(unlink(path) == 0 && symlink("/etc/passwd", path) == 0);
+    write_past(&x, &a, path, "a symbolic link", "five", 2);
+
+    /* A directory at the spare (not empty), and one at its aside name: the next aside
+     * name is taken (a rename replaces an empty directory: both hold a file). */
+    CHECK(access(spare, F_OK) < 0); /* the symlink's write had nothing to trade with */
+    char f[4500];
+    snprintf(aside, sizeof(aside), "%s.not-regular", spare);
+    CHECK(mkdir(spare, 0700) == 0 && mkdir(aside, 0700) == 0);
+    snprintf(f, sizeof(f), "%s/f", spare);
+    CHECK(close(open(f, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) == 0);
+    snprintf(f, sizeof(f), "%s/f", aside);
+    CHECK(close(open(f, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) == 0);
+    CHECK(fs_write_exchange(&x, "six", 3, &err) == 0);
+    CHECK_STR(slurp(path), "six");
+    CHECK(a.n == 3);
+    snprintf(want, sizeof(want), "%s|a directory|%s.1", spare, aside);
+    CHECK_STR(a.last, want);
+    snprintf(f, sizeof(f), "%s.1/f", aside);
+    CHECK(unlink(f) == 0);
+    snprintf(f, sizeof(f), "%s/f", aside);
+    CHECK(unlink(f) == 0);
+    snprintf(f, sizeof(f), "%s.1", aside);
+    CHECK(rmdir(f) == 0 && rmdir(aside) == 0);
+    CHECK(unlink(spare) == 0 && unlink(path) == 0);
+    CHECK(rmdir(dir) == 0);
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR");
@@ -198,6 +300,7 @@ int main(void)
 
     test_stage(root);
     test_read_and_aside(root);
+    test_exchange(root);
 
     unlink(f2);
     unlink(file);
