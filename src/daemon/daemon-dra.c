@@ -205,9 +205,9 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
     r = dra_service_start(l, &so, &service_ops, d, &d->svc, err);
     if (r < 0)
         goto fail;
-    d->pub = dra_publish_new(l, k, node, DRA_DRIVER_NAME);
+    d->pub = dra_publish_new(l, k, node, DRA_DRIVER_NAME, err);
     if (!d->pub) {
-        r = error_set(err, -EIO, "DRA: the ResourceSlice watch could not start");
+        r = error_prefix(err, "DRA");
         goto fail;
     }
     log_info("DRA: serving driver %s on %s (registration %s), CDI specs in %s",

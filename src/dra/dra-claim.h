@@ -12,13 +12,13 @@
 #include "core/error.h"
 #include "dra/dra-config.h"
 #include "dra/dra-devices.h"
+#include "dra/dra-types.h"
 
 /* Bounds on what one claim may carry (the 1.34 API server allows 32 results and 32
  * configs; ours leave room for later versions but stop a hostile object). */
 #define DRA_CLAIM_MAX_RESULTS 128
 #define DRA_CLAIM_MAX_CONFIGS 128
-#define DRA_CLAIM_NAME_MAX 253       /* namespace, name, pool: DNS subdomain */
-#define DRA_CLAIM_UID_MAX 128
+/* DRA_CLAIM_NAME_MAX and DRA_CLAIM_UID_MAX: dra-types.h, shared with the service. */
 #define DRA_CLAIM_REQUEST_MAX 127    /* "<request>/<subrequest>", two DNS labels */
 
 struct dra_alloc {

@@ -7,10 +7,12 @@
  * (another: the claim got replaced), that it is allocated, and take the results of
  * gpu.nvidia.com in this node's pool (dra-claim.h: configs decoded and applied there);
  * map each device through the device set (unknown: an error naming it); refuse a device
- * that another prepared claim holds; record PrepareStarted, apply the devices' sharing
- * configs (options.apply_config), write the claim's CDI spec
- * (dra-cdi.h), record PrepareCompleted, answer with the CDI IDs and base request names.
- * A failure after PrepareStarted undoes the spec and the record.
+ * that another prepared claim holds; with a sharing config, record PrepareStarted, apply
+ * the devices' sharing configs (options.apply_config), write the claim's CDI spec
+ * (dra-cdi.h) and record PrepareCompleted; without one (the spec its only effect, which
+ * an unprepare removes by UID), write the spec and record PrepareCompleted once, one
+ * checkpoint write instead of two; answer with the CDI IDs and base request names.
+ * A failure after PrepareStarted, or of that one write, undoes the spec and the record.
  *
  * Applying a sharing config runs a tool (nvidia-smi) for up to seconds: the claim waits
  * for it on the loop, suspended after PrepareStarted, while other claims, calls and RPCs
@@ -67,7 +69,7 @@
 #include "dra/dra-types.h"
 #include "node/inventory.h"
 
-#define DRA_CLAIMS_MAX_PER_CALL 256
+/* DRA_CLAIMS_MAX_PER_CALL: dra-types.h, the one bound of the service and this engine. */
 /* Spec files created while their claims' GETs are in flight, at most, across the calls:
  * held open until written, so bounded (a pod has a few claims); the others are created
  * when written. */

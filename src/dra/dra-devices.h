@@ -2,8 +2,7 @@
  * driver (gpu.nvidia.com) does, so that DeviceClasses and claims written for it select
  * the same devices: "gpu-<minor>" for a full GPU, "gpu-<parent minor>-mig-<profile>-
  * <GI profile id>-<placement start>" for an existing MIG device. Pure: built from the
- * inventory, no I/O. The ResourceSlice JSON of these devices is built here too, valid
- * under the 1.34 API server's rules (split beyond 128 devices per slice). */
+ * inventory, no I/O. Their ResourceSlice JSON is dra-slice.h's. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>

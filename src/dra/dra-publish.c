@@ -374,7 +374,7 @@ static void get_node(struct dra_publish *p)
 /* ---- public ---- */
 
 struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *node,
-                                    const char *driver)
+                                    const char *driver, struct error *err)
 {
     struct dra_publish *p = xcalloc(1, sizeof(*p));
     p->loop = l;
@@ -384,11 +384,10 @@ struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *
     p->store = json_object();
     p->unhealthy = json_object();
     heal_init(&p->heal);
-    struct error err = { 0 };
     _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s,spec.driver=%s", node, driver);
-    p->watch = kube_watch_start(k, SLICES_PATH, sel, on_event, p, &err);
+    p->watch = kube_watch_start(k, SLICES_PATH, sel, on_event, p, err);
     if (!p->watch) {
-        log_error("Watching ResourceSlices of node %s: %s", node, err.msg);
+        error_prefix(err, "watching the ResourceSlices of node %s", node);
         dra_publish_free(p);
         return NULL;
     }

@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/error.h"
+
 struct kube;
 struct loop;
 struct dra_publish;
@@ -51,9 +53,9 @@ struct dra_publish_stats {
 
 /* Starts the watch and reads the Node's UID (the owner); nothing is written before the
  * first dra_publish_set(). node and driver are copied. NULL only if the watch could not
- * start (logged). */
+ * start, err saying why (nothing logged). */
 struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *node,
-                                    const char *driver);
+                                    const char *driver, struct error *err);
 /* Stops everything; the slices stay (the kubelet removes a plugin's slices when it
  * unregisters). NULL is ignored. */
 void dra_publish_free(struct dra_publish *p);

@@ -5,7 +5,7 @@
  * out, no socket or loop; the service (dra-service.c) and the fuzz target
  * (tests/dra/fuzz-dra-request.c) share it.
  *
- * The checks (bounds in dra-service.h): more than DRA_MAX_CLAIMS_PER_CALL claims refuses
+ * The checks (bounds in dra-types.h): more than DRA_MAX_CLAIMS_PER_CALL claims refuses
  * the call (RESOURCE_EXHAUSTED); a UID empty, longer than DRA_MAX_UID_LEN, with a byte
  * that is not printable ASCII, or twice in the call refuses it (INVALID_ARGUMENT: it
  * cannot key an answer, or would carry a peer's bytes into messages); so does a NUL byte

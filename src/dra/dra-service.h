@@ -40,17 +40,15 @@ struct dra_call;
 /* The default re-send period while a health stream is open: half the kubelet's
  * staleness time, so one late wakeup still leaves margin. */
 #define DRA_HEALTH_RESEND_MS 15000u
-/* A pod has at most 32 resource claims (API validation), and the kubelet batches one
- * pod's claims per driver per call. A call with more than this is no kubelet's: it is
- * refused whole with RESOURCE_EXHAUSTED rather than answered claim by claim, so the
- * reply cannot grow with the abuse. The same number as the claim engine's bound
- * (DRA_CLAIMS_MAX_PER_CALL), so no call the service accepts is refused behind it. */
-#define DRA_MAX_CLAIMS_PER_CALL 256u
-/* Longer than any valid UID (36), namespace (63) or name (253): a claim with a longer
- * namespace or name gets its own error; a UID out of bounds refuses the call
- * (INVALID_ARGUMENT), as it cannot key an answer. */
-#define DRA_MAX_UID_LEN 128u
-#define DRA_MAX_NAME_LEN 253u
+/* The bounds of a call are the claim engine's, defined once in dra-types.h: more than
+ * DRA_CLAIMS_MAX_PER_CALL claims refuses the call (RESOURCE_EXHAUSTED); a claim whose
+ * namespace or name passes DRA_CLAIM_NAME_MAX gets its own error; a UID past
+ * DRA_CLAIM_UID_MAX refuses the call (INVALID_ARGUMENT), as it cannot key an answer.
+ * The service's old names, only until dra-service.c, dra-request.c and
+ * tests/dra/fuzz-dra-request.c are moved to the ones above (not numbers of their own). */
+#define DRA_MAX_CLAIMS_PER_CALL DRA_CLAIMS_MAX_PER_CALL
+#define DRA_MAX_UID_LEN DRA_CLAIM_UID_MAX
+#define DRA_MAX_NAME_LEN DRA_CLAIM_NAME_MAX
 
 /* A claim answered with an error, or a call the kubelet gave up on, is one warning per
  * claim naming its namespace/name, UID and cause; at most this many per window, the next

@@ -11,6 +11,17 @@
 #define DRA_CDI_VENDOR "k8s.gpu.nvidia.com"
 #define DRA_CDI_CLASS "claim"
 
+/* The bounds both sides hold a call to, defined here once so that they cannot drift: no
+ * claim the service accepts is refused behind it by the preparer, and the other way round.
+ * A pod has at most 32 resource claims (API validation), and the kubelet batches one pod's
+ * claims per driver per call: a call with more than DRA_CLAIMS_MAX_PER_CALL is no
+ * kubelet's, refused whole (the service: RESOURCE_EXHAUSTED) so the reply cannot grow with
+ * the abuse. UIDs and names: longer than any valid UID (36), namespace (63) or name or
+ * pool (253, a DNS subdomain); a UID names files (CDI specs), so it is bounded too. */
+#define DRA_CLAIMS_MAX_PER_CALL 256
+#define DRA_CLAIM_UID_MAX 128
+#define DRA_CLAIM_NAME_MAX 253       /* namespace, name, pool */
+
 /* One claim of a call, as the kubelet names it (all borrowed for the call). */
 struct dra_claim_ref {
     const char *uid;

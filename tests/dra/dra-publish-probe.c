@@ -127,9 +127,11 @@ int main(int argc, char **argv)
         printf("error %s\n", err.msg);
         return 1;
     }
-    pub = dra_publish_new(loop, kube, node, DRA_DRIVER_NAME);
-    if (!pub)
+    pub = dra_publish_new(loop, kube, node, DRA_DRIVER_NAME, &err);
+    if (!pub) {
+        printf("error %s\n", err.msg);
         return 1;
+    }
     (void)fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
     if (loop_add_io(loop, 0, EPOLLIN, stdin_cb, NULL) < 0)
         return 1;
