@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """docs/architecture.md against the code: the layer list names every folder of src/, the
 include-edge list is exactly the edges the `#include "..."` lines of src/ make between
-layers, and every such edge points down the layer list.
+layers, and every such edge points down the layer list; the module map has a row for
+every folder of src/ and names every entry file (src/main.c, src/cmd_*.c).
 
 usage: test_architecture.py                 run the checks (GDP_SOURCE_DIR: the source tree)
        test_architecture.py --print-edges   print the edge paragraph the doc should have"""
@@ -77,6 +78,30 @@ def doc_edges(text):
     return edges
 
 
+def map_names(text):
+    """The backquoted names of the module map's first column (`src/core/fs.[ch]`, `cmd_gfd.c`)."""
+    names = set()
+    for cell in re.findall(r"^\| (.+?) \| ", text, re.M):
+        names.update(re.findall(r"`([^`]+)`", cell))
+    return names
+
+
+def unmapped(text, folders, entries):
+    """Folders of src/ without a row, and entry files (directly in src/) no row names."""
+    names = map_names(text)
+    out = [f"src/{d}/: no row in the module map" for d in sorted(folders)
+           if not any(n.startswith(f"src/{d}/") for n in names)]
+    out += [f"src/{e}: not named in the module map" for e in sorted(entries)
+            if f"src/{e}" not in names and e not in names]
+    return out
+
+
+def src_folders_and_entries():
+    folders = {d for d in os.listdir(SRC) if os.path.isdir(os.path.join(SRC, d))}
+    entries = {f for f in os.listdir(SRC) if f.endswith(".c")}
+    return folders, entries
+
+
 def differences(code, doc):
     """Lines naming every edge the doc misses or invents."""
     out = []
@@ -117,6 +142,14 @@ class ArchitectureDoc(unittest.TestCase):
                          "folders of src/ missing from the layer diagram")
         self.assertEqual(sorted(set(self.layers) - folders - {"cmd"}), [],
                          "layers in the diagram that src/ does not have")
+
+    def test_module_map_covers_src(self):
+        folders, entries = src_folders_and_entries()
+        self.assertEqual(unmapped(self.text, folders, entries), [])
+        # And it would say so: a folder and an entry file the map does not name.
+        self.assertEqual(unmapped("| `src/a/x.c` | `a_` | x |\n| `src/main.c`, `cmd_b.c` | `cmd_` | y |\n",
+                                  {"a", "z"}, {"main.c", "cmd_b.c", "cmd_c.c"}),
+                         ["src/z/: no row in the module map", "src/cmd_c.c: not named in the module map"])
 
     def test_edge_list_is_the_code(self):
         self.assertIsNotNone(self.edges, "no 'Include edges' paragraph in docs/architecture.md")
