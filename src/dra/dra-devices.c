@@ -2,7 +2,10 @@
  * the names NVIDIA's gpu-kubelet-plugin gives them, so that claims and DeviceClasses
  * written for it keep selecting the same devices. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "nvml/nvml.h"
 
 #include "dra/dra-devices.h"
 
@@ -60,6 +63,56 @@ static struct dra_device *append(struct dra_device_set *s)
     return d;
 }
 
+bool dra_mig_gpu_dynamic(const struct inv_gpu *g)
+{
+    return g->mig_capable && g->n_mig_profiles > 0 &&
+           (g->arch_id >= NVML_ARCH_ID_HOPPER || g->mig_enabled);
+}
+
+bool dra_mig_gpu_whole(const struct inv_gpu *g)
+{
+    return !dra_mig_gpu_dynamic(g) ? !g->mig_enabled : g->arch_id >= NVML_ARCH_ID_HOPPER;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct dra_device *)a)->name, ((const struct dra_device *)b)->name);
+}
+
+/* The placements of GPU i, named as NVIDIA's driver names them and sorted by name: the
+ * scheduler walks a slice's devices first fit, so the order decides which placement a
+ * profile-only request gets. */
+static int add_placements(struct dra_device_set *s, const struct inventory *inv, size_t i,
+                          struct error *err)
+{
+    const struct inv_gpu *g = &inv->gpus[i];
+    size_t first = s->n;
+    for (size_t p = 0; p < g->n_mig_profiles; p++) {
+        const struct inv_mig_profile *m = &g->mig_profiles[p];
+        char token[INV_PROFILE_MAX];
+        profile_token(m->name, token, sizeof(token));
+        for (unsigned k = 0; k < m->n_placements; k++) {
+            char name[DRA_DEVICE_NAME_MAX + 16];
+            int n = snprintf(name, sizeof(name), "gpu-%u-mig-%s-%u-%u", g->minor, token, m->id,
+                             m->placements[k].start);
+            if (n < 0 || (size_t)n > DRA_DEVICE_NAME_MAX - 1)
+                return error_set(err, -ENAMETOOLONG, "GPU %s: MIG placement name \"%s\" longer than 63 characters",
+                                 g->uuid, name);
+            if (name_taken(s, name))
+                return error_set(err, -EEXIST, "GPU %s: DRA name \"%s\" already used", g->uuid, name);
+            struct dra_device *d = append(s);
+            memcpy(d->name, name, DRA_DEVICE_NAME_MAX);
+            d->type = DRA_DEVICE_MIG_PLACEMENT;
+            d->gpu = i;
+            d->mig = p;
+            d->placement = k;
+            d->counters = true;
+        }
+    }
+    qsort(s->devices + first, s->n - first, sizeof(*s->devices), by_name);
+    return 0;
+}
+
 int dra_devices_build(const struct inventory *inv, const bool *serve, struct dra_device_set *out,
                       struct error *err)
 {
@@ -70,7 +123,8 @@ int dra_devices_build(const struct inventory *inv, const bool *serve, struct dra
         const struct inv_gpu *g = &inv->gpus[i];
         if (serve && !serve[i])
             continue;
-        if (!g->mig_enabled) {
+        bool dynamic = dra_mig_gpu_dynamic(g);
+        if (dra_mig_gpu_whole(g)) {
             char name[DRA_DEVICE_NAME_MAX];
             snprintf(name, sizeof(name), "gpu-%u", g->minor); /* at most 14 characters */
             if (name_taken(&s, name)) {
@@ -82,8 +136,16 @@ int dra_devices_build(const struct inventory *inv, const bool *serve, struct dra
             memcpy(d->name, name, sizeof(name));
             d->type = DRA_DEVICE_GPU;
             d->gpu = i;
+            d->counters = dynamic;
+        }
+        if (dynamic) {
+            /* what exists of MIG on it is not offered: placements replace it */
+            if ((r = add_placements(&s, inv, i, err)) < 0)
+                goto fail;
             continue;
         }
+        if (!g->mig_enabled)
+            continue;
         for (size_t j = 0; j < g->n_migs; j++) {
             char name[DRA_DEVICE_NAME_MAX + 16];
             if ((r = mig_name(&s, g, &g->migs[j], name, sizeof(name), err)) < 0)

@@ -12,14 +12,28 @@
 
 #define DRA_DEVICE_NAME_MAX 64        /* a DNS label: at most 63 characters */
 
-enum dra_device_type { DRA_DEVICE_GPU, DRA_DEVICE_MIG };
+/* DRA_DEVICE_MIG_PLACEMENT: a MIG device DynamicMIG creates when a claim gets it
+ * ("gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>"), one per profile and
+ * placement of a GPU that takes part (dra_mig_gpu_dynamic). */
+enum dra_device_type { DRA_DEVICE_GPU, DRA_DEVICE_MIG, DRA_DEVICE_MIG_PLACEMENT };
 
 struct dra_device {
     char name[DRA_DEVICE_NAME_MAX];
     enum dra_device_type type;
     size_t gpu;                       /* index into inventory->gpus */
-    size_t mig;                       /* index into gpus[gpu].migs (DRA_DEVICE_MIG only) */
+    size_t mig;                       /* DRA_DEVICE_MIG: index into gpus[gpu].migs;
+                                       * _PLACEMENT: into gpus[gpu].mig_profiles */
+    unsigned placement;               /* _PLACEMENT: index into the profile's placements */
+    bool counters;                    /* consumes its GPU's counter set (DynamicMIG) */
 };
+
+/* Whether DynamicMIG carves GPU g (NVIDIA's rule): its MIG profiles are known (discovery
+ * reads them only with DynamicMIG on) and MIG mode switches without a reset (Hopper and
+ * newer) or is already on (Ampere, whose full GPU is then not offered: turning MIG off
+ * would take a reset). */
+bool dra_mig_gpu_dynamic(const struct inv_gpu *g);
+/* Whether the full GPU g is offered beside its placements (Hopper and newer). */
+bool dra_mig_gpu_whole(const struct inv_gpu *g);
 
 struct dra_device_set {
     struct dra_device *devices;
@@ -27,7 +41,8 @@ struct dra_device_set {
 };
 
 /* Every device of inv that DRA serves (a GPU with MIG enabled offers its MIG devices,
- * not itself, as NVIDIA's driver does). `serve` (may be NULL: all) says, per GPU index,
+ * not itself, as NVIDIA's driver does; a GPU DynamicMIG carves offers its placements,
+ * sorted by name, after its full GPU where that is offered). `serve` (may be NULL: all) says, per GPU index,
  * whether DRA serves that GPU at all (the rest belong to the device plugin). Returns 0
  * or -errno with err set. */
 int dra_devices_build(const struct inventory *inv, const bool *serve, struct dra_device_set *out,

@@ -14,8 +14,10 @@
 
 void inventory_clear(struct inventory *inv)
 {
-    for (size_t i = 0; i < inv->n_gpus; i++)
+    for (size_t i = 0; i < inv->n_gpus; i++) {
         free(inv->gpus[i].migs);
+        free(inv->gpus[i].mig_profiles);
+    }
     free(inv->gpus);
     free(inv->links);
     driver_files_clear(&inv->driver);
@@ -120,6 +122,34 @@ static int discover_migs(const struct discover_options *opt, nvml_device dev, st
     return 0;
 }
 
+/* What DynamicMIG may create on g, named as go-nvlib names a profile whose compute
+ * instance spans the GPU instance ("1g.10gb", never "1c.2g.20gb"). */
+static int discover_mig_profiles(nvml_device dev, struct inv_gpu *g, struct error *err)
+{
+    struct nvml_gi_profile p[32];
+    unsigned n = 0;
+    int r = nvml_device_gi_profiles(dev, p, ELEMENTSOF(p), &n, err);
+    if (r < 0)
+        return error_prefix(err, "GPU %s: MIG profiles", g->uuid);
+    g->mig_profiles = n ? xcalloc(n, sizeof(*g->mig_profiles)) : NULL;
+    for (unsigned i = 0; i < n; i++) {
+        struct inv_mig_profile *m = &g->mig_profiles[g->n_mig_profiles++];
+        *m = (struct inv_mig_profile){
+            .index = p[i].index, .id = p[i].id, .slices = p[i].slices,
+            .memory_bytes = p[i].memory_bytes, .multiprocessors = p[i].multiprocessors,
+            .copy_engines = p[i].copy_engines, .decoders = p[i].decoders,
+            .encoders = p[i].encoders, .jpegs = p[i].jpegs, .ofas = p[i].ofas,
+            .n_placements = p[i].n_placements,
+        };
+        mig_profile_name(p[i].slices, p[i].slices, p[i].memory_bytes, g->memory_bytes,
+                         p[i].variant, m->name, sizeof(m->name));
+        for (unsigned k = 0; k < p[i].n_placements && k < INV_MIG_PLACEMENTS_MAX; k++)
+            m->placements[k] = (struct inv_placement){ p[i].placements[k].start,
+                                                       p[i].placements[k].size };
+    }
+    return 0;
+}
+
 static int discover_gpu(unsigned index, const struct discover_options *opt, nvml_device dev,
                         struct inv_gpu *g, struct error *err)
 {
@@ -147,6 +177,8 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
         log_debug("GPU %s: %s, no brand attribute", g->uuid, ierr.msg);
     if (nvml_device_architecture(dev, g->architecture, sizeof(g->architecture), &ierr) < 0)
         log_debug("GPU %s: %s, no architecture attribute", g->uuid, ierr.msg);
+    if (nvml_device_architecture_id(dev, &g->arch_id, &ierr) < 0)
+        g->arch_id = 0;
     /* No mode (NOT_SUPPORTED, or a driver without the call) is no attribute, as in NVIDIA's
      * driver; where that driver refuses to start (a mode added after us, another error) the
      * GPU is still served, without the attribute. */
@@ -185,6 +217,9 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
         *err = mig_err;
         return error_prefix(err, "GPU %s", g->uuid);
     }
+    if (opt->with_mig_profiles && g->mig_capable &&
+        (r = discover_mig_profiles(dev, g, err)) < 0)
+        return r;
     if (opt->with_mig && g->mig_enabled)
         return discover_migs(opt, dev, g, err);
     return 0;
@@ -288,6 +323,11 @@ static void carry_lost(const struct discover_options *opt, unsigned index, struc
         g->migs = xreallocarray(NULL, old->n_migs, sizeof(*g->migs));
         memcpy(g->migs, old->migs, old->n_migs * sizeof(*g->migs));
     }
+    g->mig_profiles = NULL;
+    if (old->n_mig_profiles) {
+        g->mig_profiles = xreallocarray(NULL, old->n_mig_profiles, sizeof(*g->mig_profiles));
+        memcpy(g->mig_profiles, old->mig_profiles, old->n_mig_profiles * sizeof(*g->mig_profiles));
+    }
     log_error("GPU %u (%s): %s; keeping it advertised as Unhealthy until NVML sees it again",
               index, old->uuid, why);
 }
@@ -355,6 +395,7 @@ int discover_node(const struct discover_options *opt, struct inventory *out, str
             if (r != -ENODEV)
                 goto fail;
             free(g->migs);
+            free(g->mig_profiles);
             memset(g, 0, sizeof(*g));
             out->n_gpus--;
             carry_lost(opt, i, out, err->msg);

@@ -11,6 +11,8 @@ struct discover_options {
     const char *sysfs_root;   /* NUMA from <root>/bus/pci/devices/<bdf>/numa_node */
     const char *proc_root;    /* MIG cap minors from <root>/driver/nvidia-caps/mig-minors */
     bool with_mig;            /* enumerate MIG devices of MIG-enabled GPUs */
+    /* the MIG profiles and placements every MIG-capable GPU offers (DynamicMIG) */
+    bool with_mig_profiles;
     bool with_links;          /* query PCIe/NVLink topology for every GPU pair */
     /* The inventory being replaced (a reload), or NULL. A GPU of it that NVML now reports
      * lost (GPU_IS_LOST) at the same index is kept from it with `lost` set, so that its

@@ -33,6 +33,22 @@ struct inv_mig {
     char cap_error[INV_CAP_ERROR_MAX];
 };
 
+/* A MIG device DynamicMIG may create on a GPU: one GPU-instance profile with the compute
+ * instance that spans it whole, and the placements it may take (node/discover.c, only
+ * with discover_options.with_mig_profiles). */
+#define INV_MIG_PLACEMENTS_MAX 8
+struct inv_mig_profile {
+    unsigned index, id;               /* NVML_GPU_INSTANCE_PROFILE_* and its info.id */
+    char name[INV_PROFILE_MAX];       /* "1g.10gb", "1g.10gb+me" */
+    unsigned slices;
+    uint64_t memory_bytes;
+    unsigned multiprocessors, copy_engines, decoders, encoders, jpegs, ofas;
+    unsigned n_placements;
+    struct inv_placement {
+        unsigned start, size;         /* memory slices */
+    } placements[INV_MIG_PLACEMENTS_MAX];
+};
+
 struct inv_gpu {
     unsigned index;                   /* NVML enumeration index */
     char uuid[INV_UUID_MAX];          /* "GPU-..." */
@@ -52,6 +68,9 @@ struct inv_gpu {
      * = compute mode, 0x030000 VGA = graphics mode); 0 if unreadable. Labels only. */
     uint32_t pci_class;
     bool mig_capable, mig_enabled;
+    unsigned arch_id;                 /* NVML's architecture number (9 Hopper); 0 unknown */
+    struct inv_mig_profile *mig_profiles; /* with_mig_profiles and MIG capable, else NULL */
+    size_t n_mig_profiles;
     /* Known from the previous discovery but not answering NVML now (GPU_IS_LOST during a
      * reload): kept with its old record so its IDs stay advertised (Unhealthy) and come
      * back when NVML sees it again; the health monitor treats it as lost from the start. */

@@ -201,6 +201,7 @@ int node_state_build(struct node_state *s, const struct node_state_options *opt,
         /* DRA offers a MIG-enabled GPU's MIG devices whatever the strategy, as NVIDIA's
          * DRA driver does; the device plugin's resources still follow the strategy. */
         .with_mig = cfg->mig_strategy != MIG_STRATEGY_NONE || cfg->dra.enabled,
+        .with_mig_profiles = cfg->dra.enabled && cfg->dra.dynamic_mig,
         .with_links = opt->serve,
         .previous = opt->previous,
     };
