@@ -279,6 +279,18 @@ static void say_restore(struct dra_publish *p, const char *name, const char *how
         log_info("ResourceSlice %s %s by someone else; restoring it%s", name, how, more);
 }
 
+/* An event about the slice of the write in flight: the server has it as of the event (its
+ * answer is older, or the echo of our write), so the answer, on another stream, must not
+ * put back what the event says (a slice deleted after our write would be counted as there
+ * and never restored). */
+static void superseded(struct dra_publish *p, const char *name)
+{
+    if (p->req && p->req_name && streq(p->req_name, name)) {
+        free(p->req_name);
+        p->req_name = NULL;
+    }
+}
+
 static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj, void *userdata)
 {
     struct dra_publish *p = userdata;
@@ -303,6 +315,7 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
     if (ev == KUBE_WATCH_DELETED) {
         if (!json_object_get(p->store, name))
             return;
+        superseded(p, name);
         json_object_del(p->store, name);
         /* the garbage collector deletes them when the Node went and came back with a
          * new UID: read it again before restoring, or they would go again */
@@ -316,6 +329,7 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
     const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
     if (had && streq_ptr(rv, dra_publish_record_version(had)))
         return; /* the echo of our own write, already stored from its answer */
+    superseded(p, name);
     store_put(p, obj);
     if (!p->synced)
         return;
