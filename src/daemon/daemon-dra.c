@@ -122,7 +122,9 @@ static void publish(struct daemon_dra *d)
         bad[n_bad++] = (struct dra_unhealthy_device){
             .device = dev->name, .lost = lost, .xid = lost ? 0 : (unsigned)xid };
     }
-    dra_publish_set(d->pub, devices, bad, n_bad);
+    json_t *counters = dra_slice_counter_sets(&d->node->inv, &d->set);
+    dra_publish_set_pool(d->pub, devices, counters, bad, n_bad);
+    json_decref(counters);
     json_decref(devices);
     free(bad);
 }

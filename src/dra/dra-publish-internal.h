@@ -33,6 +33,10 @@ struct dra_publish {
     char *devices;                  /* what the caller gave, as compact JSON with sorted
                                      * keys; NULL before the first set */
     json_t *unhealthy;              /* device name -> its taint */
+    char *counters;                 /* DynamicMIG's counter sets as compact JSON; NULL: none */
+    bool version_known;             /* the layout is chosen (GET /version answered) */
+    bool combined;                  /* the API server is older than 1.35 */
+    bool req_counters;              /* the write carried counters: its answer tells the mode */
     long long round_gen;            /* pool generation being written; 0 between rounds */
     long long last_gen;
     struct kube_req *req;
@@ -63,6 +67,12 @@ const char *dra_publish_record_version(json_t *record);
 const char *dra_publish_name_of(json_t *o);
 /* The server holds exactly the wanted slices, all of one generation. */
 bool dra_publish_steady(struct dra_publish *p);
+/* Whether an API server of this gitVersion ("v1.34.9", "v1.35.0-rc.1") wants the
+ * combined layout: below 1.35.0 in semver order, a pre-release counting below. */
+bool dra_publish_combined_layout(const char *git_version);
+/* Whether a slice carries counters (sharedCounters, or a device's consumesCounters). */
+bool dra_publish_has_counters(json_t *slice);
+
 /* The next request of the round (a new pool generation, started when something
  * differs): create or update a wanted slice (*slice_out, with the resourceVersion
  * compared against), then delete the extras (*name_out); ACT_NONE ends the round. */

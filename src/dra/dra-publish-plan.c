@@ -1,5 +1,6 @@
 /* The publisher's decisions (see dra-publish-internal.h): pure, no requests. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/macro.h"
@@ -31,6 +32,15 @@ json_t *dra_publish_want(const struct dra_publish *p)
     json_t *devices = json_loads(p->devices, 0, NULL); /* our own text: always parses */
     size_t i;
     json_array_foreach (devices, i, d) {
+        if (p->stats.partitions == DRA_PARTITIONS_DROPPED && json_object_get(d, "consumesCounters")) {
+            /* the scheduler would not see what it consumes: a placement is not offered,
+             * a full GPU is, as a GPU without DynamicMIG is */
+            const char *type = json_string_value(json_object_get(
+                json_object_get(json_object_get(d, "attributes"), "type"), "string"));
+            if (type && streq(type, "mig"))
+                continue;
+            json_object_del(d, "consumesCounters");
+        }
         json_t *t = json_object_get(p->unhealthy, json_string_value(json_object_get(d, "name")));
         if (!t) {
             json_array_append(want, d);
@@ -59,11 +69,15 @@ static char *slice_name(const struct dra_publish *p, size_t i)
 /* The slices to hold, named, at generation gen. */
 static json_t *desired(const struct dra_publish *p, long long gen)
 {
+    json_t *counters = p->counters && p->stats.partitions != DRA_PARTITIONS_DROPPED
+                           ? json_loads(p->counters, 0, NULL) : NULL; /* our own text */
     struct dra_slice_pool pool = { .driver = p->driver, .node_name = p->node,
-                                   .node_uid = p->node_uid, .generation = gen };
+                                   .node_uid = p->node_uid, .generation = gen,
+                                   .counter_sets = counters, .combined = p->combined };
     json_t *want = dra_publish_want(p);
     json_t *slices = dra_slices_build(&pool, want), *s;
     json_decref(want);
+    json_decref(counters);
     size_t i;
     json_array_foreach (slices, i, s) {
         json_t *md = json_object_get(s, "metadata");
@@ -74,12 +88,46 @@ static json_t *desired(const struct dra_publish *p, long long gen)
     return slices;
 }
 
+bool dra_publish_combined_layout(const char *git_version)
+{
+    unsigned long major = 0, minor = 0, patch = 0;
+    const char *v = git_version && *git_version == 'v' ? git_version + 1 : git_version;
+    char *end = NULL;
+    if (!v)
+        return false;
+    major = strtoul(v, &end, 10);
+    if (!end || *end != '.')
+        return false;
+    minor = strtoul(end + 1, &end, 10);
+    if (end && *end == '.')
+        patch = strtoul(end + 1, &end, 10);
+    if (major != 1)
+        return major < 1;
+    if (minor != 35)
+        return minor < 35;
+    /* 1.35.0-rc.1 sorts below 1.35.0 in semver, so it is given the old layout, as NVIDIA's
+     * driver gives it; 1.35.0 and 1.35.x are new */
+    return end && *end == '-' && patch == 0;
+}
+
+bool dra_publish_has_counters(json_t *slice)
+{
+    json_t *spec = json_object_get(slice, "spec"), *d;
+    size_t i;
+    if (json_array_size(json_object_get(spec, "sharedCounters")))
+        return true;
+    json_array_foreach (json_object_get(spec, "devices"), i, d)
+        if (json_array_size(json_object_get(d, "consumesCounters")))
+            return true;
+    return false;
+}
+
 /* A device as compared: what we send (name, attributes, capacity, taints without the
  * timeAdded the server fills in and without an empty value it leaves out). */
 static json_t *device_view(json_t *d)
 {
     json_t *v = json_object();
-    static const char *const keys[] = { "name", "attributes", "capacity" };
+    static const char *const keys[] = { "name", "attributes", "capacity", "consumesCounters" };
     for (size_t i = 0; i < ELEMENTSOF(keys); i++)
         if (json_object_get(d, keys[i]))
             json_object_set(v, keys[i], json_object_get(d, keys[i]));
@@ -115,6 +163,8 @@ static char *content_of(json_t *slice)
         if (json_object_get(pool, pool_keys[i]))
             json_object_set(pv, pool_keys[i], json_object_get(pool, pool_keys[i]));
     json_object_set_new(v, "pool", pv);
+    if (json_array_size(json_object_get(spec, "sharedCounters")))
+        json_object_set(v, "sharedCounters", json_object_get(spec, "sharedCounters"));
     size_t i;
     json_array_foreach (json_object_get(spec, "devices"), i, d)
         json_array_append_new(devices, device_view(d));

@@ -14,6 +14,7 @@
 
 static void converge(struct dra_publish *p);
 static void get_node(struct dra_publish *p);
+static void get_version(struct dra_publish *p);
 
 /* ---- requests ---- */
 
@@ -103,12 +104,30 @@ static void learn_taints(struct dra_publish *p, json_t *body)
                  "devices are withdrawn from the ResourceSlice until they recover");
 }
 
+/* The answer to a write that carried counters says whether the API server keeps them
+ * (1.34 drops them unless DRAPartitionableDevices is on; from 1.36 it is on by default). */
+static void learn_partitions(struct dra_publish *p, json_t *body)
+{
+    bool kept = dra_publish_has_counters(body);
+    enum dra_partition_mode mode = kept ? DRA_PARTITIONS_KEPT : DRA_PARTITIONS_DROPPED;
+    if (mode == p->stats.partitions)
+        return;
+    p->stats.partitions = mode;
+    if (kept)
+        log_info("The API server keeps shared counters (DRAPartitionableDevices is on): MIG "
+                 "placements are published for DynamicMIG");
+    else
+        log_error("The API server drops shared counters (DRAPartitionableDevices is off): "
+                  "the MIG placements of DynamicMIG are withdrawn and the GPUs offered whole; "
+                  "turn the gate on in the API server and scheduler, then restart the plugin");
+}
+
 static void on_written(struct kube *k, int status, json_t *body, void *userdata)
 {
     struct dra_publish *p = userdata;
     char buf[512];
     _cleanup_free_ char *name = p->req_name ? xstrdup(p->req_name) : NULL;
-    bool tainted = p->req_tainted;
+    bool tainted = p->req_tainted, counted = p->req_counters;
     request_done(p);
     if (status == 200 || status == 201) {
         succeeded(p);
@@ -116,6 +135,8 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
             store_put(p, body);
         if (tainted && body)
             learn_taints(p, body);
+        if (counted && body && p->stats.partitions != DRA_PARTITIONS_DROPPED)
+            learn_partitions(p, body);
     } else if (status == 404) {
         /* an update of a slice deleted meanwhile: create it (a refused write all the same) */
         p->stats.write_failures++;
@@ -173,6 +194,10 @@ static void converge(struct dra_publish *p)
     p->again = false;
     if (p->retry || !p->devices || !p->synced || !p->node_uid)
         return; /* a retry is pending, or not everything is known yet */
+    if (p->counters && !p->version_known) {
+        get_version(p);
+        return;
+    }
     if (p->refresh_node && !dra_publish_steady(p)) {
         get_node(p);
         return;
@@ -211,6 +236,7 @@ static void converge(struct dra_publish *p)
     p->invalid_logged = false;
     p->req_name = name;
     p->req_tainted = slice && any_taint(slice);
+    p->req_counters = slice && dra_publish_has_counters(slice);
     if (act == ACT_CREATE) {
         p->stats.creates++;
         p->req = kube_request(p->kube, KUBE_POST, SLICES_PATH, slice, on_written, p, &err);
@@ -385,6 +411,42 @@ static void get_node(struct dra_publish *p)
     }
 }
 
+/* ---- the API server's version (the layout of DynamicMIG's counters) ---- */
+
+static void on_version(struct kube *k, int status, json_t *body, void *userdata)
+{
+    struct dra_publish *p = userdata;
+    char buf[512];
+    p->req = NULL;
+    const char *v = json_string_value(json_object_get(body, "gitVersion"));
+    if (status != 200 || !v) {
+        /* not worth holding the slices back for: 1.35+ is what serves resource.k8s.io/v1
+         * with counters by default, and a refusal of the split layout is logged */
+        log_warning("Reading the API server's version: %s; publishing the split layout of "
+                    "Kubernetes 1.35+", status_text(status, body, buf, sizeof(buf)));
+        p->combined = false;
+    } else {
+        p->combined = dra_publish_combined_layout(v);
+        log_info("API server %s: shared counters in %s", v,
+                 p->combined ? "the slice of their devices (before 1.35)"
+                             : "counters-only slices (1.35+)");
+    }
+    p->version_known = true;
+    converge(p);
+}
+
+static void get_version(struct dra_publish *p)
+{
+    struct error err = { 0 };
+    p->req = kube_request(p->kube, KUBE_GET, "/version", NULL, on_version, p, &err);
+    if (!p->req) {
+        log_warning("Reading the API server's version: %s; publishing the split layout of "
+                    "Kubernetes 1.35+", err.msg);
+        p->version_known = true;
+        p->combined = false;
+    }
+}
+
 /* ---- public ---- */
 
 struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *node,
@@ -418,6 +480,7 @@ void dra_publish_free(struct dra_publish *p)
     loop_timer_cancel(p->loop, p->retry);
     json_decref(p->store);
     free(p->devices);
+    free(p->counters);
     json_decref(p->unhealthy);
     free(p->req_name);
     heal_clear(&p->heal);
@@ -430,18 +493,29 @@ void dra_publish_free(struct dra_publish *p)
 void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_unhealthy_device *unhealthy,
                      size_t n)
 {
+    dra_publish_set_pool(p, devices, NULL, unhealthy, n);
+}
+
+void dra_publish_set_pool(struct dra_publish *p, json_t *devices, json_t *counter_sets,
+                          const struct dra_unhealthy_device *unhealthy, size_t n)
+{
     json_t *bad = json_object();
     for (size_t i = 0; i < n; i++)
         if (unhealthy[i].device)
             json_object_set_new(bad, unhealthy[i].device, dra_publish_taint(&unhealthy[i]));
     char *text = dra_publish_text(devices);
-    if (streq_ptr(p->devices, text) && json_equal(p->unhealthy, bad)) {
+    char *counters = json_array_size(counter_sets) ? dra_publish_text(counter_sets) : NULL;
+    if (streq_ptr(p->devices, text) && streq_ptr(p->counters, counters) &&
+        json_equal(p->unhealthy, bad)) {
         free(text);
+        free(counters);
         json_decref(bad);
         return;
     }
     free(p->devices);
     p->devices = text;
+    free(p->counters);
+    p->counters = counters;
     json_decref(p->unhealthy);
     p->unhealthy = bad;
     converge(p);

@@ -38,6 +38,11 @@ enum dra_taint_mode {
     DRA_TAINTS_DROPPED,              /* off: unhealthy devices are left out of the slice */
 };
 
+enum dra_partition_mode {
+    DRA_PARTITIONS_UNKNOWN,          /* no counter written yet (or none to write) */
+    DRA_PARTITIONS_KEPT,             /* DRAPartitionableDevices on: counters kept */
+    DRA_PARTITIONS_DROPPED,          /* off: the server dropped them; placements withdrawn */
+};
 struct dra_publish_stats {
     unsigned creates, updates, deletes; /* writes sent (answered or not) */
     unsigned failures;               /* requests that failed (retried with backoff) */
@@ -45,6 +50,7 @@ struct dra_publish_stats {
                                       * refused or never answered (the metrics' count) */
     unsigned restores;               /* convergences started by someone else's change */
     enum dra_taint_mode taints;
+    enum dra_partition_mode partitions;
     bool converged;                  /* the server holds what was asked, nothing pending */
     const char *error;               /* why the last request failed, while it is retried;
                                       * NULL once one works (borrowed: valid until the
@@ -67,6 +73,14 @@ void dra_publish_free(struct dra_publish *p);
 void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_unhealthy_device *unhealthy,
                      size_t n);
 
+/* As dra_publish_set, with DynamicMIG's counter sets (dra_slice_counter_sets(), copied;
+ * NULL or empty: none), which the devices' consumesCounters name. With counter sets the
+ * API server's version is read once (GET /version) to choose the layout (split from
+ * 1.35, combined before). Should the server drop the counters (DRAPartitionableDevices
+ * off), the placements are withdrawn and the full GPUs offered without them: a device
+ * whose consumption the scheduler cannot see would be handed out twice. */
+void dra_publish_set_pool(struct dra_publish *p, json_t *devices, json_t *counter_sets,
+                          const struct dra_unhealthy_device *unhealthy, size_t n);
 void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out);
 /* Whether the API server holds the slices as asked now: the last round converged and
  * nothing waits since (a restore of a slice someone else deleted or changed, paced by
