@@ -1,11 +1,14 @@
 /* The Dynamic Resource Allocation options (struct config_dra): the setters of the table's
  * rows that need more than their kind (config-options.c), for every source (flags,
  * environment, defaults). */
+#include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/un.h>
 
 #include "config/config-internal.h"
+#include "core/log.h"
+#include "core/suggest.h"
 
 /* Each of the two directories gets a Unix socket, and a socket's whole path, NUL
  * included, must fit in sun_path (108 bytes on Linux). So each directory may be as long
@@ -68,6 +71,158 @@ static int set_device_plugin_gpus(struct config *c, const char *value, struct er
     return 0;
 }
 
+/* NVIDIA's DRA driver feature gates (its pkg/featuregates, and the two every Kubernetes
+ * gate set has), parsed as Kubernetes' featuregate package parses --feature-gates:
+ * "Name=bool" items, comma separated, trimmed, the last of a name winning; an unknown
+ * name or a value that is not a boolean is an error. DynamicMIG is stored; the others
+ * change nothing here: ours either always does what the gate turns on, or does not
+ * implement it (docs/dra.md, "Feature gates"). */
+enum gate_use { GATE_STORED, GATE_ALWAYS, GATE_NOT_IMPLEMENTED };
+
+static const struct {
+    const char *name;
+    enum gate_use use;
+    const char *why; /* the warning's reason */
+} gates[] = {
+    { "DynamicMIG", GATE_STORED, NULL },
+    { "TimeSlicingSettings", GATE_ALWAYS, "claims asking for TimeSlicing are always served" },
+    { "NVMLDeviceHealthCheck", GATE_ALWAYS,
+      "the device plugin's recovering health monitor always drives DRA health" },
+    { "MPSSupport", GATE_NOT_IMPLEMENTED,
+      "claims asking for MPS are refused: no per-claim MPS control daemons run" },
+    { "PassthroughSupport", GATE_NOT_IMPLEMENTED, "no VFIO devices are served" },
+    { "ConsumableShares", GATE_NOT_IMPLEMENTED, "devices are not published as shareable" },
+    { "FabricManagerPartitioning", GATE_NOT_IMPLEMENTED,
+      "no Fabric Manager partition attributes are published" },
+    { "DRAListTypeAttributes", GATE_NOT_IMPLEMENTED, "attributes keep their scalar types" },
+    { "IMEXDaemonsWithDNSNames", GATE_NOT_IMPLEMENTED,
+      "IMEX daemons are the compute-domain driver's, which this is not" },
+    { "AllAlpha", GATE_NOT_IMPLEMENTED, "set each gate by name" },
+    { "AllBeta", GATE_NOT_IMPLEMENTED, "set each gate by name" },
+};
+
+/* NVIDIA refuses these beside DynamicMIG at start. It refuses NVMLDeviceHealthCheck
+ * too, because its health checks need an NVML session of their own; ours share one with
+ * everything else, so health stays on with DynamicMIG. */
+static const char *const excluded_by_dynamic_mig[] = { "PassthroughSupport", "MPSSupport" };
+
+static int gate_find(const char *name)
+{
+    for (size_t i = 0; i < ELEMENTSOF(gates); i++)
+        if (streq(name, gates[i].name))
+            return (int)i;
+    return -1;
+}
+
+static int gate_unknown(const char *name, struct error *err)
+{
+    struct suggest sg;
+    suggest_init(&sg, name, strlen(name));
+    for (size_t i = 0; i < ELEMENTSOF(gates); i++)
+        suggest_offer(&sg, gates[i].name);
+    const char *best = suggest_best(&sg);
+    if (best)
+        return error_set(err, -EINVAL, "unrecognized feature gate: %s; did you mean %s?", name,
+                         best);
+    return error_set(err, -EINVAL, "unrecognized feature gate: %s (see docs/dra.md)", name);
+}
+
+/* Whether item is "<name>=...". */
+static bool gate_is(const char *item, const char *name)
+{
+    size_t len = strlen(name);
+    return !strncmp(item, name, len) && item[len] == '=';
+}
+
+/* Whether v ("Name=true|false" items) names the gate; *on its value then. */
+static bool gate_value(char *const *v, const char *name, bool *on)
+{
+    for (; v && *v; v++)
+        if (gate_is(*v, name)) {
+            *on = streq(strchr(*v, '=') + 1, "true");
+            return true;
+        }
+    return false;
+}
+
+static int set_feature_gates(struct config *c, const char *value, struct error *err)
+{
+    _cleanup_(config_strv_freep) char **items = config_split_list(value, NULL);
+    _cleanup_(config_strv_freep) char **set = xcalloc(ELEMENTSOF(gates) + 1, sizeof(char *));
+    size_t n = 0;
+    for (char **it = items; *it; it++) {
+        char *eq = strchr(*it, '=');
+        _cleanup_free_ char *name = xstrndup(*it, eq ? (size_t)(eq - *it) : strlen(*it));
+        char *end = name + strlen(name);
+        while (end > name && (end[-1] == ' ' || end[-1] == '\t'))
+            *--end = 0;
+        if (!eq)
+            return error_set(err, -EINVAL, "missing bool value for %s", name);
+        const char *val = eq + 1 + strspn(eq + 1, " \t");
+        int g = gate_find(name);
+        if (g < 0)
+            return gate_unknown(name, err);
+        int b = config_parse_bool(val);
+        if (b < 0)
+            return error_set(err, -EINVAL,
+                             "invalid value of %s=%s (allowed: true, false, 1, 0, t, f)", name,
+                             val);
+        size_t k = 0;
+        while (k < n && !gate_is(set[k], name))
+            k++;
+        free(set[k]);
+        set[k] = xasprintf("%s=%s", name, b ? "true" : "false");
+        n += k == n;
+    }
+    bool dynamic_mig = false, on;
+    if (gate_value(set, "DynamicMIG", &on))
+        dynamic_mig = on;
+    for (size_t i = 0; dynamic_mig && i < ELEMENTSOF(excluded_by_dynamic_mig); i++)
+        if (gate_value(set, excluded_by_dynamic_mig[i], &on) && on)
+            return error_set(err, -EINVAL,
+                             "feature gate DynamicMIG is currently mutually exclusive with %s",
+                             excluded_by_dynamic_mig[i]);
+    c->dra.dynamic_mig = dynamic_mig;
+    config_strv_free(c->dra.feature_gates);
+    c->dra.feature_gates = TAKE_PTR(set);
+    return 0;
+}
+
+/* {"DynamicMIG": bool, then each other gate named, as given}. */
+json_t *config_dra_feature_gates_value(const struct config *c, enum config_opt opt)
+{
+    json_t *o = json_pack("{s:b}", "DynamicMIG", c->dra.dynamic_mig);
+    for (char **v = c->dra.feature_gates; v && *v; v++) {
+        const char *eq = strchr(*v, '=');
+        _cleanup_free_ char *name = xstrndup(*v, (size_t)(eq - *v));
+        if (!streq(name, "DynamicMIG"))
+            json_object_set_new(o, name, json_boolean(streq(eq + 1, "true")));
+    }
+    return o;
+}
+
+void config_dra_feature_gates_warn(const struct config *c)
+{
+    char *const *v = c->dra.feature_gates;
+    if (!v || !*v)
+        return;
+    if (!c->dra.enabled) {
+        log_warning("--feature-gates: NVIDIA's DRA driver gates act only with --dra (or as "
+                    "gpu-kubelet-plugin), ignoring");
+        return;
+    }
+    for (; *v; v++) {
+        const char *eq = strchr(*v, '=');
+        _cleanup_free_ char *name = xstrndup(*v, (size_t)(eq - *v));
+        int g = gate_find(name);
+        if (g < 0 || gates[g].use == GATE_STORED)
+            continue;
+        log_warning("Feature gate %s: %s in gpu-device-plugin (%s), ignoring", *v,
+                    gates[g].use == GATE_ALWAYS ? "always on" : "not implemented",
+                    gates[g].why);
+    }
+}
+
 int config_dra_option_set(struct config *c, enum config_opt opt, const char *value,
                           struct error *err)
 {
@@ -81,6 +236,7 @@ int config_dra_option_set(struct config *c, enum config_opt opt, const char *val
     case OPT_CDI_ROOT:
         return set_dir(&c->dra.cdi_root, "cdi-root", value, PATH_MAX / 2, NULL, err);
     case OPT_DRA_DEVICE_PLUGIN_GPUS: return set_device_plugin_gpus(c, value, err);
+    case OPT_FEATURE_GATES: return set_feature_gates(c, value, err);
     default: abort(); /* only the rows above name this setter */
     }
 }

@@ -79,6 +79,7 @@ enum config_opt {
     OPT_KUBELET_PLUGINS_DIR,
     OPT_CDI_ROOT,
     OPT_DRA_DEVICE_PLUGIN_GPUS,
+    OPT_FEATURE_GATES,
     OPT_HELP,
     OPT_VERSION,
     _OPT_MAX,
@@ -199,6 +200,10 @@ int config_args_apply(struct config *c, int argc, char **argv, char **envp,
 /* The rows' own setters and values of other files: DRA (config-dra.c), the Kubernetes
  * API and per-node configuration (config-cluster.c), health (config-health.c). */
 config_option_setter config_dra_option_set;
+config_option_value config_dra_feature_gates_value;
+/* One warning line per feature gate that is accepted but always honoured or not
+ * implemented (with DRA on), or one saying they are ignored without DRA. */
+void config_dra_feature_gates_warn(const struct config *c);
 config_option_setter config_cluster_fallback_set;
 config_option_setter config_health_option_set;
 

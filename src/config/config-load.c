@@ -75,7 +75,10 @@ static int load(struct config *out, int argc, char **argv, char **envp,
     post_defaults(out);
     if ((r = config_health_check(out, &marks, err)) < 0)
         return r;
-    return config_validate(out, &marks, err);
+    if ((r = config_validate(out, &marks, err)) < 0)
+        return r;
+    config_dra_feature_gates_warn(out);
+    return 0;
 }
 
 int config_load(struct config *out, int argc, char **argv, char **envp,

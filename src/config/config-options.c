@@ -519,6 +519,11 @@ const struct config_option_def config_options[_OPT_MAX] = {
         "of DRA, for moving a node one GPU at a time (ours)", NULL,
         CONFIG_AT(dra.device_plugin_gpus), .set = config_dra_option_set,
         .print = "extensions.dra.devicePluginGpus", .start_only = true },
+    [OPT_FEATURE_GATES] = { { "feature-gates" }, { "FEATURE_GATES" }, KIND_SLICE, G_DRA, "",
+        "NVIDIA's DRA driver feature gates, Name=bool comma separated: DynamicMIG (default "
+        "false); its other gates are accepted, each with a warning (see docs/dra.md)", NULL,
+        .set = config_dra_option_set, .value = config_dra_feature_gates_value,
+        .print = "extensions.dra.featureGates", .start_only = true },
     [OPT_HELP] = { { "help", "h" }, { NULL }, KIND_ACTION, G_MISC, NULL, "show help", NULL },
     [OPT_VERSION] = { { "version" }, { NULL }, KIND_ACTION, G_MISC, NULL,
         "print the version (-v is klog verbosity here, not --version)", NULL },

@@ -128,10 +128,23 @@ void config_dra_clear(struct config_dra *d)
     free(d->plugins_dir);
     free(d->cdi_root);
     config_strv_free(d->device_plugin_gpus);
+    config_strv_free(d->feature_gates);
     *d = (struct config_dra){ 0 };
 }
 
 static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
+
+/* A copy of a NULL-terminated list; NULL gives an empty one. */
+static char **strv_dup(char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    char **copy = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        copy[i] = xstrdup(v[i]);
+    return copy;
+}
 
 void config_dra_assign(struct config_dra *dst, const struct config_dra *src)
 {
@@ -141,13 +154,10 @@ void config_dra_assign(struct config_dra *dst, const struct config_dra *src)
         .registrar_dir = dup_or_null(src->registrar_dir),
         .plugins_dir = dup_or_null(src->plugins_dir),
         .cdi_root = dup_or_null(src->cdi_root),
+        .dynamic_mig = src->dynamic_mig,
+        .device_plugin_gpus = strv_dup(src->device_plugin_gpus),
+        .feature_gates = strv_dup(src->feature_gates),
     };
-    size_t n = 0;
-    while (src->device_plugin_gpus && src->device_plugin_gpus[n])
-        n++;
-    copy.device_plugin_gpus = xcalloc(n + 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++)
-        copy.device_plugin_gpus[i] = xstrdup(src->device_plugin_gpus[i]);
     config_dra_clear(dst);
     *dst = copy;
 }

@@ -76,6 +76,9 @@ struct config_dra {
     char *plugins_dir;                 /* "/var/lib/kubelet/plugins" */
     char *cdi_root;                    /* "/etc/cdi", NVIDIA's flag default */
     char **device_plugin_gpus;         /* NULL-terminated index or UUID list */
+    /* NVIDIA's driver feature gates (--feature-gates, FEATURE_GATES; docs/dra.md) */
+    bool dynamic_mig;                  /* DynamicMIG, default false */
+    char **feature_gates;              /* NULL-terminated "Name=true|false", each gate once */
 };
 
 struct config {
