@@ -61,7 +61,7 @@ def static_checks(values):
     d.check(values.get("dra") == {
         "enabled": False, "devicePluginGpus": [], "kubeletPluginsDir": "/var/lib/kubelet/plugins",
         "kubeletRegistrarDir": "/var/lib/kubelet/plugins_registry", "cdiRoot": "/var/run/cdi",
-        "deviceClasses": {"enabled": True}, "extendedResourceName": None}, f"dra defaults {values.get('dra')}")
+        "featureGates": {}, "deviceClasses": {"enabled": True}, "extendedResourceName": None}, f"dra defaults {values.get('dra')}")
     d.check(values.get("gpuResourcesEnabledOverride") is False, "gpuResourcesEnabledOverride defaults to false")
 
 
@@ -132,7 +132,8 @@ def on_checks(render, env_names):
     got = plugin_accepts(env).get("extensions", {}).get("dra")
     d.check(got == {"enabled": True, "registrarDir": "/var/lib/kubelet/plugins_registry",
                     "pluginsDir": "/var/lib/kubelet/plugins", "cdiRoot": "/var/run/cdi",
-                    "devicePluginGpus": []}, f"plugin's DRA settings from the rendered env: {got}")
+                    "devicePluginGpus": [], "featureGates": {"DynamicMIG": False}},
+            f"plugin's DRA settings from the rendered env: {got}")
     d.check("driver gpu.nvidia.com" in notes and "all of them through DRA" in notes
             and "kubectl get deviceclasses gpu.nvidia.com mig.nvidia.com" in notes, f"NOTES: {notes}")
 
