@@ -40,7 +40,12 @@ static void on_claims_done(void *userdata, const struct dra_claim_result *r, siz
 static void op_prepare(void *ud, struct dra_call *c, const struct dra_claim_ref *claims, size_t n)
 {
     struct daemon_dra *d = ud;
-    dra_call_set_context(c, dra_claims_prepare(d->claims, claims, n, on_claims_done, c));
+    struct dra_claims_call *call = dra_claims_prepare(d->claims, claims, n, on_claims_done, c);
+    /* The claims' GETs wait in the API client's rate limit until just before the kubelet's
+     * deadline, not its own longer bound: a claim fails naming the wait, while the kubelet
+     * still listens. */
+    dra_claims_set_deadline(call, dra_call_deadline_ms(c));
+    dra_call_set_context(c, call);
 }
 
 static void op_unprepare(void *ud, struct dra_call *c, const struct dra_claim_ref *claims,

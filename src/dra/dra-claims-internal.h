@@ -52,6 +52,7 @@ struct dra_claims_call {
     size_t n, outstanding;
     struct loop_timer *timer, *early;
     json_t *common; /* the specs' common edits, made while the GETs are in flight */
+    uint64_t deadline_ms; /* the kubelet's (dra_claims_set_deadline); 0: none */
     dra_claims_done_fn done;
     void *userdata;
     struct dra_claims_call *next, **pprev;

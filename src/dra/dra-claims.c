@@ -139,6 +139,17 @@ struct dra_claims_call *claims_call_maybe_done(struct dra_claims_call *call)
     return call;
 }
 
+void dra_claims_set_deadline(struct dra_claims_call *call, uint64_t deadline_ms)
+{
+    uint64_t now = loop_now_ms(), left = deadline_ms > now ? deadline_ms - now : 0;
+    if (!deadline_ms)
+        return;
+    call->deadline_ms = deadline_ms;
+    left -= left > DRA_CLAIMS_DEADLINE_MARGIN_MS(left) ? DRA_CLAIMS_DEADLINE_MARGIN_MS(left) : left;
+    for (size_t i = 0; i < call->n; i++)
+        kube_request_set_wait_limit(call->pend[i].req, left > UINT32_MAX ? UINT32_MAX : (uint32_t)left);
+}
+
 void dra_claims_cancel(struct dra_claims_call *call)
 {
     if (call)
@@ -462,6 +473,10 @@ static void got_claim(struct kube *k, int status, json_t *body, void *userdata)
             return; /* apply_done goes on */
     } else if (status == 404) {
         error_set(&err, -ENOENT, "claim not found in the API server");
+    } else if (status == KUBE_E_THROTTLED && call->deadline_ms) {
+        error_set(&err, status, "getting the claim: never sent: it waited in this client's own "
+                  "rate limit (--kube-api-qps, --kube-api-burst) until the kubelet's deadline for "
+                  "the call was near");
     } else if (status < 0) {
         error_set(&err, status, "getting the claim: %s", kube_strerror(status));
     } else {

@@ -61,6 +61,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config/config.h"
 #include "core/error.h"
@@ -154,6 +155,15 @@ struct dra_claims_call *dra_claims_unprepare(struct dra_claims *c,
  * cancelled prepare already recorded stays prepared (the kubelet will repeat it); a claim
  * whose reset a cancelled unprepare stopped stays recorded (the kubelet will repeat that). */
 void dra_claims_cancel(struct dra_claims_call *call);
+/* The kubelet's deadline for call (loop_now_ms() time; 0: none), right after it started
+ * (dra_claims_prepare): a claim's GET waits in the API client's rate limit (a 429's
+ * Retry-After included) until DRA_CLAIMS_DEADLINE_MARGIN of the time left before it at
+ * most, instead of the client's own wait bound when that is later, and then fails saying
+ * so, so that the kubelet gets the cause before it gives up. */
+void dra_claims_set_deadline(struct dra_claims_call *call, uint64_t deadline_ms);
+/* The answer's share of the time left before the kubelet's deadline: a tenth of it, at
+ * least 20 ms and at most 1 s. */
+#define DRA_CLAIMS_DEADLINE_MARGIN_MS(left) ((left) / 10 < 20 ? 20 : (left) / 10 > 1000 ? 1000 : (left) / 10)
 
 /* Whether a recorded claim (prepared, or PrepareStarted) holds a device of the GPU of
  * this minor (the GPU itself or one of its MIG devices: named "gpu-<minor>..."). Such a

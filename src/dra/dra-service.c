@@ -272,6 +272,7 @@ static void account_cancelled(struct dra_service *s, const struct dra_call *c)
 
 void dra_call_set_context(struct dra_call *c, void *context) { c->context = context; }
 void *dra_call_context(const struct dra_call *c) { return c->context; }
+uint64_t dra_call_deadline_ms(const struct dra_call *c) { return grpc_pending_deadline_ms(c->pending); }
 
 void dra_call_done(struct dra_call *c, const struct dra_claim_result *r, size_t n)
 {

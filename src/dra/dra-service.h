@@ -102,6 +102,10 @@ int dra_service_start(struct loop *l, const struct dra_service_options *opts,
  * call_cancelled), NULL until set. */
 void dra_call_set_context(struct dra_call *c, void *context);
 void *dra_call_context(const struct dra_call *c);
+/* The kubelet's deadline for c (its grpc-timeout, or the server's own bound on an answer
+ * when sooner), in loop_now_ms() time: past it the kubelet has given up and
+ * call_cancelled comes. */
+uint64_t dra_call_deadline_ms(const struct dra_call *c);
 /* Answer c: the results are copied into the reply (the caller keeps and frees its own).
  * A claim of the request without a result gets an error entry (the kubelet would
  * otherwise count it as skipped); a result for a UID not asked for is left out. c is

@@ -149,6 +149,11 @@ void grpc_pending_reply(struct grpc_pending *p, int status, const uint8_t *data,
 /* One pointer of the owner's per call (e.g. its own call object), NULL until set. */
 void grpc_pending_set_context(struct grpc_pending *p, void *context);
 void *grpc_pending_context(const struct grpc_pending *p);
+/* When the answer to p is due, in loop_now_ms() time: the peer's deadline (its
+ * grpc-timeout, counted from the call's HEADERS), or reply_timeout_ms when that is sooner
+ * or the peer sent none. Past it the peer has DEADLINE_EXCEEDED and pending_cancelled is
+ * called: work for the call that cannot end before it is wasted. */
+uint64_t grpc_pending_deadline_ms(const struct grpc_pending *p);
 
 /* Queue one message on a server stream (copied). If an earlier message is still
  * unsent it is replaced (coalescing). Returns 0, or -EPIPE if the stream is closing. */

@@ -327,6 +327,11 @@ void *grpc_pending_context(const struct grpc_pending *p)
     return ((const struct grpc_stream *)p)->pending_context;
 }
 
+uint64_t grpc_pending_deadline_ms(const struct grpc_pending *p)
+{
+    return ((const struct grpc_stream *)p)->reply_deadline_ms;
+}
+
 void grpc_stream_abort(struct grpc_stream *s, int status, const char *message)
 {
     grpc_stream_release_request(s);

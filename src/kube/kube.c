@@ -562,8 +562,18 @@ struct kube_req *kube_request(struct kube *k, enum kube_method m, const char *pa
 
 void kube_request_set_wait_limit(struct kube_req *r, uint32_t ms)
 {
-    if (r)
-        r->wait_until_ms = loop_now_ms() + ms;
+    if (!r)
+        return;
+    uint64_t until = loop_now_ms() + ms;
+    if (until < r->wait_until_ms)
+        r->wait_until_ms = until;
+    /* Its deadline timer is what ends the wait: armed at the request timeout, it would
+     * notice a shorter bound only then. Re-armed for the bound (deadline_cb re-arms it for
+     * the timeout again while the request waits on a working connection). */
+    if (r->queued && r->timeout_ms > ms) {
+        loop_timer_cancel(r->k->loop, r->deadline);
+        r->deadline = loop_timer_add(r->k->loop, ms, deadline_cb, r);
+    }
 }
 
 const char *kube_strerror(int status)

@@ -100,7 +100,9 @@ struct kube_req *kube_request(struct kube *k, enum kube_method m, const char *pa
 /* fn is not called afterwards. NULL is ignored; not for use after fn was called. */
 void kube_request_cancel(struct kube_req *r);
 /* The caller's own bound on how long r may wait in this client before it is sent (its
- * rate limit, a 429's Retry-After), from now: instead of options.max_wait_ms. */
+ * rate limit, a 429's Retry-After, a connection being made), from now: instead of
+ * options.max_wait_ms when sooner. Right after kube_request (its request timeout still
+ * counts from then), not from inside its callback. */
 void kube_request_set_wait_limit(struct kube_req *r, uint32_t ms);
 
 /* Never sent: it waited in this client's rate limit past its wait bound. */

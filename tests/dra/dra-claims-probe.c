@@ -9,6 +9,8 @@
  *   prepare ID NS/NAME/UID...     -> "done ID <JSON results>"
  *   unprepare ID NS/NAME/UID...   -> "done ID <JSON results>"
  *   prepare-gen ID N              -> prepare of N claims ns/c<i>/u-<i>; "done ID <JSON>"
+ *   prepare-gen ID N MS           -> the same with the kubelet's deadline MS ms from now
+ *                                    (dra_claims_set_deadline)
  *   cancel ID NS/NAME/UID...      -> a prepare cancelled at once: "cancelled ID"
  *   cancel-later ID               -> the prepare or unprepare ID still in flight cancelled:
  *                                    "cancelled ID"
@@ -187,7 +189,7 @@ static void command(char *line)
     } else if (n == 2 && streq(words[0], "fail-reset")) {
         fail_reset = atoi(words[1]);
         printf("ok fail-reset\n");
-    } else if (n == 3 && streq(words[0], "prepare-gen")) {
+    } else if ((n == 3 || n == 4) && streq(words[0], "prepare-gen")) {
         size_t count = strtoul(words[2], NULL, 10);
         struct dra_claim_ref *many = xcalloc(count + 1, sizeof(*many));
         char **strs = xcalloc(2 * count + 1, sizeof(char *));
@@ -197,7 +199,10 @@ static void command(char *line)
             many[i] = (struct dra_claim_ref){ .namespace_ = "ns", .name = strs[2 * i],
                                               .uid = strs[2 * i + 1] };
         }
-        dra_claims_prepare(claims, many, count, done_cb, xstrdup(words[1]));
+        struct dra_claims_call *call = dra_claims_prepare(claims, many, count, done_cb,
+                                                          xstrdup(words[1]));
+        if (n == 4)
+            dra_claims_set_deadline(call, loop_now_ms() + strtoull(words[3], NULL, 10));
         for (size_t i = 0; i < 2 * count; i++)
             free(strs[i]);
         free(strs);

@@ -22,6 +22,7 @@ from test_dra_claims import obj, ref
 
 NOT_FOUND = "claim not found in the API server"
 THROTTLED = "getting the claim: never sent: it waited in this client's own rate limit"
+DEADLINE = "until the kubelet's deadline for the call was near"
 
 
 class Throttle(base.Claims):
@@ -87,6 +88,27 @@ class Throttle(base.Claims):
         self.assertIn(NOT_FOUND, errs[0])
         self.assertIn(THROTTLED, errs[-1])
         self.assertFalse(any("timed out" in e for e in errs), errs)
+        self.assertEqual(len(self.gets()), sum(NOT_FOUND in e for e in errs))
+
+    def test_the_kubelets_deadline_is_the_bound(self):
+        # 1 GET a second, 5 s to answer one once sent, the client's own wait bound its
+        # default (120 s): the kubelet's deadline of 2.5 s is the one that counts. Three
+        # GETs go (at 0, 1 and 2 s); the others fail before that deadline (a tenth of it
+        # left for the answer) naming it, not past it, and not at the 5 s request timeout.
+        self.kube = ["--kube-qps", "1", "--kube-burst", "1", "--kube-timeout-ms", "5000"]
+        self.restart()
+        self.n += 1
+        t = time.monotonic()
+        self.p.send("prepare-gen c%d 6 2500" % self.n)
+        res = json.loads(self.p.expect(r"^done c%d (.*)$" % self.n, timeout=60).group(1))
+        took = time.monotonic() - t
+        errs = self.errors(res)
+        self.assertTrue(all(NOT_FOUND in e or (THROTTLED in e and DEADLINE in e) for e in errs),
+                        errs)
+        self.assertIn(NOT_FOUND, errs[0])
+        self.assertIn(DEADLINE, errs[-1])
+        self.assertGreater(took, 2.0)
+        self.assertLess(took, 2.5)
         self.assertEqual(len(self.gets()), sum(NOT_FOUND in e for e in errs))
 
     def test_429_is_sent_again_after_its_retry_after(self):
