@@ -14,7 +14,7 @@ int carve_speed(void);
 static void set_profile(const char *name)
 {
     char rel[128], p[700];
-    snprintf(rel, sizeof(rel), "sim/profiles/%s", name);
+    snprintf(rel, sizeof(rel), "sim/profiles/dynamic/%s", name);
     setenv("MOCK_NVML_CONFIG", path_of("GDP_SOURCE_DIR", rel), 1);
     snprintf(p, sizeof(p), "%s/state", tmpdir);
     setenv("MOCK_NVML_STATE", p, 1);

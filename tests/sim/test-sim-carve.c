@@ -12,7 +12,7 @@
 #include "sim/nvml/sim-caps.h"
 
 #define GI_1G 19 /* A100-40GB 1g.5gb profile id */
-static const char *profiles_dir = "sim/profiles/";
+static const char *profiles_dir = "sim/profiles/dynamic/";
 static char fifo[600], ackf[600];
 static unsigned acked;
 
