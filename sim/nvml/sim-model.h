@@ -1,12 +1,14 @@
 /* The simulated node: what a profile describes, as plain structs. Built once by
  * sim-profile.c and then only read, except for the fault flags (`lost`, `probe_fail`)
- * which the control thread flips under sim_lock (sim-state.h).
+ * which the control thread flips under sim_lock (sim-state.h), and the run-time MIG
+ * state (mig_mode/mig_pending and the objects of `mv`, sim-migstate.h), under sim_lock.
  *
  * Handles given to NVML callers are pointers to these objects: nvmlDevice_t → struct
- * sim_device (GPU or MIG device), nvmlGpuInstance_t → struct sim_gi,
- * nvmlComputeInstance_t → struct sim_ci. They stay valid for the life of the process
- * (the node is never freed once published), like real NVML handles across
- * init/shutdown cycles. */
+ * sim_device (a GPU of `devs`, or a MIG device of a GPU's `mv` pool), nvmlGpuInstance_t →
+ * struct sim_gi and nvmlComputeInstance_t → struct sim_ci (of the `mv` pools; the
+ * profile's own gis/cis arrays are only the initial state). They stay valid pointers for
+ * the life of the process (the node is never freed once published), like real NVML
+ * handles across init/shutdown cycles. */
 #pragma once
 
 #include <stdbool.h>
