@@ -50,24 +50,27 @@ static void child_create(int out)
     _exit(0);
 }
 
-/* Create and destroy at placement 1 until killed. */
-static void child_churn(int out)
+/* Create and destroy at placement `start` `rounds` times (0: until killed); after 10
+ * rounds write a byte to `out` (when >= 0). Every call must succeed: another process
+ * working beside it at other placements must never make it lose an update. */
+static void child_churn(int out, unsigned start, unsigned long rounds)
 {
     load();
     CHILD_OK(N(nvmlInit_v2)());
     nvmlDevice_t gpu;
     CHILD_OK(N(nvmlDeviceGetHandleByIndex_v2)(0, &gpu));
-    for (unsigned long i = 0;; i++) {
-        nvmlGpuInstancePlacement_t pl = { 1, 1 };
+    for (unsigned long i = 0; !rounds || i < rounds; i++) {
+        nvmlGpuInstancePlacement_t pl = { start, 1 };
         nvmlGpuInstance_t gi;
         nvmlComputeInstance_t ci;
         CHILD_OK(N(nvmlDeviceCreateGpuInstanceWithPlacement)(gpu, GI_1G, &pl, &gi));
         CHILD_OK(N(nvmlGpuInstanceCreateComputeInstance)(gi, 0, &ci));
         CHILD_OK(N(nvmlComputeInstanceDestroy)(ci));
         CHILD_OK(N(nvmlGpuInstanceDestroy)(gi));
-        if (i == 10 && write(out, "x", 1) != 1)
+        if (i == 10 && out >= 0 && write(out, "x", 1) != 1)
             _exit(4);
     }
+    _exit(0);
 }
 
 static void wait_ok(pid_t pid)
@@ -91,11 +94,21 @@ int carve_shared(void)
     wait_ok(pid);
     char uuid[96] = "";
     CHECK(read(p[0], uuid, sizeof(uuid)) > 4 && strncmp(uuid, "MIG-", 4) == 0);
-    /* 2. a process killed in the middle of creating and destroying */
+    /* 2. two processes carving side by side lose no update */
+    pid_t two[2];
+    for (unsigned k = 0; k < 2; k++) {
+        two[k] = fork();
+        CHECK(two[k] >= 0);
+        if (two[k] == 0)
+            child_churn(-1, 2 + k, 2000);
+    }
+    for (unsigned k = 0; k < 2; k++)
+        wait_ok(two[k]);
+    /* 3. a process killed in the middle of creating and destroying */
     pid = fork();
     CHECK(pid >= 0);
     if (pid == 0)
-        child_churn(p[1]);
+        child_churn(p[1], 1, 0);
     char x;
     CHECK(read(p[0], &x, 1) == 1);
     struct timespec ts = { 0, 20000000 };
@@ -109,7 +122,7 @@ int carve_shared(void)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     CHECK(fd >= 0 && read(fd, magic, 8) == 8 && memcmp(magic, "NVSIMMG1", 8) == 0);
     close(fd);
-    /* 3. this process sees both */
+    /* 4. this process sees what they left */
     load();
     OK(N(nvmlInit_v2)());
     nvmlDevice_t gpu = dev(0), m;
@@ -137,7 +150,7 @@ int carve_shared(void)
     unsigned rem;
     OK(N(nvmlDeviceGetGpuInstanceRemainingCapacity)(gpu, GI_1G, &rem));
     CHECK(rem == 6);
-    /* 4. another process destroys what this one holds handles to */
+    /* 5. another process destroys what this one holds handles to */
     nvmlGpuInstance_t gi;
     nvmlComputeInstance_t ci;
     OK(N(nvmlDeviceGetGpuInstanceById)(gpu, 7, &gi));
