@@ -111,8 +111,10 @@ struct grpc_server_limits {
     size_t max_message;          /* bytes; 0 = 4 MiB (the kubelet's default) */
     unsigned max_connections;    /* 0 = 64; at the cap the idle-longest connection
                                   * without a server stream makes room (never one
-                                  * that made a privileged call); with none, the new
-                                  * one is refused */
+                                  * that made a privileged call, nor one of a peer
+                                  * process holding at most 2: the kubelet's before
+                                  * its first call); with none, the new one is
+                                  * refused */
     unsigned max_streams;        /* per connection; 0 = 100 */
     unsigned handshake_timeout_ms; /* 0 = 5000: client preface + SETTINGS */
     unsigned idle_timeout_ms;    /* 0 = 300000: no open stream and no frames */

@@ -200,6 +200,10 @@ struct grpc_conn *grpc_conn_new(struct grpc_server *srv, int fd)
         return NULL;
     }
     c->events = EPOLLIN;
+    struct ucred cred;
+    socklen_t cred_len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 && cred_len == sizeof(cred))
+        c->peer_pid = cred.pid;
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;

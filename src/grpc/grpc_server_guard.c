@@ -227,6 +227,19 @@ void grpc_guard_deadlines(struct grpc_conn *c)
 
 /* ------------------------------------------------------------------ accept path */
 
+/* Whether c's peer process holds only a few connections of its server: a client such as
+ * the kubelet (one connection, perhaps a second), not a peer piling them up. Only for a
+ * peer whose pid we see (pid 0 is every peer outside our pid namespace at once). */
+static bool peer_holds_few(const struct grpc_conn *c)
+{
+    unsigned n = 0;
+    if (c->peer_pid <= 0)
+        return false;
+    for (const struct grpc_conn *o = c->srv->conns; o; o = o->next)
+        n += !o->dead && o->peer_pid == c->peer_pid;
+    return n <= GRPC_PEER_FEW_CONNECTIONS;
+}
+
 struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv)
 {
     struct grpc_conn *best = NULL;
@@ -234,8 +247,12 @@ struct grpc_conn *grpc_guard_pick_idle(struct grpc_server *srv)
         for (struct grpc_conn *c = x->conns; c; c = c->next) {
             /* A server stream is the kubelet's ListAndWatch, an unanswered asynchronous
              * call its Prepare, a privileged connection the one it made Prepare calls on
-             * (idle between them): never the one to go. */
-            if (c->dead || c->privileged || c->n_opened > 0 || c->n_awaiting > 0)
+             * (idle between them): never the one to go. Nor is the connection of a peer
+             * process holding a few, though it has not called yet: the kubelet's, made at
+             * its registration, before its first Prepare, must not make room for another
+             * peer's pile of health streams. */
+            if (c->dead || c->privileged || c->n_opened > 0 || c->n_awaiting > 0 ||
+                peer_holds_few(c))
                 continue;
             if (!best || c->last_activity_ms < best->last_activity_ms ||
                 (c->last_activity_ms == best->last_activity_ms && c->serial < best->serial))

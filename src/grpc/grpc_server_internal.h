@@ -83,6 +83,8 @@ struct grpc_conn {
     uint32_t events;
     bool handshake_done;
     bool privileged;   /* it called a privileged method (grpc.h): never evicted */
+    int peer_pid;      /* SO_PEERCRED at accept; 0: not known (or the peer is outside our
+                        * pid namespace: every such peer looks the same) */
     bool blocked;
     bool dead;
     struct grpc_outbuf out;
@@ -115,6 +117,10 @@ struct grpc_server {
     unsigned budget_resets;    /* streams reset by the buffer budget (tests) */
     unsigned deadline_resets;  /* requests reset by the request deadline (tests) */
 };
+
+/* A peer process (SO_PEERCRED pid) holding at most this many connections of a server is
+ * not piling them up: none of them is closed to make room (grpc_guard_pick_idle). */
+#define GRPC_PEER_FEW_CONNECTIONS 2
 
 /* grpc_server.c */
 void grpc_conn_free(struct grpc_conn *c);

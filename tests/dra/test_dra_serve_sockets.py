@@ -11,6 +11,7 @@ usage: test_dra_serve_sockets.py <fake-apiserver>"""
 import ctypes
 import os
 import socket
+import subprocess
 import sys
 import time
 import unittest
@@ -44,6 +45,27 @@ def serving(path):
         return False
     finally:
         s.close()
+
+
+# Another process (its own pid, as a real peer): N connections with a health stream each,
+# held until killed; says "held H refused R" once all were tried.
+HEALTH_PEER = """
+import sys, grpc
+sock, method, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+held, refused, chans = [], 0, []
+for _ in range(n):
+    ch = grpc.insecure_channel("unix:" + sock, options=[("grpc.use_local_subchannel_pool", 1)])
+    chans.append(ch)
+    call = ch.unary_stream(method, request_serializer=lambda m: m,
+                           response_deserializer=lambda b: b)(b"", timeout=120)
+    try:
+        next(call)
+        held.append(call)
+    except grpc.RpcError:
+        refused += 1
+print("held %d refused %d" % (len(held), refused), flush=True)
+__import__("time").sleep(120)
+"""
 
 
 class ServeSockets(serve.DraServe):
@@ -122,6 +144,31 @@ class ServeSockets(serve.DraServe):
             for ch in chans:
                 ch.close()
         attacklib.assert_flat(self, before, attacklib.settled(p.pid, before), what="64 health streams")
+
+    def test_health_streams_before_the_kubelets_first_call(self):
+        """The kubelet connects at its registration and calls Prepare later: a peer process
+        opening 64 health streams meanwhile must not close the kubelet's idle connection to
+        make room (it did: the idle-longest without a stream), or the first Prepare finds
+        the connection gone and no room for a new one."""
+        p = self.start_dra()
+        self.kl.register()
+        grpc.channel_ready_future(self.kl.dra).result(timeout=10)  # connected, no call yet
+        one = self.load(on_node(obj("resourceclaim-from-template-allocated")))
+        sock = os.path.join(self.plugins, DRIVER, "dra.sock")
+        peer = subprocess.Popen([sys.executable, "-c", HEALTH_PEER, sock, HEALTH, "64"],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            line = peer.stdout.readline()
+            print(line.strip())
+            held, refused = (int(w) for w in line.split()[1::2])
+            self.assertEqual(held + refused, 64, line)
+            self.assertGreaterEqual(refused, 1, line)
+            p.wait_log("refusing a new one")
+            self.assertPrepared(self.kl.prepare(ref(one), timeout=10), one, ["gpu-1"], ["gpu"])
+            self.assertEqual(self.kl.unprepare(ref(one)), {one["metadata"]["uid"]: ""})
+        finally:
+            peer.kill()
+            peer.wait()
 
     def test_registration_status_flipping_is_rate_limited(self):
         p = self.start_dra()
