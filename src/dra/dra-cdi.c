@@ -43,8 +43,8 @@ static json_t *device_edits(const struct config *cfg, const struct inventory *in
 }
 
 json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, const char *uid,
-                     const struct dra_device *const *devs, size_t n, json_t *common,
-                     struct error *err)
+                     const struct dra_device *const *devs, const struct inv_mig *made, size_t n,
+                     json_t *common, struct error *err)
 {
     json_t *spec = json_object();
     json_object_set_new(spec, "cdiVersion", json_string(CDI_VERSION));
@@ -54,6 +54,14 @@ json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, cons
     for (size_t i = 0; i < n; i++) {
         const struct inv_gpu *gpu = &inv->gpus[devs[i]->gpu];
         const struct inv_mig *mig = devs[i]->type == DRA_DEVICE_MIG ? &gpu->migs[devs[i]->mig] : NULL;
+        if (devs[i]->type == DRA_DEVICE_MIG_PLACEMENT) {
+            if (!made || !made[i].uuid[0]) {
+                json_decref(spec);
+                error_set(err, -EINVAL, "device %s: no MIG device made for it", devs[i]->name);
+                return NULL;
+            }
+            mig = &made[i];
+        }
         char **paths = resources_device_paths(gpu, mig, err);
         if (!paths) {
             json_decref(spec);

@@ -25,12 +25,14 @@ char *dra_cdi_device_id(const char *uid, const char *device);
 /* "k8s.gpu.nvidia.com-claim_<uid>.yaml" (malloc'd). */
 char *dra_cdi_file_name(const char *uid);
 
-/* The spec for claim uid with the n devices devs (of inv). common: the spec-wide edits,
- * cdi_common_edits() made earlier (borrowed; NULL: made now). NULL (err set, naming the
- * device) when a MIG device's capability nodes are unknown. New reference. */
+/* The spec for claim uid with the n devices devs (of inv). made[i] (NULL: none) is the MIG
+ * device made for devs[i] when that is a DynamicMIG placement (dra-mig.h). common: the
+ * spec-wide edits, cdi_common_edits() made earlier (borrowed; NULL: made now). NULL (err
+ * set, naming the device) when a MIG device's capability nodes are unknown. New
+ * reference. */
 json_t *dra_cdi_spec(const struct config *cfg, const struct inventory *inv, const char *uid,
-                     const struct dra_device *const *devs, size_t n, json_t *common,
-                     struct error *err);
+                     const struct dra_device *const *devs, const struct inv_mig *made, size_t n,
+                     json_t *common, struct error *err);
 
 /* The claim's file created under cdi_root (made if missing), for dra_cdi_write to fill:
  * a Prepare makes it while the claim's GET is in flight. 0 or -errno, err naming it. */

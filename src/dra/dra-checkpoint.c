@@ -42,6 +42,8 @@ void dra_ckpt_claim_clear(struct dra_ckpt_claim *claim)
         free(d->pool);
         free(d->request);
         free(d->cdi_id);
+        free(d->mig.parent_uuid);
+        free(d->mig.uuid);
     }
     free(claim->devices);
     free(claim->uid);
@@ -76,6 +78,11 @@ static json_t *claim_to_json(const struct dra_ckpt_claim *cl)
         if (d->config.sharing == DRA_SHARING_TIME_SLICING)
             json_object_set_new(o, "interval",
                                 json_string(dra_ts_interval_name(d->config.interval)));
+        if (d->mig.uuid)
+            json_object_set_new(o, "mig", json_pack("{s:s, s:s, s:I, s:I}", "parentUUID",
+                                                    d->mig.parent_uuid, "migUUID", d->mig.uuid,
+                                                    "giId", (json_int_t)d->mig.gi_id, "ciId",
+                                                    (json_int_t)d->mig.ci_id));
         json_array_append_new(devs, o);
     }
     return json_pack("{s:s, s:s, s:s, s:o}", "checkpointState", state_names[cl->state], "namespace",
@@ -86,6 +93,18 @@ static const char *str(json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
     return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* A UUID as NVML prints one ("GPU-<hex and dashes>"): what Unprepare hands NVML back. */
+static bool uuid_valid(const char *u, const char *prefix)
+{
+    size_t n = strlen(u), p = strlen(prefix);
+    if (n <= p || n > 80 || strncmp(u, prefix, p) != 0)
+        return false;
+    for (const char *c = u + p; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') || (*c >= 'A' && *c <= 'F') || *c == '-'))
+            return false;
+    return true;
 }
 
 static int device_from_json(json_t *o, struct dra_ckpt_device *d)
@@ -101,6 +120,14 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
         return -EINVAL;
     if (interval && dra_ts_interval_from_name(interval, &cfg.interval) < 0)
         return -EINVAL;
+    json_t *mig = json_object_get(o, "mig");
+    const char *parent = str(mig, "parentUUID"), *mig_uuid = str(mig, "migUUID");
+    json_t *gi = json_object_get(mig, "giId"), *ci = json_object_get(mig, "ciId");
+    if (mig && (!parent || !mig_uuid || !json_is_integer(gi) || !json_is_integer(ci) ||
+                json_integer_value(gi) < 0 || json_integer_value(gi) > 0xffff ||
+                json_integer_value(ci) < 0 || json_integer_value(ci) > 0xffff ||
+                !uuid_valid(parent, "GPU-") || !uuid_valid(mig_uuid, "MIG-")))
+        return -EINVAL;
     *d = (struct dra_ckpt_device){
         .device = xstrdup(dev),
         .pool = xstrdup(pool),
@@ -109,6 +136,10 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
         .admin_access = json_is_true(json_object_get(o, "adminAccess")),
         .config = cfg,
     };
+    if (mig)
+        d->mig = (struct dra_ckpt_mig){ .parent_uuid = xstrdup(parent), .uuid = xstrdup(mig_uuid),
+                                        .gi_id = (unsigned)json_integer_value(gi),
+                                        .ci_id = (unsigned)json_integer_value(ci) };
     return 0;
 }
 
@@ -375,6 +406,24 @@ int dra_checkpoint_complete(struct dra_checkpoint *c, const char *uid, struct er
     if (r < 0)
         c->claims[i].state = was;
     return r;
+}
+
+int dra_checkpoint_set_mig(struct dra_checkpoint *c, const char *uid, const char *device,
+                           const struct dra_ckpt_mig *mig, struct error *err)
+{
+    size_t i = find_index(c, uid);
+    for (size_t j = 0; i != SIZE_MAX && j < c->claims[i].n_devices; j++) {
+        struct dra_ckpt_device *d = &c->claims[i].devices[j];
+        if (!streq(d->device, device))
+            continue;
+        free(d->mig.parent_uuid);
+        free(d->mig.uuid);
+        d->mig = (struct dra_ckpt_mig){ .parent_uuid = xstrdup(mig->parent_uuid),
+                                        .uuid = xstrdup(mig->uuid), .gi_id = mig->gi_id,
+                                        .ci_id = mig->ci_id };
+        return 0;
+    }
+    return error_set(err, -ENOENT, "claim %s has no device %s in checkpoint %s", uid, device, c->path);
 }
 
 int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err)

@@ -9,7 +9,8 @@
  * between NVIDIA's driver and this plugin means draining it first (the two would each
  * see the other's claims as unknown anyway). It records per claim UID its state
  * (PrepareStarted, PrepareCompleted), name and namespace, and the prepared devices:
- * device, pool, base request, CDI ID, admin access and the applied sharing config; and
+ * device, pool, base request, CDI ID, admin access, the applied sharing config and, for a
+ * DynamicMIG placement, the MIG device made for it (parent, GPU/compute instance, UUID); and
  * the node's boot id (/proc/sys/kernel/random/boot_id): a checkpoint of another boot
  * describes CDI files and device state that a reboot made stale, and is discarded.
  *
@@ -47,10 +48,18 @@
 
 enum dra_ckpt_state { DRA_CKPT_PREPARE_STARTED, DRA_CKPT_PREPARE_COMPLETED };
 
+/* DynamicMIG: the MIG device made for a placement, recorded so that Unprepare destroys
+ * exactly it (and nothing someone made in its place since). */
+struct dra_ckpt_mig {
+    char *parent_uuid, *uuid;        /* "GPU-...", "MIG-..." */
+    unsigned gi_id, ci_id;
+};
+
 struct dra_ckpt_device {
     char *device, *pool, *request, *cdi_id;
     bool admin_access;
     struct dra_config config;
+    struct dra_ckpt_mig mig;         /* uuid NULL: none made for it */
 };
 
 struct dra_ckpt_claim {
@@ -91,6 +100,11 @@ int dra_checkpoint_put(struct dra_checkpoint *c, struct dra_ckpt_claim *claim, s
 int dra_checkpoint_complete(struct dra_checkpoint *c, const char *uid, struct error *err);
 /* Forgets uid (not recorded: 0) and saves. On failure nothing changes. */
 int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err);
+
+/* Records (in memory: the next save writes it) the MIG device made for `device` of uid's
+ * record (copied). -ENOENT: no such record or device. */
+int dra_checkpoint_set_mig(struct dra_checkpoint *c, const char *uid, const char *device,
+                           const struct dra_ckpt_mig *mig, struct error *err);
 
 void dra_ckpt_claim_clear(struct dra_ckpt_claim *claim);
 

@@ -23,6 +23,7 @@ struct dra_claims {
     void *apply_userdata;
     const struct inventory *inv;
     const struct dra_device_set *devices;
+    bool swept;                      /* DynamicMIG's start-up sweep ran (dra-mig.h) */
     struct dra_checkpoint ckpt;
     struct dra_claims_call *calls;   /* in flight, for dra_claims_free */
     void (*released)(void *userdata);
@@ -78,6 +79,10 @@ struct pending *claims_busy(const struct dra_claims *c, const char *uid);
  * discovered, -ENODEV when the node has no such device (now); err set. */
 int claims_device(const struct dra_claims *c, const char *device, const struct inv_gpu **gpu,
                   const struct inv_mig **mig, struct error *err);
+/* Whether devices a and b (names of this node's device set) may not be held by two claims:
+ * the same device, or on a GPU DynamicMIG carves, the full GPU and any placement, or two
+ * placements sharing a memory slice. */
+bool claims_devices_conflict(const struct dra_claims *c, const char *a, const char *b);
 /* The claim whose unprepare resets (now, or next) a device that rec has a sharing config
  * for, or NULL; *device: that device. Preparing rec meanwhile could set the GPU just
  * before the reset puts it back. */

@@ -9,6 +9,7 @@
 #include "dra/dra-cdi.h"
 #include "dra/dra-claim.h"
 #include "dra/dra-claims-internal.h"
+#include "dra/dra-mig.h"
 #include "kube/kube.h"
 
 static bool has_config(const struct dra_ckpt_device *d, const char *device)
@@ -98,14 +99,48 @@ static int reset_next(struct dra_claims *c, struct pending *p, struct error *err
     }
 }
 
-/* The claim of res is reset (r == 0): its spec and record go. Else (r < 0, err) it fails,
- * and stays recorded with its spec, so that the kubelet's retry resets again. */
+/* DynamicMIG: the MIG devices uid's record made, destroyed in reverse order (the compute
+ * instance, then the GPU instance; MIG mode off after a Hopper GPU's last); those of a
+ * prepare that never completed are looked for at their placements. A failure (processes
+ * still on it) keeps the record, so that the kubelet's retry destroys again. */
+static int uncarve(struct dra_claims *c, const char *uid, struct error *err)
+{
+    const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, uid);
+    for (size_t i = rec ? rec->n_devices : 0; i-- > 0;) {
+        const struct dra_ckpt_device *d = &rec->devices[i];
+        if (!d->mig.uuid && !strstr(d->device, "-mig-"))
+            continue;
+        if (!c->inv || !c->devices)
+            return error_set(err, -EAGAIN, "devices not discovered yet");
+        int r = 0;
+        if (!d->mig.uuid) {
+            r = rec->state == DRA_CKPT_PREPARE_STARTED ? dra_mig_rollback(c->inv, c->devices, d->device, err) : 0;
+        } else {
+            const struct inv_gpu *g = NULL;
+            for (size_t k = 0; k < c->inv->n_gpus && !g; k++)
+                if (streq(c->inv->gpus[k].uuid, d->mig.parent_uuid))
+                    g = &c->inv->gpus[k];
+            if (!g) /* its GPU is gone from the node: so is the MIG device */
+                continue;
+            r = dra_mig_destroy(g, d->mig.gi_id, d->mig.uuid, err);
+        }
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* The claim of res is reset (r == 0): its MIG devices, spec and record go. Else (r < 0,
+ * err) it fails, and stays recorded with its spec, so that the kubelet's retry resets
+ * again. */
 static void unprepared(struct dra_claims *c, struct dra_claim_result *res, const char *ns,
                        const char *name, int r, struct error *err)
 {
     /* The spec goes even without a record: a checkpoint discarded as corrupt forgot
      * claims whose specs are still there. Missing is fine. */
     bool recorded = dra_checkpoint_find(&c->ckpt, res->uid) != NULL;
+    if (r == 0)
+        r = uncarve(c, res->uid, err);
     if (r == 0 && (r = dra_cdi_remove(c->cdi_root, res->uid, err)) == 0)
         r = dra_checkpoint_remove(&c->ckpt, res->uid, err);
     if (r < 0)

@@ -10,6 +10,7 @@
 #include "dra/dra-checkpoint.h"
 #include "dra/dra-claim.h"
 #include "dra/dra-claims-internal.h"
+#include "dra/dra-mig.h"
 #include "kube/kube.h"
 #include "output/cdi.h"
 
@@ -65,6 +66,12 @@ void dra_claims_set_devices(struct dra_claims *c, const struct config *cfg,
         c->cfg = cfg;
     c->inv = inv;
     c->devices = set;
+    /* once, with the first devices and before the kubelet can call (the daemon registers
+     * after this): what a killed run made and never recorded goes */
+    if (inv && set && !c->swept) {
+        c->swept = true;
+        dra_mig_sweep(inv, set, &c->ckpt);
+    }
 }
 
 size_t dra_claims_prepared_count(const struct dra_claims *c)
@@ -204,6 +211,63 @@ int claims_device(const struct dra_claims *c, const char *device, const struct i
 
 /* ---- prepare ---------------------------------------------------------------------------- */
 
+bool claims_devices_conflict(const struct dra_claims *c, const char *a, const char *b)
+{
+    if (streq(a, b))
+        return true;
+    const struct dra_device *x = dra_devices_find(c->devices, a), *y = dra_devices_find(c->devices, b);
+    /* DynamicMIG: a carved GPU is either one full device or MIG devices on disjoint memory
+     * slices (what the scheduler's counters say, checked again: a forged or stale claim) */
+    if (!x || !y || x->gpu != y->gpu || !x->counters || !y->counters)
+        return false;
+    if (x->type != DRA_DEVICE_MIG_PLACEMENT || y->type != DRA_DEVICE_MIG_PLACEMENT)
+        return true;
+    const struct inv_gpu *g = &c->inv->gpus[x->gpu];
+    const struct inv_placement *p = &g->mig_profiles[x->mig].placements[x->placement];
+    const struct inv_placement *q = &g->mig_profiles[y->mig].placements[y->placement];
+    return p->start < q->start + q->size && q->start < p->start + p->size;
+}
+
+/* The MIG devices of rec's placements among devs, made in order into made[] and recorded
+ * in uid's record (in memory; saved when it completes). On failure what was made is
+ * destroyed again. */
+static int carve(struct dra_claims *c, const char *uid, const struct dra_device **devs,
+                 struct inv_mig *made, size_t n, struct error *err)
+{
+    size_t i;
+    int r = 0;
+    for (i = 0; i < n && r == 0; i++) {
+        if (devs[i]->type != DRA_DEVICE_MIG_PLACEMENT)
+            continue;
+        const struct inv_gpu *g = &c->inv->gpus[devs[i]->gpu];
+        if ((r = dra_mig_create(c->inv, devs[i], c->cfg->proc_root, &made[i], err)) < 0)
+            break;
+        struct dra_ckpt_mig m = { .parent_uuid = (char *)g->uuid, .uuid = made[i].uuid,
+                                  .gi_id = made[i].gi_id, .ci_id = made[i].ci_id };
+        if ((r = dra_checkpoint_set_mig(&c->ckpt, uid, devs[i]->name, &m, err)) < 0) {
+            i++;
+            break;
+        }
+    }
+    if (r == 0)
+        return 0;
+    while (i-- > 0) {
+        struct error e = { 0 };
+        if (made[i].uuid[0] && dra_mig_destroy(&c->inv->gpus[devs[i]->gpu], made[i].gi_id,
+                                               made[i].uuid, &e) < 0)
+            log_warning("undoing the prepare of claim %s: %s", uid, e.msg);
+    }
+    return r;
+}
+
+static bool any_placement(const struct dra_device **devs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (devs[i]->type == DRA_DEVICE_MIG_PLACEMENT)
+            return true;
+    return false;
+}
+
 /* The other claim holding a device of claim (prepared, or its configs being applied or its
  * GPUs reset), or NULL. */
 static const struct dra_ckpt_claim *overlap(const struct dra_claims *c, const struct dra_claim *claim,
@@ -218,7 +282,8 @@ static const struct dra_ckpt_claim *overlap(const struct dra_claims *c, const st
             if (claim->allocs[i].admin_access)
                 continue;
             for (size_t j = 0; j < o->n_devices; j++)
-                if (!o->devices[j].admin_access && streq(o->devices[j].device, claim->allocs[i].device)) {
+                if (!o->devices[j].admin_access &&
+                    claims_devices_conflict(c, o->devices[j].device, claim->allocs[i].device)) {
                     *device = claim->allocs[i].device;
                     return o;
                 }
@@ -401,6 +466,7 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
         return r;
     struct dra_ckpt_claim rec = { 0 };
     const struct dra_device **devs = xcalloc(claim.n_allocs + 1, sizeof(*devs));
+    struct inv_mig *made = NULL;
     size_t n_devs = 0;
     const char *dev = NULL;
     const struct dra_ckpt_claim *other;
@@ -428,7 +494,35 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
                                    "try again", dev, other->namespace_, other->name, other->uid);
         goto out;
     }
-    spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, n_devs, p->call->common, err);
+    if (any_placement(devs, n_devs)) {
+        /* DynamicMIG: recorded PrepareStarted before anything is made, so that what a
+         * killed run made is found at start (dra_mig_sweep) or by the next try */
+        if (changes_devices(c, &rec)) {
+            r = error_set(err, -EOPNOTSUPP, "a sharing config on a MIG device made on demand is not supported");
+            goto out;
+        }
+        if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
+            goto out;
+        rec = (struct dra_ckpt_claim){ 0 };
+        made = xcalloc(n_devs, sizeof(*made));
+        if ((r = carve(c, uid, devs, made, n_devs, err)) < 0) {
+            undo(c, uid);
+            goto out;
+        }
+        spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, made, n_devs, p->call->common, err);
+        if (!spec || (r = complete(c, uid, spec, &p->stage, res, err)) < 0) {
+            r = spec ? r : err->code;
+            for (size_t i = n_devs; i-- > 0;) {
+                struct error e = { 0 };
+                if (made[i].uuid[0] && dra_mig_destroy(&c->inv->gpus[devs[i]->gpu], made[i].gi_id,
+                                                       made[i].uuid, &e) < 0)
+                    log_warning("undoing the prepare of claim %s: %s", uid, e.msg);
+            }
+            undo(c, uid);
+        }
+        goto out;
+    }
+    spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, NULL, n_devs, p->call->common, err);
     if (!spec) {
         r = err->code;
         goto out;
@@ -455,6 +549,7 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
 out:
     json_decref(spec);
     dra_ckpt_claim_clear(&rec);
+    free(made);
     free(devs);
     dra_claim_clear(&claim);
     return r > 0 ? 1 : 0;

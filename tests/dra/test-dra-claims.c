@@ -348,11 +348,11 @@ static void test_cdi(void)
     CHECK_STR(file, "k8s.gpu.nvidia.com-claim_u-1.yaml");
     free(file);
 
-    json_t *spec = dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, NULL, &err);
+    json_t *spec = dra_cdi_spec(&cfg, &inv, "u-1", devs, NULL, 2, NULL, &err);
     CHECK(spec != NULL);
     /* The common edits made earlier (while a GET is in flight) are the ones used. */
     json_t *common = json_pack("{s:[s]}", "env", "X=1");
-    json_t *with = dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, common, &err);
+    json_t *with = dra_cdi_spec(&cfg, &inv, "u-1", devs, NULL, 2, common, &err);
     CHECK(with && json_object_get(with, "containerEdits") == common);
     json_decref(with);
     json_decref(common);
@@ -421,7 +421,7 @@ static void test_cdi(void)
 
     /* A MIG device whose capability nodes discovery could not find. */
     migs[0].ci_cap_minor = -1;
-    CHECK(dra_cdi_spec(&cfg, &inv, "u-1", devs, 2, NULL, &err) == NULL);
+    CHECK(dra_cdi_spec(&cfg, &inv, "u-1", devs, NULL, 2, NULL, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "device gpu-5-mig-1g5gb-19-0: MIG device MIG-x");
 
     free(blocked);

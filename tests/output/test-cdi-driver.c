@@ -129,7 +129,7 @@ static json_t *claim_spec(const struct config *cfg, const struct inventory *inv)
     struct dra_device dev = { .name = "gpu-0", .type = DRA_DEVICE_GPU, .gpu = 0 };
     const struct dra_device *devs[] = { &dev };
     struct error err = { 0 };
-    json_t *spec = dra_cdi_spec(cfg, inv, "c1a1m000-0000-0000-0000-000000000001", devs, 1,
+    json_t *spec = dra_cdi_spec(cfg, inv, "c1a1m000-0000-0000-0000-000000000001", devs, NULL, 1,
                                 NULL, &err);
     CHECK(spec != NULL);
     json_object_set_new(spec, "cdiVersion", json_string(cdi_spec_version(spec)));
