@@ -4,7 +4,9 @@
  * What is accepted must hold every bound the engine relies on; what is refused must say
  * why in one line and hold nothing; nothing may crash or leak. Build with clang
  * -fsanitize=fuzzer -DGDP_LIBFUZZER; otherwise tests/common/fuzz-main.c replays the
- * corpus (tests/dra/corpus-request, seeded by make-request-corpus.py). */
+ * corpus (tests/dra/corpus-request, seeded by make-request-corpus.py). A replay with
+ * FUZZ_DRA_REQUEST_MUST_ACCEPT=1 also fails on any input refused in whole or in part:
+ * tests/data/dra/kubelet-requests, the requests as kubelets send them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,22 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     struct dra_request rq;
     char *message;
     int status = dra_request_parse(data, size, &rq, &message);
+#ifndef GDP_LIBFUZZER
+    static int must_accept = -1;
+    if (must_accept < 0)
+        must_accept = getenv("FUZZ_DRA_REQUEST_MUST_ACCEPT") != NULL;
+    if (must_accept && status != GRPC_STATUS_OK) {
+        fprintf(stderr, "fuzz-dra-request: refused (status %d): %s\n", status,
+                message ? message : "(no message)");
+        fail("a request as the kubelet sends it refused");
+    }
+    for (size_t i = 0; must_accept && status == GRPC_STATUS_OK && i < rq.n; i++)
+        if (rq.error[i] || !*rq.claims[i].uid || !*rq.claims[i].namespace_ || !*rq.claims[i].name) {
+            fprintf(stderr, "fuzz-dra-request: claim %zu: %s\n", i,
+                    rq.error[i] ? rq.error[i] : "a string lost");
+            fail("a claim as the kubelet sends it refused");
+        }
+#endif
     if (status != GRPC_STATUS_OK) {
         if (status != GRPC_STATUS_INVALID_ARGUMENT && status != GRPC_STATUS_RESOURCE_EXHAUSTED)
             fail("unexpected status");
