@@ -34,6 +34,7 @@ P = "gpu_device_plugin_"
 ADDR = ["--metrics-address", "127.0.0.1:0"]
 NOT_REGISTERED = "DRA driver %s is not registered with the kubelet yet" % DRIVER
 NOT_PUBLISHED = "the ResourceSlices of DRA driver %s are not published yet" % DRIVER
+KUBELET_DEADLINE = "until the kubelet's deadline for the call was near"
 RESTORING = ("a ResourceSlice of DRA driver %s was deleted or changed by someone else and is "
              "not restored yet (restores are paced)" % DRIVER)
 # src/dra/dra-service.h: DRA_CLAIM_LOG_INTERVAL_MS, DRA_CLAIM_LOG_BURST
@@ -138,6 +139,28 @@ class DraMetrics(DraServe):
         self.assertEqual({status for status, _ in seen}, {503}, seen)
         self.assertIn((503, RESTORING + "\n"), seen)
         self.assertEqual(self.wait_ready(), "ok\n")
+
+    def test_prepare_waits_for_the_api_until_the_kubelets_deadline_only(self):
+        """The claims' GETs wait in the API client's rate limit (here 1 a second) until just
+        before the kubelet's deadline (its grpc-timeout, 3 s), not the client's own 120 s
+        bound: the claims whose GETs never left fail naming that deadline in the answer
+        the kubelet still waits for, each logged once (issue 30 row 3)."""
+        p = self.start_metrics(["--kube-api-qps=1", "--kube-api-burst=1"])
+        self.kl.register()
+        self.wait_ready()
+        time.sleep(1.5)  # the bucket's one token back
+        refs = [("default", "absent-%d" % i, "u-absent-%d" % i) for i in range(6)]
+        t = time.monotonic()
+        res = self.kl.prepare(*refs, timeout=3)
+        took = time.monotonic() - t
+        errs = [res[uid]["error"] for _, _, uid in refs]
+        self.assertLess(took, 3.0, errs)
+        found = [e for e in errs if "claim not found in the API server" in e]
+        late = [e for e in errs if KUBELET_DEADLINE in e]
+        self.assertEqual(len(found) + len(late), 6, errs)
+        self.assertGreaterEqual(len(found), 1, errs)
+        self.assertGreaterEqual(len(late), 1, errs)
+        p.wait_log(KUBELET_DEADLINE)
 
     def test_readyz_split_needs_both_sides(self):
         """--dra-device-plugin-gpus: the device-plugin resource must be registered too.
