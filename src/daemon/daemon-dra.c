@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "daemon/daemon-dra.h"
 #include "daemon/daemon-metrics.h"
+#include "dra/dra-checkpoint.h"
 #include "dra/dra-claims.h"
 #include "dra/dra-devices.h"
 #include "dra/dra-publish.h"
@@ -18,7 +19,7 @@ struct daemon_dra {
     struct loop *loop;
     char *node_name;
     const struct node_state *node;        /* the state served now */
-    const struct health_monitor *health;
+    struct health_monitor *health;        /* the daemon's (DynamicMIG tells it its devices) */
     struct dra_device_set set;            /* of node */
     int64_t health_time;                  /* when health was last evaluated (Unix s) */
     struct dra_service *svc;
@@ -31,6 +32,22 @@ struct daemon_dra {
 };
 
 /* ---- the kubelet's calls: handed to the claim engine, answered when it is done ---- */
+
+/* DynamicMIG: the health monitor watches the MIG devices prepared claims made (an Xid NVML
+ * attributes to one taints exactly its placement), as they are after every call. */
+static void sync_migs(struct daemon_dra *d)
+{
+    if (!d->health || !d->node)
+        return;
+    for (size_t g = 0; g < d->node->inv.n_gpus; g++) {
+        const struct inv_gpu *gpu = &d->node->inv.gpus[g];
+        if (!gpu->n_mig_profiles || !dra_mig_gpu_dynamic(gpu))
+            continue;
+        struct inv_mig migs[INV_MIG_PLACEMENTS_MAX * 4];
+        size_t n = dra_claims_gpu_migs(d->claims, gpu->uuid, migs, ELEMENTSOF(migs));
+        health_monitor_set_migs(d->health, (int)g, migs, n);
+    }
+}
 
 static void on_claims_done(void *userdata, const struct dra_claim_result *r, size_t n)
 {
@@ -64,6 +81,7 @@ static void op_cancelled(void *ud, struct dra_call *c)
 static void op_call_ended(void *ud, bool prepare, size_t n, size_t failed, uint64_t elapsed_us)
 {
     const struct daemon_dra_metrics *m = &((struct daemon_dra *)ud)->metrics;
+    sync_migs(ud);
     metrics_add(prepare ? m->prepare : m->unprepare, (double)n);
     metrics_add(prepare ? m->prepare_errors : m->unprepare_errors, (double)failed);
     metrics_observe(prepare ? m->prepare_seconds : m->unprepare_seconds,
@@ -72,12 +90,27 @@ static void op_call_ended(void *ud, bool prepare, size_t n, size_t failed, uint6
 
 /* ---- health: the monitor's view of each DRA device ---- */
 
+/* The monitor's unit of dev: its GPU (-1), its MIG device, or for a DynamicMIG placement
+ * the MIG device a claim made for it (none made: its GPU stands for it). */
+static int health_unit(const struct daemon_dra *d, const struct dra_device *dev)
+{
+    if (dev->type == DRA_DEVICE_MIG)
+        return (int)dev->mig;
+    if (dev->type != DRA_DEVICE_MIG_PLACEMENT)
+        return -1;
+    const struct dra_ckpt_mig *m = dra_claims_placement_mig(d->claims, dev->name);
+    return m ? health_monitor_mig_index(d->health, (int)dev->gpu, m->uuid) : -1;
+}
+
 static bool device_healthy(const struct daemon_dra *d, const struct dra_device *dev)
 {
     if (!d->health)
         return true;
-    int mig = dev->type == DRA_DEVICE_MIG ? (int)dev->mig : -1;
-    return health_monitor_healthy(d->health, (int)dev->gpu, mig, NULL);
+    int mig = health_unit(d, dev);
+    /* a placement's MIG device lives on its GPU: a lost GPU takes it out too */
+    return health_monitor_healthy(d->health, (int)dev->gpu, mig, NULL) &&
+           (dev->type != DRA_DEVICE_MIG_PLACEMENT || mig < 0 ||
+            health_monitor_healthy(d->health, (int)dev->gpu, -1, NULL));
 }
 
 /* The snapshot's strings are the device set's and the node name: borrowed, valid while
@@ -118,7 +151,10 @@ static void publish(struct daemon_dra *d)
         const struct dra_device *dev = &d->set.devices[i];
         if (device_healthy(d, dev))
             continue;
-        int mig = dev->type == DRA_DEVICE_MIG ? (int)dev->mig : -1;
+        int mig = health_unit(d, dev);
+        if (mig >= 0 && dev->type == DRA_DEVICE_MIG_PLACEMENT &&
+            !health_monitor_healthy(d->health, (int)dev->gpu, -1, NULL))
+            mig = -1; /* its GPU's fault */
         uint64_t xid = health_monitor_last_xid(d->health, (int)dev->gpu, mig);
         /* An Xid of the "lost" class, a GPU gone from the bus or no Xid at all (an NVML
          * error while waiting for events) all mean the GPU cannot be trusted to be there. */
@@ -228,7 +264,7 @@ fail:
 }
 
 void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
-                       const struct health_monitor *h)
+                       struct health_monitor *h)
 {
     const struct inventory *inv = &s->inv;
     _cleanup_free_ bool *serve = xcalloc(inv->n_gpus ? inv->n_gpus : 1, sizeof(bool));
@@ -247,6 +283,7 @@ void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
     d->health = h;
     d->health_time = (int64_t)time(NULL);
     dra_claims_set_devices(d->claims, s->cfg, inv, &d->set);
+    sync_migs(d);
     log_info("DRA: %zu device%s offered", d->set.n, d->set.n == 1 ? "" : "s");
     publish(d);
     dra_service_health_changed(d->svc);

@@ -35,7 +35,7 @@ void daemon_dra_status(const struct daemon_dra *d, struct daemon_dra_status *out
 /* Serve s from now on (borrowed until the next update or free; the old state may be
  * freed right after this returns). h may be NULL (health checks unavailable). */
 void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
-                       const struct health_monitor *h);
+                       struct health_monitor *h);
 /* Some device's health changed: the health streams and the slices follow. */
 void daemon_dra_health_changed(struct daemon_dra *d);
 /* The kubelet restarted: bind again the sockets it removed. */

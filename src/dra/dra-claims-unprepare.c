@@ -174,6 +174,33 @@ static bool names_gpu(const char *device, unsigned minor)
            (device[n] == '\0' || strncmp(device + n, "-mig-", 5) == 0);
 }
 
+const struct dra_ckpt_mig *dra_claims_placement_mig(const struct dra_claims *c, const char *device)
+{
+    for (size_t i = 0; i < c->ckpt.n_claims; i++)
+        for (size_t j = 0; j < c->ckpt.claims[i].n_devices; j++) {
+            const struct dra_ckpt_device *d = &c->ckpt.claims[i].devices[j];
+            if (d->mig.uuid && streq(d->device, device))
+                return &d->mig;
+        }
+    return NULL;
+}
+
+size_t dra_claims_gpu_migs(const struct dra_claims *c, const char *gpu_uuid, struct inv_mig *out,
+                           size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->ckpt.n_claims; i++)
+        for (size_t j = 0; j < c->ckpt.claims[i].n_devices && n < max; j++) {
+            const struct dra_ckpt_device *d = &c->ckpt.claims[i].devices[j];
+            if (!d->mig.uuid || !streq(d->mig.parent_uuid, gpu_uuid))
+                continue;
+            out[n] = (struct inv_mig){ .gi_id = d->mig.gi_id, .ci_id = d->mig.ci_id };
+            snprintf(out[n].uuid, sizeof(out[n].uuid), "%s", d->mig.uuid);
+            n++;
+        }
+    return n;
+}
+
 bool dra_claims_holds_gpu(const struct dra_claims *c, unsigned minor)
 {
     for (size_t i = 0; i < c->ckpt.n_claims; i++)

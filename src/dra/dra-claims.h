@@ -170,5 +170,12 @@ void dra_claims_set_deadline(struct dra_claims_call *call, uint64_t deadline_ms)
  * GPU stays with DRA until its last claim is unprepared (node-state.h). */
 bool dra_claims_holds_gpu(const struct dra_claims *c, unsigned minor);
 
+/* DynamicMIG: the MIG device a prepared claim made for placement `device`, or NULL. */
+const struct dra_ckpt_mig *dra_claims_placement_mig(const struct dra_claims *c, const char *device);
+/* The MIG devices prepared claims made on the GPU of this UUID (uuid, gi_id, ci_id of
+ * out[] filled; at most max): what the health monitor watches for DynamicMIG. */
+size_t dra_claims_gpu_migs(const struct dra_claims *c, const char *gpu_uuid, struct inv_mig *out,
+                           size_t max);
+
 /* How many claims the checkpoint holds (tests, metrics). */
 size_t dra_claims_prepared_count(const struct dra_claims *c);

@@ -6,57 +6,15 @@
  * One monitor lives for the whole process: a reload retargets it to the new inventory
  * and config, so it never leaves a thread or fd behind. Units keep their health by
  * UUID; GPU and MIG indices follow the newest inventory. */
-#include "health/monitor.h"
+#include "health/monitor-internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "core/log.h"
-#include "health/monitor-wait.h"
 #include "metrics/metrics.h"
 #include "nvml/nvml.h"
 
-struct hm_mig {
-    char uuid[INV_UUID_MAX];
-    unsigned gi, ci;
-    struct health_unit unit;
-};
-
-struct hm_gpu {
-    char uuid[INV_UUID_MAX];
-    struct health_unit unit;
-    bool needs_register;       /* registration failed: retry after a good probe */
-    struct hm_mig *migs;
-    size_t n_migs;
-};
-
-struct health_monitor {
-    struct loop *loop;
-    struct health_config hc;   /* private copy */
-    health_changed_fn fn;
-    void *userdata;
-
-    struct hm_gpu *gpus;
-    size_t n_gpus;
-
-    struct hm_waiter *waiter;  /* NULL until health checks are first enabled */
-
-    struct loop_timer *timer;
-    uint64_t timer_at;
-
-    bool wait_failing;         /* loop-side view of the waiter's state */
-    char wait_reason[200];
-
-    uint64_t events, ignored, transitions, recoveries;
-    struct metrics_family *xids; /* counts every Xid handed over, by code */
-};
-
-/* Health checks on: events count, probes run. Off (disabled by config, or the event
- * set could not be made): everything is Healthy. */
-static bool active(const struct health_monitor *m)
-{
-    return m->waiter && !m->hc.disabled;
-}
 
 static bool visible_healthy(const struct health_monitor *m, const struct health_unit *u)
 {
@@ -408,17 +366,7 @@ static struct hm_gpu *build_gpus(const struct inventory *inv, const struct hm_gp
             dst->unit = prev->unit;
             dst->needs_register = prev->needs_register;
         }
-        dst->n_migs = src->n_migs;
-        dst->migs = xcalloc(src->n_migs ? src->n_migs : 1, sizeof(*dst->migs));
-        for (size_t i = 0; i < src->n_migs; i++) {
-            struct hm_mig *mig = &dst->migs[i];
-            snprintf(mig->uuid, sizeof(mig->uuid), "%s", src->migs[i].uuid);
-            mig->gi = src->migs[i].gi_id;
-            mig->ci = src->migs[i].ci_id;
-            for (size_t j = 0; prev && j < prev->n_migs; j++)
-                if (streq(prev->migs[j].uuid, mig->uuid))
-                    mig->unit = prev->migs[j].unit;
-        }
+        hm_set_migs(dst, src->migs, src->n_migs, prev);
     }
     return gpus;
 }
@@ -544,57 +492,4 @@ void health_monitor_stop(struct health_monitor *m)
     free_gpus(m->gpus, m->n_gpus);
     free(m->hc.rules);
     free(m);
-}
-
-bool health_monitor_healthy(const struct health_monitor *m, int gpu, int mig,
-                            const char **reason)
-{
-    const struct health_unit *u;
-
-    if (reason)
-        *reason = "";
-    if (!m)
-        return true;
-    if (gpu < 0 || (size_t)gpu >= m->n_gpus || mig < -1 ||
-        (mig >= 0 && (size_t)mig >= m->gpus[gpu].n_migs)) {
-        if (reason)
-            *reason = "unknown device";
-        return false;
-    }
-    if (!active(m))
-        return true;
-    u = mig < 0 ? &m->gpus[gpu].unit : &m->gpus[gpu].migs[mig].unit;
-    if (!health_unit_healthy(u)) {
-        if (reason)
-            *reason = u->reason;
-        return false;
-    }
-    if (m->wait_failing) {
-        if (reason)
-            *reason = m->wait_reason;
-        return false;
-    }
-    return true;
-}
-
-uint64_t health_monitor_last_xid(const struct health_monitor *m, int gpu, int mig)
-{
-    if (!m || gpu < 0 || (size_t)gpu >= m->n_gpus ||
-        (mig >= 0 && (size_t)mig >= m->gpus[gpu].n_migs))
-        return 0;
-    return mig < 0 ? m->gpus[gpu].unit.xid : m->gpus[gpu].migs[mig].unit.xid;
-}
-
-void health_monitor_count_xids(struct health_monitor *m, struct metrics_family *f) { m->xids = f; }
-
-void health_monitor_counters(const struct health_monitor *m, struct health_counters *out)
-{
-    *out = (struct health_counters){ 0 };
-    if (!m)
-        return;
-    out->events = m->events;
-    out->ignored = m->ignored;
-    out->unhealthy_transitions = m->transitions;
-    out->recoveries = m->recoveries;
-    out->wait_errors = m->waiter ? hm_waiter_errors(m->waiter) : 0;
 }

@@ -60,6 +60,14 @@ void health_monitor_stop(struct health_monitor *m);
 bool health_monitor_healthy(const struct health_monitor *m, int gpu, int mig,
                             const char **reason);
 
+/* DynamicMIG: the MIG devices of GPU gpu are now migs (n; uuid, gi_id and ci_id are read),
+ * made or destroyed since the last discovery; each keeps the health its UUID had. An Xid
+ * NVML attributes to one of them (GI, CI) makes exactly it Unhealthy. Until the next
+ * retarget, which takes the inventory's again. 0, or -ENOENT for no such GPU. */
+int health_monitor_set_migs(struct health_monitor *m, int gpu, const struct inv_mig *migs, size_t n);
+/* The index (for health_monitor_healthy) of GPU gpu's MIG device uuid, or -1. */
+int health_monitor_mig_index(const struct health_monitor *m, int gpu, const char *uuid);
+
 /* The last Xid that made the unit Unhealthy, kept after it recovers (0: none yet);
  * gpu/mig as for health_monitor_healthy. */
 uint64_t health_monitor_last_xid(const struct health_monitor *m, int gpu, int mig);

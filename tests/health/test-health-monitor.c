@@ -544,6 +544,31 @@ int main(void)
     CHECK(c.recoveries >= 5);
     CHECK(c.unhealthy_transitions >= 6);
 
+    /* DynamicMIG: GPU3 gets two MIG devices made after discovery; an Xid NVML attributes
+     * to one (GI 9, CI 0) takes exactly it out, and it recovers; a later list keeps the
+     * health of those it still has and forgets the destroyed one */
+    struct inv_mig dyn[2] = {
+        { .uuid = "MIG-dyn1", .gi_id = 7, .ci_id = 0 },
+        { .uuid = "MIG-dyn2", .gi_id = 9, .ci_id = 0 },
+    };
+    CHECK(health_monitor_set_migs(mon, 3, dyn, 2) == 0);
+    CHECK(health_monitor_set_migs(mon, 9, dyn, 2) == -ENOENT);
+    int d1 = health_monitor_mig_index(mon, 3, "MIG-dyn1"), d2 = health_monitor_mig_index(mon, 3, "MIG-dyn2");
+    CHECK(d1 == 0 && d2 == 1 && health_monitor_mig_index(mon, 3, "MIG-none") == -1);
+    CHECK(healthy(3, d1) && healthy(3, d2));
+    inject("GPU-3333", 94, 9, 0);
+    CHECK(run_until_change(5000) == 0);
+    CHECK(healthy(3, -1) && healthy(3, d1) && !healthy(3, d2));
+    CHECK(health_monitor_last_xid(mon, 3, d2) == 94);
+    struct inv_mig later[2] = { { .uuid = "MIG-dyn3", .gi_id = 1, .ci_id = 0 },
+                                { .uuid = "MIG-dyn2", .gi_id = 9, .ci_id = 0 } };
+    CHECK(health_monitor_set_migs(mon, 3, later, 2) == 0);
+    CHECK(healthy(3, 0) && !healthy(3, 1)); /* dyn2 keeps its health by UUID */
+    CHECK(run_until_change(5000) == 0);     /* ...and recovers */
+    CHECK(healthy(3, 1));
+    CHECK(health_monitor_set_migs(mon, 3, NULL, 0) == 0);
+    CHECK(health_monitor_mig_index(mon, 3, "MIG-dyn2") == -1);
+
     retarget_checks(&inv);
 
     health_monitor_stop(mon);
