@@ -1,6 +1,11 @@
 // The 1.34.9 API server's validation of ResourceSlices (objects/validation.md), written
 // from its messages independently of the plugin's C copy (src/dra/dra-slice-validate.c),
-// for resourceslices.go: a write it refuses gets 422 and the same message.
+// for resourceslices.go: a write it refuses gets 422 and the same message. Partitionable
+// devices (KEP-4815) as 1.36.3 validates them (dynamic-mig-mps-capacity.md §3.1): at most 8
+// counter sets per slice, 32 counters per set, DNS-label names, 2 consumesCounters per
+// device unique by counterSet, 32 counters per consumption, none empty, 64 devices when any
+// consumes counters or has taints, and from 1.35 on (the version served on /version) a
+// slice with both sharedCounters and devices refused.
 package main
 
 import (
@@ -134,6 +139,117 @@ func sortedKeys(m map[string]interface{}) []string {
 	return keys
 }
 
+// A counter set's or counter's name: a DNS label (validateCounterName).
+func counterNameErrs(field, v string) []string {
+	var e []string
+	if len(v) > 63 {
+		e = append(e, fmt.Sprintf("%s: Invalid value: %q: must be no more than 63 characters", field, v))
+	}
+	if !labelRe.MatchString(v) {
+		e = append(e, fmt.Sprintf("%s: Invalid value: %q: %s", field, v, labelMsg))
+	}
+	return e
+}
+
+// A map of counters (a set's or a consumption's): required, at most 32, names DNS labels,
+// each with a value.
+func countersErrs(field string, m interface{}) []string {
+	counters, _ := m.(map[string]interface{})
+	if len(counters) == 0 {
+		return []string{field + ": Required value"}
+	}
+	if len(counters) > 32 {
+		return []string{fmt.Sprintf("%s: Too many: %d: must have at most 32 items", field, len(counters))}
+	}
+	var e []string
+	for _, k := range sortedKeys(counters) {
+		e = append(e, counterNameErrs(fmt.Sprintf("%s[%s]", field, k), k)...)
+		c, _ := counters[k].(map[string]interface{})
+		if v, _ := c["value"].(string); v == "" {
+			e = append(e, fmt.Sprintf("%s[%s].value: Required value", field, k))
+		}
+	}
+	return e
+}
+
+// spec.sharedCounters (validateSet(..., ResourceSliceMaxCounterSets) and validateCounterSet).
+func counterSetsErrs(sets []interface{}) []string {
+	if len(sets) > 8 {
+		return []string{fmt.Sprintf("spec.sharedCounters: Too many: %d: must have at most 8 items", len(sets))}
+	}
+	var e []string
+	seen := map[string]bool{}
+	for i, si := range sets {
+		set, _ := si.(map[string]interface{})
+		field := fmt.Sprintf("spec.sharedCounters[%d]", i)
+		name, _ := set["name"].(string)
+		if name == "" {
+			e = append(e, field+".name: Required value")
+		} else {
+			e = append(e, counterNameErrs(field+".name", name)...)
+			if seen[name] {
+				e = append(e, fmt.Sprintf("%s: Duplicate value: %q", field, name))
+			}
+			seen[name] = true
+		}
+		e = append(e, countersErrs(field+".counters", set["counters"])...)
+	}
+	return e
+}
+
+// A device's consumesCounters: at most 2, unique by counterSet.
+func consumesErrs(dev string, uses []interface{}) []string {
+	if len(uses) > 2 {
+		return []string{fmt.Sprintf("%s.consumesCounters: Too many: %d: must have at most 2 items", dev, len(uses))}
+	}
+	var e []string
+	seen := map[string]bool{}
+	for i, ui := range uses {
+		use, _ := ui.(map[string]interface{})
+		field := fmt.Sprintf("%s.consumesCounters[%d]", dev, i)
+		cs, _ := use["counterSet"].(string)
+		if cs == "" {
+			e = append(e, field+".counterSet: Required value")
+		} else {
+			e = append(e, counterNameErrs(field+".counterSet", cs)...)
+			if seen[cs] {
+				e = append(e, fmt.Sprintf("%s: Duplicate value: %q", field, cs))
+			}
+			seen[cs] = true
+		}
+		e = append(e, countersErrs(field+".counters", use["counters"])...)
+	}
+	return e
+}
+
+// Whether gitVersion (v1.36.3, v1.35.0-rc.1, ...) is 1.35.0 or later in semver order
+// (a pre-release of 1.35.0 is before it).
+func atLeast135(gitVersion string) bool {
+	v := strings.TrimPrefix(gitVersion, "v")
+	pre := ""
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		if v[i] == '-' {
+			pre = v[i+1:]
+		}
+		v = v[:i]
+	}
+	parts := strings.Split(v, ".")
+	num := func(i int) int {
+		if i >= len(parts) {
+			return 0
+		}
+		n, _ := strconv.Atoi(parts[i])
+		return n
+	}
+	switch {
+	case num(0) != 1:
+		return num(0) > 1
+	case num(1) != 35:
+		return num(1) > 35
+	}
+	return num(2) > 0 || pre == ""
+}
+
 func deviceErrs(devices []interface{}, i int) []string {
 	d, _ := devices[i].(map[string]interface{})
 	dev := fmt.Sprintf("spec.devices[%d]", i)
@@ -169,6 +285,8 @@ func deviceErrs(devices []interface{}, i int) []string {
 	if n := len(attrs) + len(caps); n > 32 {
 		e = append(e, fmt.Sprintf("%s: Invalid value: %d: the total number of attributes and capacities must not exceed 32", dev, n))
 	}
+	uses, _ := d["consumesCounters"].([]interface{})
+	e = append(e, consumesErrs(dev, uses)...)
 	taints, _ := d["taints"].([]interface{})
 	if len(taints) > 4 {
 		return append(e, fmt.Sprintf("%s.taints: Too many: %d: must have at most 4 items", dev, len(taints)))
@@ -189,7 +307,8 @@ func deviceErrs(devices []interface{}, i int) []string {
 	return e
 }
 
-// The API server's Status message for an invalid slice, or "".
+// The API server's Status message for an invalid slice, or "" (the version served and the
+// taints gate from rs; called with the server's mu held, after rsPartitions).
 func rsValidate(o map[string]interface{}, name string) string {
 	var e []string
 	spec, _ := o["spec"].(map[string]interface{})
@@ -236,14 +355,29 @@ func rsValidate(o map[string]interface{}, name string) string {
 	if node != "" {
 		e = append(e, subdomainErrs("spec.nodeName", node)...)
 	}
+	if spec["sharedCounters"] != nil && spec["devices"] != nil && atLeast135(rs.version) {
+		e = append(e, "spec: Invalid value: \"\": only one of `sharedCounters` or `devices` is allowed")
+	}
 	devices, _ := spec["devices"].([]interface{})
-	if len(devices) > 128 {
-		e = append(e, fmt.Sprintf("spec.devices: Too many: %d: must have at most 128 items", len(devices)))
+	maxDevices := 128
+	for _, di := range devices {
+		d, _ := di.(map[string]interface{})
+		if t, _ := d["taints"].([]interface{}); len(t) > 0 && rs.taints {
+			maxDevices = 64
+		}
+		if c, _ := d["consumesCounters"].([]interface{}); len(c) > 0 {
+			maxDevices = 64
+		}
+	}
+	if len(devices) > maxDevices {
+		e = append(e, fmt.Sprintf("spec.devices: Too many: %d: must have at most %d items", len(devices), maxDevices))
 	} else {
 		for i := range devices {
 			e = append(e, deviceErrs(devices, i)...)
 		}
 	}
+	sets, _ := spec["sharedCounters"].([]interface{})
+	e = append(e, counterSetsErrs(sets)...)
 	if len(e) == 0 {
 		return ""
 	}

@@ -14,6 +14,11 @@
 //	rs-modify NAME       someone else changes the first device's productName
 //	rs-add NAME NODE DRIVER  a slice someone else wrote (one device "other-0")
 //	rs-dump              says "rs NAME JSON" per slice, then "rs-count N"
+//	rs-partitionable on|off  the DRAPartitionableDevices gate (on by default): off drops
+//	                     spec.sharedCounters and devices' consumesCounters silently on write,
+//	                     as a 1.34 API server does, unless the stored slice already uses them
+//	version GITVERSION   what GET /version says (default v1.34.9); from v1.35.0 on a slice
+//	                     with both sharedCounters and devices is refused (1.35's rule)
 package main
 
 import (
@@ -42,11 +47,81 @@ var rs = struct {
 	fail     int
 	failCode int
 	names    int
-}{objs: map[string]map[string]interface{}{}, watchers: map[*rsWatcher]bool{}}
+	// DRAPartitionableDevices off: counters dropped on write
+	noPartitions bool
+	version      string
+}{objs: map[string]map[string]interface{}{}, watchers: map[*rsWatcher]bool{}, version: "v1.34.9"}
 
 func init() {
-	routes = append(routes, rsRoute)
-	commands = append(commands, rsCommand)
+	routes = append(routes, rsRoute, versionRoute)
+	commands = append(commands, rsCommand, versionCommand)
+}
+
+// ---- GET /version (what the plugin's publisher reads to choose the counters' layout) ----
+
+func versionRoute(s *server, w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path != "/version" {
+		return false
+	}
+	if r.Method != "GET" {
+		status(w, 405, "MethodNotAllowed", "method not allowed")
+		return true
+	}
+	s.mu.Lock()
+	v := rs.version
+	s.mu.Unlock()
+	major, minor := "", ""
+	if parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3); len(parts) >= 2 {
+		major, minor = parts[0], parts[1]
+	}
+	nfJSON(w, 200, map[string]interface{}{"major": major, "minor": minor, "gitVersion": v,
+		"gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+		"buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25.0", "compiler": "gc",
+		"platform": "linux/amd64"})
+	return true
+}
+
+func versionCommand(s *server, f []string) bool {
+	if len(f) != 2 || f[0] != "version" {
+		return false
+	}
+	s.mu.Lock()
+	rs.version = f[1]
+	s.mu.Unlock()
+	return true
+}
+
+// What the API server keeps of partitionable devices: everything with the gate on; with it
+// off nothing (sharedCounters, consumesCounters) unless old, the stored slice, uses them.
+func rsPartitions(o, old map[string]interface{}) {
+	if !rs.noPartitions || rsUsesPartitions(old) {
+		return
+	}
+	spec, _ := o["spec"].(map[string]interface{})
+	delete(spec, "sharedCounters")
+	devices, _ := spec["devices"].([]interface{})
+	for _, di := range devices {
+		if d, _ := di.(map[string]interface{}); d != nil {
+			delete(d, "consumesCounters")
+		}
+	}
+}
+
+func rsUsesPartitions(o map[string]interface{}) bool {
+	spec, _ := o["spec"].(map[string]interface{})
+	if spec == nil {
+		return false
+	}
+	if spec["sharedCounters"] != nil {
+		return true
+	}
+	devices, _ := spec["devices"].([]interface{})
+	for _, di := range devices {
+		if d, _ := di.(map[string]interface{}); d != nil && d["consumesCounters"] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ---- store ----
@@ -204,6 +279,7 @@ func rsRoute(s *server, w http.ResponseWriter, r *http.Request) bool {
 			status(w, 409, "Conflict", fmt.Sprintf(`Operation cannot be fulfilled on resourceslices.resource.k8s.io "%s": the object has been modified; please apply your changes to the latest version and try again`, name))
 			return true
 		}
+		rsPartitions(in, o)
 		if msg := rsValidate(in, name); msg != "" {
 			rsInvalid(w, msg, name)
 			return true
@@ -248,6 +324,7 @@ func (s *server) rsCreate(w http.ResponseWriter, r *http.Request) {
 		status(w, 409, "AlreadyExists", fmt.Sprintf(`resourceslices.resource.k8s.io "%s" already exists`, name))
 		return
 	}
+	rsPartitions(in, nil)
 	if msg := rsValidate(in, name); msg != "" {
 		rsInvalid(w, msg, name)
 		return
@@ -324,6 +401,8 @@ func rsCommand(s *server, f []string) bool {
 	switch f[0] {
 	case "rs-taints":
 		rs.taints = len(f) > 1 && f[1] == "on"
+	case "rs-partitionable":
+		rs.noPartitions = len(f) > 1 && f[1] == "off"
 	case "rs-delete":
 		if len(f) > 1 && f[1] == "all" {
 			for name := range rs.objs {
