@@ -8,6 +8,7 @@
 
 #include "config/config-internal.h"
 #include "core/log.h"
+#include "core/quantity.h"
 #include "core/suggest.h"
 
 /* Each of the two directories gets a Unix socket, and a socket's whole path, NUL
@@ -223,6 +224,43 @@ void config_dra_feature_gates_warn(const struct config *c)
     }
 }
 
+/* GPU shares' request policy: memory in whole MiB (MPS takes its limits in MiB), compute
+ * in whole percent (MPS's active thread percentage). */
+static int set_share(struct config *c, enum config_opt opt, const char *value, struct error *err)
+{
+    int64_t v = 0;
+    const char *flag = opt == OPT_DRA_SHARE_MEMORY_STEP      ? "dra-share-memory-step"
+                       : opt == OPT_DRA_SHARE_MEMORY_DEFAULT ? "dra-share-memory-default"
+                                                             : "dra-share-compute-default";
+    if (quantity_parse(value, &v) < 0 || v < 0)
+        return error_set(err, -EINVAL, "invalid --%s \"%s\": not a Kubernetes quantity", flag, value);
+    if (opt == OPT_DRA_SHARE_COMPUTE_DEFAULT) {
+        if (v < 1 || v > 100)
+            return error_set(err, -EINVAL, "invalid --%s \"%s\": a percent of the SMs, 1 to 100",
+                             flag, value);
+        c->dra.share_compute_default = (unsigned)v;
+        return 0;
+    }
+    if (v % (1 << 20) || (opt == OPT_DRA_SHARE_MEMORY_STEP && v == 0))
+        return error_set(err, -EINVAL, "invalid --%s \"%s\": a whole number of MiB%s", flag, value,
+                         opt == OPT_DRA_SHARE_MEMORY_STEP ? ", at least 1Mi" : "");
+    if (opt == OPT_DRA_SHARE_MEMORY_STEP)
+        c->dra.share_memory_step = (uint64_t)v;
+    else
+        c->dra.share_memory_default = (uint64_t)v;
+    return 0;
+}
+
+json_t *config_dra_share_value(const struct config *c, enum config_opt opt)
+{
+    char buf[32];
+    if (opt == OPT_DRA_SHARE_COMPUTE_DEFAULT)
+        return json_integer(c->dra.share_compute_default);
+    uint64_t v = opt == OPT_DRA_SHARE_MEMORY_STEP ? c->dra.share_memory_step : c->dra.share_memory_default;
+    snprintf(buf, sizeof(buf), "%lluMi", (unsigned long long)(v >> 20));
+    return json_string(v ? buf : "0");
+}
+
 int config_dra_option_set(struct config *c, enum config_opt opt, const char *value,
                           struct error *err)
 {
@@ -237,6 +275,9 @@ int config_dra_option_set(struct config *c, enum config_opt opt, const char *val
         return set_dir(&c->dra.cdi_root, "cdi-root", value, PATH_MAX / 2, NULL, err);
     case OPT_DRA_DEVICE_PLUGIN_GPUS: return set_device_plugin_gpus(c, value, err);
     case OPT_FEATURE_GATES: return set_feature_gates(c, value, err);
+    case OPT_DRA_SHARE_MEMORY_STEP:
+    case OPT_DRA_SHARE_MEMORY_DEFAULT:
+    case OPT_DRA_SHARE_COMPUTE_DEFAULT: return set_share(c, opt, value, err);
     default: abort(); /* only the rows above name this setter */
     }
 }

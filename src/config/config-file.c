@@ -411,6 +411,20 @@ static int section_version(struct fctx *x, const yaml_node_t *n, const yaml_node
     return 0;
 }
 
+/* ours: DRA settings a per-node config may choose (config-manager hands each node its file) */
+static const struct field dra_fields[] = {
+    { "consumableCapacity", F_BOOL, OPT_DRA_CONSUMABLE_CAPACITY, NULL },
+    { "shareMemoryStep", F_STRING, OPT_DRA_SHARE_MEMORY_STEP, NULL },
+    { "shareMemoryDefault", F_STRING, OPT_DRA_SHARE_MEMORY_DEFAULT, NULL },
+    { "shareComputeDefault", F_STRING, OPT_DRA_SHARE_COMPUTE_DEFAULT, NULL },
+};
+
+static int section_dra(struct fctx *x, const yaml_node_t *n, const yaml_node_t *key,
+                       const char *path)
+{
+    return walk(x, n, path, dra_fields, ELEMENTSOF(dra_fields));
+}
+
 static const struct field top_fields[] = {
     { "version", F_SECTION, 0, section_version },
     { "flags", F_SECTION, 0, section_flags },
@@ -418,6 +432,7 @@ static const struct field top_fields[] = {
     { "sharing", F_SECTION, 0, cf_section_sharing },
     { "imex", F_SECTION, 0, section_imex },
     { "health", F_SECTION, 0, section_health },
+    { "dra", F_SECTION, 0, section_dra },
 };
 
 int config_file_parse(struct config *c, const char *name, const unsigned char *data,

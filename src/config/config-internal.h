@@ -80,6 +80,10 @@ enum config_opt {
     OPT_CDI_ROOT,
     OPT_DRA_DEVICE_PLUGIN_GPUS,
     OPT_FEATURE_GATES,
+    OPT_DRA_CONSUMABLE_CAPACITY,
+    OPT_DRA_SHARE_MEMORY_STEP,
+    OPT_DRA_SHARE_MEMORY_DEFAULT,
+    OPT_DRA_SHARE_COMPUTE_DEFAULT,
     OPT_HELP,
     OPT_VERSION,
     _OPT_MAX,
@@ -201,6 +205,7 @@ int config_args_apply(struct config *c, int argc, char **argv, char **envp,
  * API and per-node configuration (config-cluster.c), health (config-health.c). */
 config_option_setter config_dra_option_set;
 config_option_value config_dra_feature_gates_value;
+config_option_value config_dra_share_value;
 /* One warning line per feature gate that is accepted but always honoured or not
  * implemented (with DRA on), or one saying they are ignored without DRA. */
 void config_dra_feature_gates_warn(const struct config *c);

@@ -157,6 +157,10 @@ void config_dra_assign(struct config_dra *dst, const struct config_dra *src)
         .dynamic_mig = src->dynamic_mig,
         .device_plugin_gpus = strv_dup(src->device_plugin_gpus),
         .feature_gates = strv_dup(src->feature_gates),
+        .consumable = src->consumable,
+        .share_memory_step = src->share_memory_step,
+        .share_memory_default = src->share_memory_default,
+        .share_compute_default = src->share_compute_default,
     };
     config_dra_clear(dst);
     *dst = copy;

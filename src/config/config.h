@@ -79,6 +79,12 @@ struct config_dra {
     /* NVIDIA's driver feature gates (--feature-gates, FEATURE_GATES; docs/dra.md) */
     bool dynamic_mig;                  /* DynamicMIG, default false */
     char **feature_gates;              /* NULL-terminated "Name=true|false", each gate once */
+    /* GPU shares (ours; docs/dra.md "GPU shares"): full GPUs offered with consumable
+     * capacity (KEP-5075), each share enforced through MPS */
+    bool consumable;                   /* --dra-consumable-capacity */
+    uint64_t share_memory_step;        /* bytes, a whole number of MiB (1 GiB) */
+    uint64_t share_memory_default;     /* bytes; 0: the GPU's whole memory */
+    unsigned share_compute_default;    /* percent of the SMs, 1..100 (10) */
 };
 
 struct config {

@@ -12,7 +12,7 @@
 static const char *const candidates[] = {
     "true", "false", "/dev/null", "7", "2.5", "mixed", "cdi-cri", "index", "packed", "nvml",
     "json", "cdi.example.com/", "0", "13", "never", "2h", "30s", "infinite", "empty", "all",
-    "DynamicMIG=true",
+    "DynamicMIG=true", "2Gi",
 };
 
 /* The rows whose effect shows only beside another setting's. */

@@ -61,7 +61,9 @@ def static_checks(values):
     d.check(values.get("dra") == {
         "enabled": False, "devicePluginGpus": [], "kubeletPluginsDir": "/var/lib/kubelet/plugins",
         "kubeletRegistrarDir": "/var/lib/kubelet/plugins_registry", "cdiRoot": "/var/run/cdi",
-        "featureGates": {}, "deviceClasses": {"enabled": True}, "extendedResourceName": None}, f"dra defaults {values.get('dra')}")
+        "featureGates": {}, "deviceClasses": {"enabled": True}, "extendedResourceName": None,
+        "consumableCapacity": {"enabled": False, "memoryStep": "1Gi", "memoryDefault": "0",
+                               "computeDefault": 10}}, f"dra defaults {values.get('dra')}")
     d.check(values.get("gpuResourcesEnabledOverride") is False, "gpuResourcesEnabledOverride defaults to false")
 
 
@@ -132,8 +134,18 @@ def on_checks(render, env_names):
     got = plugin_accepts(env).get("extensions", {}).get("dra")
     d.check(got == {"enabled": True, "registrarDir": "/var/lib/kubelet/plugins_registry",
                     "pluginsDir": "/var/lib/kubelet/plugins", "cdiRoot": "/var/run/cdi",
-                    "devicePluginGpus": [], "featureGates": {"DynamicMIG": False}},
+                    "devicePluginGpus": [], "featureGates": {"DynamicMIG": False},
+                    "consumableCapacity": False, "shareMemoryStep": "1024Mi",
+                    "shareMemoryDefault": "0", "shareComputeDefault": 10},
             f"plugin's DRA settings from the rendered env: {got}")
+    # GPU shares: the chart's values reach the plugin, which accepts them
+    files, _ = render({"dra": {"enabled": True, "consumableCapacity": {
+        "enabled": True, "memoryStep": "512Mi", "memoryDefault": "8Gi", "computeDefault": 25}}})
+    got = plugin_accepts(env_of(plugin_ctr(daemonset(files)[1]))).get("extensions", {}).get("dra")
+    d.check({k: got.get(k) for k in ("consumableCapacity", "shareMemoryStep", "shareMemoryDefault",
+                                     "shareComputeDefault")} ==
+            {"consumableCapacity": True, "shareMemoryStep": "512Mi", "shareMemoryDefault": "8192Mi",
+             "shareComputeDefault": 25}, f"GPU shares from the chart: {got}")
     d.check("driver gpu.nvidia.com" in notes and "all of them through DRA" in notes
             and "kubectl get deviceclasses gpu.nvidia.com mig.nvidia.com" in notes, f"NOTES: {notes}")
 
