@@ -38,12 +38,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attacklib  # noqa: E402
 import kubetest as kt  # noqa: E402
 from kubetest import scratch  # noqa: E402
-from dra_kubelet import CDI_KIND, DRIVER, NODE, Kubelet, obj, on_node, ref  # noqa: E402
+from dra_kubelet import (CDI_KIND, DRIVER, HEALTHY, NODE, UNHEALTHY, Kubelet, obj,  # noqa: E402
+                         on_node, ref)
 from dra_scheduler import Pool  # noqa: E402
 
 FAKE = None
 DYNAMIC = os.path.join(harness.SOURCE, "sim", "profiles", "dynamic")
 UP_TO_DATE = "ResourceSlices of node %s are up to date" % NODE
+# A recoverable Xid clears within a second (as test_dra_serve.py)
+FAST_HEALTH = {"GDP_HEALTH_QUIET_PERIOD": "200ms", "GDP_HEALTH_MAX_QUIET_PERIOD": "800ms",
+               "GDP_HEALTH_FLAP_WINDOW": "1m", "GDP_HEALTH_WAIT_TIMEOUT": "100ms"}
 
 # NVIDIA's H100-80GB placements (dynamic-mig-mps-capacity.md §1.5): profile, GI profile id,
 # starts, size, SM, CE, DEC, JPEG, OFA
@@ -82,6 +86,10 @@ class GiInfo(ctypes.Structure):
     _fields_ = [("device", ctypes.c_void_p), ("id", U), ("profileId", U), ("start", U), ("size", U)]
 if cmd["op"] == "create":
     d = gpus[cmd["gpu"]]
+    cur, pend, status = U(), U(), U()
+    ok(lib.nvmlDeviceGetMigMode(d, ctypes.byref(cur), ctypes.byref(pend)), "MIG mode")
+    if not cur.value:  # Hopper: at once (Ampere would need a reset)
+        ok(lib.nvmlDeviceSetMigMode(d, 1, ctypes.byref(status)), "MIG mode on")
     info = (U * 12)()
     ok(lib.nvmlDeviceGetGpuInstanceProfileInfo(d, cmd["index"], info), "GI profile info")
     pl = (U * 2)(cmd["start"], cmd["size"])
@@ -161,7 +169,7 @@ class DraMig(harness.PluginTestCase):
 
     def nvml(self, **cmd):
         """The host's MIG state as NVML reports it to another process, after cmd (op
-        "create": gpu, index (GI profile index), start, size): [{mode, migs: [{uuid, gi,
+        "create": gpu, index (GI profile index), start, size; MIG mode switched on first): [{mode, migs: [{uuid, gi,
         ci, profileId, start, size}]}] per GPU."""
         env = dict(os.environ, LD_LIBRARY_PATH=harness.SIM_DIR, **self.nvml_env())
         env.pop("MOCK_NVML_CONTROL", None)
@@ -203,7 +211,7 @@ class DraMig(harness.PluginTestCase):
                 "--kubelet-plugins-directory-path", self.plugins, "--cdi-root", self.cdi]
 
     def start_dra(self, wait=UP_TO_DATE):
-        env = dict(self.nvml_env(), FEATURE_GATES="DynamicMIG=true")
+        env = dict(self.nvml_env(), FEATURE_GATES="DynamicMIG=true", **FAST_HEALTH)
         p = self.start_plugin(self.dra_args(), extra_env=env)
         if wait:
             p.wait_log(wait)
@@ -617,10 +625,200 @@ class DraMig(harness.PluginTestCase):
         self.plugin.wait_log("destroying MIG device %s (%s) of a prepare that never finished" % (orphan, dev))
         self.assertEqual(sorted(self.live()), [(19, 0), (19, 2)])
         self.kl.register()
-        self.assertEqual(self.kl.unprepare(ref(ok), ("default", "killed-mid-prepare", uid)),
+        # the kubelet's retry of that claim makes its device afresh
+        killed = on_node(obj("resourceclaim-from-template-allocated"), name="killed-mid-prepare", uid=uid)
+        killed["status"]["allocation"]["devices"]["results"][0]["device"] = dev
+        self.load(killed)
+        res = self.prepare_ok(killed)
+        live = self.live()
+        self.assertMigPrepared(res, killed, live)
+        self.assertNotEqual(live[(19, 5)]["uuid"], orphan)
+        self.assertEqual(self.kl.unprepare(ref(ok), ref(killed)),
                          {ok["metadata"]["uid"]: "", uid: ""})
         self.assertEqual(sorted(self.live()), [(19, 2)])
         self.assertEqual(self.live()[(19, 2)]["uuid"], foreign)
+
+    def test_two_placements_busy_devices_and_rollback(self):
+        """A claim of two placements: both made, one spec; a busy MIG device (processes on
+        it) fails the unprepare, the claim kept for the kubelet's retry; a busy GPU cannot
+        switch MIG mode on: Prepare fails, nothing made; a claim whose second placement
+        NVML refuses (someone else's device there) undoes its first."""
+        self.host("h100-1-mig-off")
+        self.start_dra()
+        self.kl.register()
+        pool = self.pool()
+        devs = pool.allocate(['profile == "1g.10gb"', 'profile == "2g.20gb"'])
+        self.assertEqual(devs, ["gpu-0-mig-1g10gb-19-0", "gpu-0-mig-2g20gb-14-2"])
+        two = self.claim(*devs)
+        res = self.prepare_ok(two)
+        live = self.live()
+        self.assertEqual(sorted(live), [(14, 2), (19, 0)])
+        spec = self.assertMigPrepared(res, two, live)
+        self.assertEqual(len(spec["devices"]), 2)
+        uid = two["metadata"]["uid"]
+        # processes on the 2g device: its compute instance cannot be destroyed
+        self.inject("busy %s 1" % live[(14, 2)]["uuid"])
+        time.sleep(0.2)  # the control FIFO has no acknowledgement here (no MOCK_NVML_CONTROL_ACK)
+        err = self.kl.unprepare(ref(two))[uid]
+        self.assertIn("error unpreparing devices for claim default/%s:%s" % (two["metadata"]["name"], uid), err)
+        self.assertTrue(os.path.exists(self.spec_path(uid)))
+        self.assertIn((14, 2), self.live())
+        self.assertEqual(self.kl.prepare(ref(two)), res)  # still prepared, same answer
+        self.inject("busy %s 0" % live[(14, 2)]["uuid"])
+        time.sleep(0.2)
+        self.assertEqual(self.kl.unprepare(ref(two)), {uid: ""})
+        self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])
+        self.assertFalse(os.path.exists(self.spec_path(uid)))
+
+        # a busy GPU (MIG mode off): switching it on is refused; nothing made, mode off
+        gpu_uuid = pool.by_name["gpu-0"]["attributes"]["uuid"]["string"]
+        self.inject("busy %s 1" % gpu_uuid)
+        time.sleep(0.2)
+        o = self.claim("gpu-0-mig-1g10gb-19-0")
+        res = self.kl.prepare(ref(o))
+        self.assertIn("error enabling MIG mode for device gpu-0-%s" % gpu_uuid,
+                      res[o["metadata"]["uid"]]["error"])
+        self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])
+        self.assertFalse(os.path.exists(self.spec_path(o["metadata"]["uid"])))
+        self.inject("busy %s 0" % gpu_uuid)
+        time.sleep(0.2)
+        self.prepare_ok(o)  # the kubelet's retry
+        self.assertEqual(sorted(self.live()), [(19, 0)])
+        self.assertEqual(self.kl.unprepare(ref(o)), {o["metadata"]["uid"]: ""})
+
+        # someone else's 1g at 2: a claim of 1g at 1 and 1g at 2 makes the first, is
+        # refused the second, and destroys the first again
+        self.nvml(op="create", gpu=0, index=0, start=2, size=1)
+        foreign = self.live()[(19, 2)]["uuid"]
+        o = self.claim("gpu-0-mig-1g10gb-19-1", "gpu-0-mig-1g10gb-19-2")
+        res = self.kl.prepare(ref(o))
+        err = res[o["metadata"]["uid"]]["error"]
+        self.assertIn("error creating MIG device 'gpu-0-mig-1g10gb-19-2'", err)
+        self.assertEqual(res[o["metadata"]["uid"]]["devices"], [])
+        self.assertEqual([m["uuid"] for m in self.nvml()[0]["migs"]], [foreign])
+        self.assertFalse(os.path.exists(self.spec_path(o["metadata"]["uid"])))
+        self.assertEqual(self.kl.unprepare(ref(o)), {o["metadata"]["uid"]: ""})
+        self.assertEqual([m["uuid"] for m in self.nvml()[0]["migs"]], [foreign])
+
+    def test_xid_on_a_mig_device_taints_its_placement(self):
+        """An Xid NVML attributes to a MIG device a claim made: exactly its placement is
+        UNHEALTHY and tainted (1.36 keeps taints), its GPU and the other placements not;
+        recovery clears it."""
+        self.cmd("rs-taints on")
+        self.host("h100-1-mig-off")
+        self.start_dra()
+        self.kl.register()
+        dev = "gpu-0-mig-1g10gb-19-2"
+        o = self.claim(dev)
+        self.prepare_ok(o)
+        mig = self.live()[(19, 2)]["uuid"]
+        w = self.kl.watch_health()
+        Kubelet.wait_health(w, lambda m: len(m) == 26 and set(m.values()) == {HEALTHY}, "26 healthy")
+        start = len(w["msgs"])
+        self.inject("xid %s 94" % mig)
+        m = Kubelet.wait_health(w, lambda m: m.get((NODE, dev)) == UNHEALTHY, dev + " UNHEALTHY", start)
+        self.assertEqual({k: v for k, v in m.items() if v != HEALTHY}, {(NODE, dev): UNHEALTHY})
+        deadline = time.monotonic() + harness.TIMEOUT
+        while True:
+            devs = {d["name"]: d for sl in self.slices().values() for d in sl["spec"].get("devices") or []}
+            if "taints" in devs.get(dev, {}) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual([(t["key"], t.get("value"), t["effect"]) for t in devs[dev].get("taints", [])],
+                         [("gpu.nvidia.com/xid", "94", "NoSchedule")])
+        self.assertEqual([n for n, d in devs.items() if "taints" in d], [dev])
+        self.assertEqual(len(devs), 26)
+        Kubelet.wait_health(w, lambda m: m.get((NODE, dev)) == HEALTHY, dev + " HEALTHY again",
+                            len(w["msgs"]))
+        self.assertEqual(self.kl.unprepare(ref(o)), {o["metadata"]["uid"]: ""})
+        self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])
+
+    def test_fake_apiserver_counter_rules(self):
+        """The fake API server's 1.36 rules for partitionable devices (§3.1), with its
+        messages; what the plugin publishes passes them (the tests above)."""
+        def base(name):
+            return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                    "spec": {"driver": DRIVER, "nodeName": NODE,
+                             "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}}
+
+        def sets(n, counters=1):
+            return [{"name": "gpu-%d-counter-set" % i,
+                     "counters": {"c%d" % k: {"value": "1"} for k in range(counters)}} for i in range(n)]
+
+        def dev(i, uses):
+            return {"name": "d%d" % i, "consumesCounters": uses}
+        use = {"counterSet": "gpu-0-counter-set", "counters": {"c0": {"value": "1"}}}
+
+        def refused(o, msg):
+            status, body = kt_request(self.kubeconfig, "POST", "/apis/resource.k8s.io/v1/resourceslices", o)
+            self.assertEqual(status, 422, body)
+            self.assertEqual(json.loads(body)["message"], 'ResourceSlice.resource.k8s.io "%s" is invalid: %s' % (
+                o["metadata"]["name"], msg))
+
+        def accepted(o):
+            status, body = kt_request(self.kubeconfig, "POST", "/apis/resource.k8s.io/v1/resourceslices", o)
+            self.assertEqual(status, 201, body)
+            return json.loads(body)
+
+        o = base("sets-8")
+        o["spec"]["sharedCounters"] = sets(8, 32)
+        self.assertEqual(accepted(o)["spec"]["sharedCounters"], sets(8, 32))
+        o = base("sets-9")
+        o["spec"]["sharedCounters"] = sets(9)
+        refused(o, "spec.sharedCounters: Too many: 9: must have at most 8 items")
+        o = base("counters-33")
+        o["spec"]["sharedCounters"] = sets(1, 33)
+        refused(o, "spec.sharedCounters[0].counters: Too many: 33: must have at most 32 items")
+        o = base("counters-0")
+        o["spec"]["sharedCounters"] = sets(1, 0)
+        refused(o, "spec.sharedCounters[0].counters: Required value")
+        o = base("set-name")
+        o["spec"]["sharedCounters"] = [{"name": "GPU_0", "counters": {"c0": {"value": "1"}}}]
+        refused(o, 'spec.sharedCounters[0].name: Invalid value: "GPU_0": a lowercase RFC 1123 label must '
+                   "consist of lower case alphanumeric characters or '-', and must start and end with an "
+                   "alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+                   "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+        o = base("dup-set")
+        o["spec"]["sharedCounters"] = sets(1) + sets(1)
+        refused(o, 'spec.sharedCounters[1]: Duplicate value: "gpu-0-counter-set"')
+        o = base("uses-3")
+        o["spec"]["devices"] = [dev(0, [use, use, use])]
+        refused(o, "spec.devices[0].consumesCounters: Too many: 3: must have at most 2 items")
+        o = base("uses-dup")
+        o["spec"]["devices"] = [dev(0, [use, use])]
+        refused(o, 'spec.devices[0].consumesCounters[1]: Duplicate value: "gpu-0-counter-set"')
+        o = base("uses-empty")
+        o["spec"]["devices"] = [dev(0, [{"counterSet": "gpu-0-counter-set", "counters": {}}])]
+        refused(o, "spec.devices[0].consumesCounters[0].counters: Required value")
+        o = base("uses-33")
+        o["spec"]["devices"] = [dev(0, [{"counterSet": "gpu-0-counter-set",
+                                         "counters": {"c%d" % k: {"value": "1"} for k in range(33)}}])]
+        refused(o, "spec.devices[0].consumesCounters[0].counters: Too many: 33: must have at most 32 items")
+        o = base("devices-65")
+        o["spec"]["devices"] = [dev(i, [use]) for i in range(65)]
+        refused(o, "spec.devices: Too many: 65: must have at most 64 items")
+        o = base("devices-64")
+        o["spec"]["devices"] = [dev(i, [use]) for i in range(64)]
+        accepted(o)
+        o = base("devices-128")  # without counters (or kept taints) 128 stays the bound
+        o["spec"]["devices"] = [{"name": "d%d" % i} for i in range(128)]
+        accepted(o)
+        o = base("both")
+        o["spec"]["sharedCounters"] = sets(1)
+        o["spec"]["devices"] = [dev(0, [use])]
+        refused(o, 'spec: Invalid value: "": only one of `sharedCounters` or `devices` is allowed')
+        self.cmd("version v1.35.0-rc.1")  # before 1.35.0 in semver: both allowed
+        accepted(o)
+        # the gate off: the fields dropped silently
+        self.cmd("rs-partitionable off")
+        o = base("dropped")
+        o["spec"]["sharedCounters"] = sets(1)
+        o["spec"]["devices"] = [dev(0, [use])]
+        got = accepted(o)
+        self.assertNotIn("sharedCounters", got["spec"])
+        self.assertEqual(got["spec"]["devices"], [{"name": "d0"}])
+        status, body = kt_request(self.kubeconfig, "GET", "/version", None)
+        self.assertEqual((status, json.loads(body)["gitVersion"]), (200, "v1.35.0-rc.1"))
 
 
 def kt_request(kubeconfig, method, path, body):
@@ -632,7 +830,7 @@ def kt_request(kubeconfig, method, path, body):
     host, port = cluster["server"].split("//")[1].split(":")
     ca = cluster["certificate-authority"]
     conn = http.client.HTTPSConnection(host, int(port), context=ssl.create_default_context(cafile=ca))
-    conn.request(method, path, json.dumps(body), {"Authorization": "Bearer tok1",
+    conn.request(method, path, None if body is None else json.dumps(body), {"Authorization": "Bearer tok1",
                                                   "Content-Type": "application/json"})
     r = conn.getresponse()
     out = (r.status, r.read().decode())
