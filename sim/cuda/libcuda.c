@@ -8,16 +8,27 @@
  * Semantics follow the real library where a caller can see them: cuInit's result is
  * sticky, every call but cuDriverGetVersion and the error strings needs a successful
  * cuInit, the current context is per thread, a primary context is reference counted and
- * its allocations go when the last reference is released. */
+ * its allocations go when the last reference is released.
+ *
+ * Limits (docs/simulator.md, "MPS" and "Memory limits per cgroup"): an allocation also
+ * fails with CUDA_ERROR_OUT_OF_MEMORY beyond the MPS pinned-memory limit this process took
+ * from its control daemon and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT at cuInit, and beyond the
+ * hard limit nvmlDeviceSetMemoryLimits_v1 put on its cgroup (or an ancestor), read at
+ * each allocation. The active thread percentage is taken and reported, not enforced. */
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/macro.h"
 #include "cuda-abi.h"
+#include "mps.h"
+#include "sim-cgroup.h"
 #include "visible.h"
 
 struct CUctx_st {
@@ -27,8 +38,12 @@ struct CUctx_st {
 
 struct cu_dev {
     char name[VIS_NAME_LEN];
+    char uuid_text[VIS_UUID_LEN]; /* NVML's GPU-.../MIG-... */
     CUuuid uuid;
+    bool is_mig;
     size_t total, used;
+    uint64_t mps_limit; /* effective MPS pinned-memory limit, UINT64_MAX: none */
+    double mps_thread;  /* effective active thread percentage (not enforced) */
     struct CUctx_st primary;
 };
 
@@ -85,13 +100,95 @@ static void uuid_bytes(const char *s, CUuuid *out)
     }
 }
 
-static void add_dev(const char *name, const char *uuid, unsigned long long total)
+static void add_dev(const char *name, const char *uuid, unsigned long long total, bool is_mig)
 {
     struct cu_dev *d = &devs[n_devs++];
     snprintf(d->name, sizeof(d->name), "%s", name);
+    snprintf(d->uuid_text, sizeof(d->uuid_text), "%s", uuid);
+    d->is_mig = is_mig;
+    d->mps_limit = UINT64_MAX;
+    d->mps_thread = 100;
     uuid_bytes(uuid, &d->uuid);
     d->total = (size_t)total;
     d->primary.dev = d;
+}
+
+/* A limit's device key names device i: its UUID, or its ordinal in decimal. */
+static bool key_is(const char *key, int i)
+{
+    if (strcasecmp(key, devs[i].uuid_text) == 0)
+        return true;
+    char ord[16];
+    snprintf(ord, sizeof(ord), "%d", i);
+    return strcmp(key, ord) == 0;
+}
+
+/* The last limit for device i ("" is every device), UINT64_MAX when none. */
+static uint64_t limit_for(const struct mps_limit *l, int n, int i)
+{
+    uint64_t v = UINT64_MAX;
+    for (int k = 0; k < n; k++)
+        if (!l[k].key[0] || key_is(l[k].key, i))
+            v = l[k].bytes;
+    return v;
+}
+
+static void mps_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void mps_debug(const char *fmt, ...)
+{
+    const char *path = getenv(MPS_DEBUG_ENV);
+    FILE *f = path && *path ? fopen(path, "ae") : NULL;
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+/* An MPS client when a control daemon answers in the pipe directory: the server's limits,
+ * lowered (never raised) by the client's own CUDA_MPS_PINNED_DEVICE_MEM_LIMIT and
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. A client limit naming a device this process does not
+ * see drops every pinned limit, the server's too: what NVIDIA measured (a known escape). */
+static void mps_setup(void)
+{
+    static struct mps_server srv;
+    char pipe[4096];
+    mps_pipe_path(pipe, sizeof(pipe), "");
+    pipe[strlen(pipe) - 1] = 0;
+    if (mps_client_connect(&srv) < 0) {
+        mps_debug("mps %s none\n", pipe);
+        return;
+    }
+    struct mps_limit mine[MPS_MAX_LIMITS];
+    const char *env = getenv(MPS_PINNED_ENV);
+    int n_mine = env && *env ? mps_parse_limits(env, mine, MPS_MAX_LIMITS) : 0;
+    if (n_mine < 0) {
+        fprintf(stderr, "libcuda.so.1 (simulated): %s=%s: malformed, ignored\n", MPS_PINNED_ENV, env);
+        n_mine = 0;
+    }
+    bool escape = false;
+    for (int k = 0; k < n_mine; k++) {
+        bool seen = !mine[k].key[0];
+        for (int i = 0; i < n_devs && !seen; i++)
+            seen = key_is(mine[k].key, i);
+        escape |= !seen;
+    }
+    double thread = srv.thread, t;
+    const char *tenv = getenv(MPS_THREAD_ENV);
+    if (tenv && *tenv && mps_parse_percent(tenv, &t) == 0 && t < thread)
+        thread = t;
+    mps_debug("mps %s server %s%s\n", pipe, srv.id, escape ? " escape" : "");
+    for (int i = 0; i < n_devs; i++) {
+        uint64_t a = limit_for(srv.limits, srv.n_limits, i), b = limit_for(mine, n_mine, i);
+        devs[i].mps_limit = escape ? UINT64_MAX : a < b ? a : b;
+        devs[i].mps_thread = thread;
+        char lim[32] = "none";
+        if (devs[i].mps_limit != UINT64_MAX)
+            snprintf(lim, sizeof(lim), "%" PRIu64, devs[i].mps_limit);
+        mps_debug("device %d %s pinned %s thread %.1f\n", i, devs[i].uuid_text, lim, thread);
+    }
 }
 
 static void load(void)
@@ -119,11 +216,12 @@ static void load(void)
     for (unsigned i = 0; i < node.n_gpus; i++) {
         const struct vis_gpu *g = &node.gpus[i];
         if (!g->mig_enabled)
-            add_dev(g->name, g->uuid, g->mem_total);
+            add_dev(g->name, g->uuid, g->mem_total, false);
         for (unsigned j = 0; g->mig_enabled && j < g->n_migs; j++)
-            add_dev(g->migs[j].name, g->migs[j].uuid, g->migs[j].mem_total);
+            add_dev(g->migs[j].name, g->migs[j].uuid, g->migs[j].mem_total, true);
     }
     vis_free(&node);
+    mps_setup();
     init_result = n_devs ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
@@ -311,13 +409,23 @@ static CUresult alloc(CUdeviceptr *dptr, size_t size, CUdeviceptr *next, CUdevic
     if (!ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&lock);
     struct cu_dev *d = ctx->dev;
+    /* What this process may hold on the device: its memory, its MPS limit, and the hard
+     * limit on its cgroup now (a limit set after start counts, as the kernel's does).
+     * MIG devices have no cgroup limits (NVML refuses them). */
+    uint64_t cap = d->total < d->mps_limit ? d->total : d->mps_limit;
+    char *cg = d->is_mig ? NULL : sim_cg_self();
+    if (cg) {
+        uint64_t hard = sim_cg_hard_limit(cg, d->uuid_text);
+        cap = hard < cap ? hard : cap;
+        free(cg);
+    }
+    pthread_mutex_lock(&lock);
     /* Real allocations come in 2 MiB pages; so do the fake addresses. */
     CUdeviceptr span = ((CUdeviceptr)size + 0x1fffff) & ~(CUdeviceptr)0x1fffff;
     if (ctx->refs == 0)
         r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    else if (size > d->total - d->used || span > limit - *next)
+    else if (d->used > cap || size > cap - d->used || span > limit - *next)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     else {
         struct cu_alloc *a = calloc(1, sizeof(*a));

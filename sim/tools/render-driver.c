@@ -135,13 +135,15 @@ int render_driver_root(const char *version, const struct driver_root_opts *o)
     _cleanup_free_ char *cuda_name = xasprintf("libcuda.so.%s", version);
     _cleanup_free_ char *ml_name = xasprintf("libnvidia-ml.so.%s", version);
     _cleanup_free_ char *smi = xasprintf("%s/usr/bin/nvidia-smi", o->root);
+    _cleanup_free_ char *mps = xasprintf("%s/usr/bin/nvidia-cuda-mps-control", o->root);
     _cleanup_free_ char *fw = xasprintf("%s/lib/firmware/nvidia/%s/gsp_ga10x.bin", o->root, version);
     _cleanup_free_ char *sock = xasprintf("%s/run/nvidia-persistenced/socket", o->root);
     int r;
     if ((r = copy_file(o->libcuda, cuda, 0644)) < 0 || (r = copy_file(o->libnvidia_ml, ml, 0644)) < 0 ||
         (r = link_or_remove(cuda_name, cuda1, o->host_links)) < 0 ||
         (r = link_or_remove("libcuda.so.1", cuda_dev, o->host_links)) < 0 ||
-        (r = link_or_remove(ml_name, ml1, o->host_links)) < 0 || (r = copy_file(o->nvidia_smi, smi, 0755)) < 0)
+        (r = link_or_remove(ml_name, ml1, o->host_links)) < 0 || (r = copy_file(o->nvidia_smi, smi, 0755)) < 0 ||
+        (r = copy_file(o->mps_control, mps, 0755)) < 0)
         return r;
     /* Firmware is only located and mounted, never read: its content does not matter. */
     _cleanup_free_ char *fw_text = xasprintf("simulated GSP firmware, driver %s\n", version);

@@ -11,6 +11,7 @@ struct driver_root_opts {
     const char *libcuda;   /* the stand-in files copied in */
     const char *libnvidia_ml;
     const char *nvidia_smi;
+    const char *mps_control; /* nvidia-cuda-mps-control */
 };
 
 /* Returns 0, or -errno after one line on stderr naming the file and the call. */

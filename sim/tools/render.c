@@ -153,18 +153,19 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: nvml-sim-render --profile FILE [--sysfs-root DIR] [--proc-root DIR] [--dev-root DIR]\n"
                "         [--driver-root DIR [--libdir REL] [--no-host-links] [--libcuda FILE]\n"
-               "          [--libnvidia-ml FILE] [--nvidia-smi FILE]]\n");
+               "          [--libnvidia-ml FILE] [--nvidia-smi FILE] [--nvidia-cuda-mps-control FILE]]\n");
 }
 
 int main(int argc, char **argv)
 {
-    enum { OPT_LIBDIR = 256, OPT_NO_LINKS, OPT_LIBCUDA, OPT_NVML, OPT_SMI };
+    enum { OPT_LIBDIR = 256, OPT_NO_LINKS, OPT_LIBCUDA, OPT_NVML, OPT_SMI, OPT_MPS };
     static const struct option opts[] = {
         { "profile", required_argument, NULL, 'p' },    { "sysfs-root", required_argument, NULL, 's' },
         { "proc-root", required_argument, NULL, 'r' },  { "dev-root", required_argument, NULL, 'd' },
         { "driver-root", required_argument, NULL, 'D' }, { "libdir", required_argument, NULL, OPT_LIBDIR },
         { "no-host-links", no_argument, NULL, OPT_NO_LINKS }, { "libcuda", required_argument, NULL, OPT_LIBCUDA },
         { "libnvidia-ml", required_argument, NULL, OPT_NVML }, { "nvidia-smi", required_argument, NULL, OPT_SMI },
+        { "nvidia-cuda-mps-control", required_argument, NULL, OPT_MPS },
         { "help", no_argument, NULL, 'h' },             { 0 },
     };
     const char *profile = NULL, *sysfs = NULL, *proc = NULL, *dev = NULL;
@@ -174,6 +175,7 @@ int main(int argc, char **argv)
         .libcuda = SIM_STANDIN_DIR "/libcuda.so.1",
         .libnvidia_ml = SIM_STANDIN_DIR "/libnvidia-ml-driver.so",
         .nvidia_smi = SIM_STANDIN_DIR "/nvidia-smi",
+        .mps_control = SIM_STANDIN_DIR "/nvidia-cuda-mps-control",
     };
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -188,6 +190,7 @@ int main(int argc, char **argv)
         case OPT_LIBCUDA: drv.libcuda = optarg; break;
         case OPT_NVML: drv.libnvidia_ml = optarg; break;
         case OPT_SMI: drv.nvidia_smi = optarg; break;
+        case OPT_MPS: drv.mps_control = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -274,6 +274,7 @@ typedef enum nvmlDeviceAddressingModeType_enum {
 #define NVML_API_VERSION_STR "13"
 #define NVML_DEVICE_PCI_BUS_ID_FMT "%08X:%02X:%02X.0"
 #define NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT "%04X:%02X:%02X.0"
+#define NVML_DEVICE_MEMORY_LIMIT_MAX 0xFFFFFFFFFFFFFFFFULL
 #define NVML_CUDA_DRIVER_VERSION_MAJOR(v) ((v) / 1000)
 #define NVML_CUDA_DRIVER_VERSION_MINOR(v) (((v) % 1000) / 10)
 
@@ -478,6 +479,17 @@ typedef struct nvmlComputeInstanceInfo_legacy_st {
     unsigned int id;
     unsigned int profileId;
 } nvmlComputeInstanceInfo_legacy_t;
+typedef struct nvmlSetMemoryLimits_v1_st {
+    const char * nameSpace;
+    unsigned long long softLimit;
+    unsigned long long hardLimit;
+} nvmlSetMemoryLimits_v1_t;
+typedef struct nvmlGetMemoryLimits_v1_st {
+    const char * nameSpace;
+    unsigned long long softLimit;
+    unsigned long long hardLimit;
+    unsigned long long currentUsed;
+} nvmlGetMemoryLimits_v1_t;
 
 /* Unsuffixed names of versioned structs, as callers spell them. */
 typedef nvmlPciInfoExt_v1_t nvmlPciInfoExt_t;
@@ -590,6 +602,8 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
 nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlGpuInstance_t gpuInstance, unsigned int profileId, const nvmlComputeInstancePlacement_t *placement, nvmlComputeInstance_t *computeInstance);
 nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance);
 nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance, unsigned int profileId, nvmlComputeInstance_t *computeInstances, unsigned int *count);
+nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t device, nvmlSetMemoryLimits_v1_t *limits);
+nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t device, nvmlGetMemoryLimits_v1_t *limits);
 #endif
 
 /* ---- ABI checks against tests/data/nvml-abi (types.tsv, constants.tsv) */
@@ -786,6 +800,15 @@ _Static_assert(offsetof(nvmlComputeInstanceInfo_legacy_t, device) == 0 && sizeof
 _Static_assert(offsetof(nvmlComputeInstanceInfo_legacy_t, gpuInstance) == 8 && sizeof(((nvmlComputeInstanceInfo_legacy_t *)0)->gpuInstance) == 8 && _Alignof(__typeof__(((nvmlComputeInstanceInfo_legacy_t *)0)->gpuInstance)) == 8, "nvmlComputeInstanceInfo_legacy_t.gpuInstance");
 _Static_assert(offsetof(nvmlComputeInstanceInfo_legacy_t, id) == 16 && sizeof(((nvmlComputeInstanceInfo_legacy_t *)0)->id) == 4 && _Alignof(__typeof__(((nvmlComputeInstanceInfo_legacy_t *)0)->id)) == 4, "nvmlComputeInstanceInfo_legacy_t.id");
 _Static_assert(offsetof(nvmlComputeInstanceInfo_legacy_t, profileId) == 20 && sizeof(((nvmlComputeInstanceInfo_legacy_t *)0)->profileId) == 4 && _Alignof(__typeof__(((nvmlComputeInstanceInfo_legacy_t *)0)->profileId)) == 4, "nvmlComputeInstanceInfo_legacy_t.profileId");
+_Static_assert(sizeof(nvmlSetMemoryLimits_v1_t) == 24 && _Alignof(nvmlSetMemoryLimits_v1_t) == 8, "nvmlSetMemoryLimits_v1_t");
+_Static_assert(offsetof(nvmlSetMemoryLimits_v1_t, nameSpace) == 0 && sizeof(((nvmlSetMemoryLimits_v1_t *)0)->nameSpace) == 8 && _Alignof(__typeof__(((nvmlSetMemoryLimits_v1_t *)0)->nameSpace)) == 8, "nvmlSetMemoryLimits_v1_t.nameSpace");
+_Static_assert(offsetof(nvmlSetMemoryLimits_v1_t, softLimit) == 8 && sizeof(((nvmlSetMemoryLimits_v1_t *)0)->softLimit) == 8 && _Alignof(__typeof__(((nvmlSetMemoryLimits_v1_t *)0)->softLimit)) == 8, "nvmlSetMemoryLimits_v1_t.softLimit");
+_Static_assert(offsetof(nvmlSetMemoryLimits_v1_t, hardLimit) == 16 && sizeof(((nvmlSetMemoryLimits_v1_t *)0)->hardLimit) == 8 && _Alignof(__typeof__(((nvmlSetMemoryLimits_v1_t *)0)->hardLimit)) == 8, "nvmlSetMemoryLimits_v1_t.hardLimit");
+_Static_assert(sizeof(nvmlGetMemoryLimits_v1_t) == 32 && _Alignof(nvmlGetMemoryLimits_v1_t) == 8, "nvmlGetMemoryLimits_v1_t");
+_Static_assert(offsetof(nvmlGetMemoryLimits_v1_t, nameSpace) == 0 && sizeof(((nvmlGetMemoryLimits_v1_t *)0)->nameSpace) == 8 && _Alignof(__typeof__(((nvmlGetMemoryLimits_v1_t *)0)->nameSpace)) == 8, "nvmlGetMemoryLimits_v1_t.nameSpace");
+_Static_assert(offsetof(nvmlGetMemoryLimits_v1_t, softLimit) == 8 && sizeof(((nvmlGetMemoryLimits_v1_t *)0)->softLimit) == 8 && _Alignof(__typeof__(((nvmlGetMemoryLimits_v1_t *)0)->softLimit)) == 8, "nvmlGetMemoryLimits_v1_t.softLimit");
+_Static_assert(offsetof(nvmlGetMemoryLimits_v1_t, hardLimit) == 16 && sizeof(((nvmlGetMemoryLimits_v1_t *)0)->hardLimit) == 8 && _Alignof(__typeof__(((nvmlGetMemoryLimits_v1_t *)0)->hardLimit)) == 8, "nvmlGetMemoryLimits_v1_t.hardLimit");
+_Static_assert(offsetof(nvmlGetMemoryLimits_v1_t, currentUsed) == 24 && sizeof(((nvmlGetMemoryLimits_v1_t *)0)->currentUsed) == 8 && _Alignof(__typeof__(((nvmlGetMemoryLimits_v1_t *)0)->currentUsed)) == 8, "nvmlGetMemoryLimits_v1_t.currentUsed");
 _Static_assert(nvmlPciInfoExt_v1 == 0x01000040U, "nvmlPciInfoExt_v1");
 _Static_assert(nvmlMemory_v2 == 0x02000028U, "nvmlMemory_v2");
 _Static_assert(nvmlGpuInstanceProfileInfo_v2 == 0x02000098U, "nvmlGpuInstanceProfileInfo_v2");
@@ -1032,3 +1055,4 @@ _Static_assert(nvmlGpuFabricInfo_v3 == 0x03000028U, "nvmlGpuFabricInfo_v3");
 _Static_assert(nvmlDeviceAddressingMode_v1 == 0x01000008U, "nvmlDeviceAddressingMode_v1");
 _Static_assert(nvmlTemperature_v1 == 0x0100000CU, "nvmlTemperature_v1");
 _Static_assert(NVML_VALUE_NOT_AVAILABLE == -1, "NVML_VALUE_NOT_AVAILABLE");
+_Static_assert(NVML_DEVICE_MEMORY_LIMIT_MAX == 0xFFFFFFFFFFFFFFFFU, "NVML_DEVICE_MEMORY_LIMIT_MAX");
