@@ -58,5 +58,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemFree(CUdeviceptr_v1 dptr);
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
+CUresult cuMemGetInfo(unsigned int *free, unsigned int *total);
 CUresult cuGetErrorString(CUresult error, const char **pStr);
 CUresult cuGetErrorName(CUresult error, const char **pStr);

@@ -398,6 +398,27 @@ _public_ CUresult cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
+/* What this process may hold on the device: its memory, its MPS limit, and the hard limit
+ * on its cgroup or an ancestor now (a limit set after start counts, as the kernel's does).
+ * MIG devices have no cgroup limits (NVML refuses them). *total (when asked): what
+ * cuMemGetInfo reports as total: the device's memory, or the hard limit of the process's
+ * own cgroup (NVIDIA: a limit on a parent or an MPS limit leaves the whole GPU there). */
+static uint64_t capacity(const struct cu_dev *d, uint64_t *total)
+{
+    uint64_t cap = d->total < d->mps_limit ? d->total : d->mps_limit;
+    if (total)
+        *total = d->total;
+    char *cg = d->is_mig ? NULL : sim_cg_self();
+    if (cg) {
+        uint64_t hard = sim_cg_hard_limit(cg, d->uuid_text), soft, own;
+        cap = hard < cap ? hard : cap;
+        if (total && sim_cg_get(cg, d->uuid_text, &soft, &own) == 0 && own < *total)
+            *total = own;
+        free(cg);
+    }
+    return cap;
+}
+
 /* Reserve size bytes on the current context's device at an address from *next. */
 static CUresult alloc(CUdeviceptr *dptr, size_t size, CUdeviceptr *next, CUdeviceptr limit)
 {
@@ -410,16 +431,7 @@ static CUresult alloc(CUdeviceptr *dptr, size_t size, CUdeviceptr *next, CUdevic
         return CUDA_ERROR_INVALID_CONTEXT;
     CUresult r = CUDA_SUCCESS;
     struct cu_dev *d = ctx->dev;
-    /* What this process may hold on the device: its memory, its MPS limit, and the hard
-     * limit on its cgroup now (a limit set after start counts, as the kernel's does).
-     * MIG devices have no cgroup limits (NVML refuses them). */
-    uint64_t cap = d->total < d->mps_limit ? d->total : d->mps_limit;
-    char *cg = d->is_mig ? NULL : sim_cg_self();
-    if (cg) {
-        uint64_t hard = sim_cg_hard_limit(cg, d->uuid_text);
-        cap = hard < cap ? hard : cap;
-        free(cg);
-    }
+    uint64_t cap = capacity(d, NULL);
     pthread_mutex_lock(&lock);
     /* Real allocations come in 2 MiB pages; so do the fake addresses. */
     CUdeviceptr span = ((CUdeviceptr)size + 0x1fffff) & ~(CUdeviceptr)0x1fffff;
@@ -478,6 +490,40 @@ _public_ CUresult cuMemFree_v2(CUdeviceptr dptr)
 }
 
 _public_ CUresult cuMemFree(CUdeviceptr_v1 dptr) { return cuMemFree_v2(dptr); }
+
+/* free: what the limits leave of the current context's device; total: see capacity(). */
+_public_ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    if (init_result != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!free_bytes || !total_bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUcontext ctx = current;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    uint64_t total, cap = capacity(ctx->dev, &total);
+    pthread_mutex_lock(&lock);
+    CUresult r = ctx->refs == 0 ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
+    size_t used = ctx->dev->used;
+    pthread_mutex_unlock(&lock);
+    if (r == CUDA_SUCCESS) {
+        *free_bytes = used < cap ? (size_t)(cap - used) : 0;
+        *total_bytes = (size_t)total;
+    }
+    return r;
+}
+
+/* Legacy 32-bit entry point: sizes that do not fit are clamped. */
+_public_ CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total_bytes)
+{
+    size_t f, t;
+    CUresult r = free_bytes && total_bytes ? cuMemGetInfo_v2(&f, &t) : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        *free_bytes = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
+        *total_bytes = t > UINT_MAX ? UINT_MAX : (unsigned int)t;
+    }
+    return r;
+}
 
 static const struct {
     CUresult code;

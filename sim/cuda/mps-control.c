@@ -127,7 +127,13 @@ static int start_daemon(bool foreground, bool multiuser)
         record("stderr cannot listen on %s", sock);
         return finish(1);
     }
-    /* Listening before the parent returns: a command sent right after -d finds it. */
+    /* Listening, its state file written, before the parent returns: a command sent right
+     * after -d finds it, and so does a reader of the state. */
+    int ready[2] = { -1, -1 };
+    if (!foreground && pipe2(ready, O_CLOEXEC) < 0) {
+        record("stderr pipe failed");
+        return finish(1);
+    }
     pid_t pid = foreground ? getpid() : fork();
     if (pid < 0) {
         record("stderr fork failed");
@@ -141,6 +147,11 @@ static int start_daemon(bool foreground, bool multiuser)
         }
         if (!foreground) {
             close(lfd);
+            close(ready[1]);
+            char c;
+            while (read(ready[0], &c, 1) < 0 && errno == EINTR)
+                ;
+            close(ready[0]);
             return finish(0);
         }
         finish(-1);
@@ -153,13 +164,14 @@ static int start_daemon(bool foreground, bool multiuser)
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int i = 0; i < 3 && null >= 0; i++)
             dup2(null, i);
+        close(ready[0]);
         for (int i = 3; i < 1024; i++)
-            if (i != lfd)
+            if (i != lfd && i != ready[1])
                 close(i);
         if (chdir("/") < 0)
             _exit(1);
     }
-    _exit(mps_daemon_serve(lfd, pipe, log, multiuser));
+    _exit(mps_daemon_serve(lfd, ready[1], pipe, log, multiuser));
 }
 
 /* Commands from stdin, each sent to the daemon; its answers printed. */

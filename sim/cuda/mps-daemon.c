@@ -298,7 +298,7 @@ static int serve(int fd)
     return quit;
 }
 
-int mps_daemon_serve(int lfd, const char *pipe_dir, const char *log_dir, bool multiuser)
+int mps_daemon_serve(int lfd, int ready_fd, const char *pipe_dir, const char *log_dir, bool multiuser)
 {
     D.pipe = pipe_dir;
     D.log = log_dir;
@@ -322,6 +322,8 @@ int mps_daemon_serve(int lfd, const char *pipe_dir, const char *log_dir, bool mu
     D.fds[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
     D.nfds = 1;
     write_state();
+    if (ready_fd >= 0)
+        close(ready_fd);
     bool quit = false;
     while (!quit && !stop) {
         if (poll(D.fds, (nfds_t)D.nfds, -1) < 0)
@@ -336,7 +338,8 @@ int mps_daemon_serve(int lfd, const char *pipe_dir, const char *log_dir, bool mu
         }
     }
     char path[4096];
-    const char *files[] = { MPS_SOCKET, MPS_PID_FILE, MPS_STATE_FILE };
+    /* The socket last: once it is gone, so is the rest. */
+    const char *files[] = { MPS_STATE_FILE, MPS_PID_FILE, MPS_SOCKET };
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", pipe_dir, files[i]);
         unlink(path);

@@ -61,5 +61,6 @@ struct mps_server {
 int mps_client_connect(struct mps_server *s);
 
 /* The daemon (mps-daemon.c): serve the bound, listening socket `lfd` until `quit` or
- * SIGTERM, then remove the socket, pid and state files. The exit status. */
-int mps_daemon_serve(int lfd, const char *pipe_dir, const char *log_dir, bool multiuser);
+ * SIGTERM, then remove the socket, pid and state files. `ready_fd` (unless -1) is closed
+ * once the state file and the log say the daemon is up. The exit status. */
+int mps_daemon_serve(int lfd, int ready_fd, const char *pipe_dir, const char *log_dir, bool multiuser);

@@ -150,11 +150,18 @@ static void case_alloc(void)
     CU(cu_alloc(768 * MiB, &a), CUDA_SUCCESS);
     CU(cu_alloc(256 * MiB, &b), CUDA_SUCCESS);
     CU(cu_alloc(1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    size_t fr, tot;
+    CU(C(cuMemGetInfo_v2)(&fr, &tot), CUDA_SUCCESS);
+    CHECK(fr == 0 && tot == GiB); /* a limit on its own cgroup is its total */
     CU(C(cuMemFree_v2)(a), CUDA_SUCCESS);
     CU(cu_alloc(512 * MiB, &a), CUDA_SUCCESS);
-    /* The pod's limit bounds its containers. */
+    CU(C(cuMemGetInfo_v2)(&fr, &tot), CUDA_SUCCESS);
+    CHECK(fr == 256 * MiB && tot == GiB);
+    /* The pod's limit bounds its containers (total stays the container's own). */
     OK(set(0, "/sys/fs/cgroup/kubepods/pod1", 0, 600 * MiB));
     CU(cu_alloc(1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    CU(C(cuMemGetInfo_v2)(&fr, &tot), CUDA_SUCCESS);
+    CHECK(fr == 0 && tot == GiB);
     CU(C(cuMemFree_v2)(a), CUDA_SUCCESS);
     CU(cu_alloc(300 * MiB, NULL), CUDA_SUCCESS);
     CU(cu_alloc(100 * MiB, NULL), CUDA_ERROR_OUT_OF_MEMORY);

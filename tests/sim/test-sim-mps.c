@@ -191,6 +191,9 @@ static void case_limits(void)
     CU(C(cuMemFree_v2)(a), CUDA_SUCCESS);
     CU(cu_alloc(GiB + 1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
     CU(cu_alloc(GiB, NULL), CUDA_SUCCESS);
+    size_t fr, tot; /* an MPS limit shows in free, not in total */
+    CU(C(cuMemGetInfo_v2)(&fr, &tot), CUDA_SUCCESS);
+    CHECK(fr == 0 && tot == 80 * GiB);
     cuda_ctx(1);
     CU(cu_alloc(GiB, NULL), CUDA_SUCCESS);
     CU(cu_alloc(1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
