@@ -24,8 +24,8 @@ void dra_request_clear(struct dra_request *r)
 
 static int check(struct dra_request *r, const ClaimsRequest *in, char **message)
 {
-    if (r->n > DRA_MAX_CLAIMS_PER_CALL) {
-        *message = xasprintf("%zu claims in one call, at most %u", r->n, DRA_MAX_CLAIMS_PER_CALL);
+    if (r->n > DRA_CLAIMS_MAX_PER_CALL) {
+        *message = xasprintf("%zu claims in one call, at most %u", r->n, DRA_CLAIMS_MAX_PER_CALL);
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
     r->claims = xcalloc(r->n ? r->n : 1, sizeof(*r->claims));
@@ -37,7 +37,7 @@ static int check(struct dra_request *r, const ClaimsRequest *in, char **message)
             .uid = cl->uid, .namespace_ = cl->namespace_, .name = cl->name
         };
         size_t ul = strlen(cl->uid);
-        if (ul == 0 || ul > DRA_MAX_UID_LEN) {
+        if (ul == 0 || ul > DRA_CLAIM_UID_MAX) {
             *message = xasprintf("claim %zu: UID %s", i, ul ? "too long" : "empty");
             return GRPC_STATUS_INVALID_ARGUMENT;
         }
@@ -53,9 +53,9 @@ static int check(struct dra_request *r, const ClaimsRequest *in, char **message)
                 *message = xasprintf("claim UID %s twice in one call", cl->uid);
                 return GRPC_STATUS_INVALID_ARGUMENT;
             }
-        if (strlen(cl->namespace_) > DRA_MAX_NAME_LEN || strlen(cl->name) > DRA_MAX_NAME_LEN) {
+        if (strlen(cl->namespace_) > DRA_CLAIM_NAME_MAX || strlen(cl->name) > DRA_CLAIM_NAME_MAX) {
             r->error[i] = xasprintf("ResourceClaim %s: namespace or name longer than %u",
-                                    cl->uid, DRA_MAX_NAME_LEN);
+                                    cl->uid, DRA_CLAIM_NAME_MAX);
             continue;
         }
         r->refs[r->n_refs++] = r->claims[i];

@@ -5,12 +5,12 @@
  * out, no socket or loop; the service (dra-service.c) and the fuzz target
  * (tests/dra/fuzz-dra-request.c) share it.
  *
- * The checks (bounds in dra-types.h): more than DRA_MAX_CLAIMS_PER_CALL claims refuses
- * the call (RESOURCE_EXHAUSTED); a UID empty, longer than DRA_MAX_UID_LEN, with a byte
+ * The checks (bounds in dra-types.h): more than DRA_CLAIMS_MAX_PER_CALL claims refuses
+ * the call (RESOURCE_EXHAUSTED); a UID empty, longer than DRA_CLAIM_UID_MAX, with a byte
  * that is not printable ASCII, or twice in the call refuses it (INVALID_ARGUMENT: it
  * cannot key an answer, or would carry a peer's bytes into messages); so does a NUL byte
  * in a claim's UID, namespace or name (the decoder would cut the string there, making it
- * another claim's); a namespace or name longer than DRA_MAX_NAME_LEN gives that claim its
+ * another claim's); a namespace or name longer than DRA_CLAIM_NAME_MAX gives that claim its
  * own error (the engine checks that a prepared claim's are Kubernetes names). */
 #pragma once
 

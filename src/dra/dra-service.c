@@ -152,6 +152,7 @@ static uint8_t *encode_prepare(const struct dra_call *c, const struct dra_claim_
             w->device_name = d->device_name ? d->device_name : (char *)"";
             w->cdi_device_ids = d->cdi_device_ids;
             w->n_cdi_device_ids = d->n_cdi_device_ids;
+            w->share_id = d->share_id; /* NULL or "": not sent (proto3, no presence) */
             dptr[used] = w;
         }
     }
@@ -199,7 +200,7 @@ static uint8_t *encode_unprepare(const struct dra_call *c, const struct dra_clai
 /* ------------------------------------------------------------------ counting */
 
 /* A namespace or name as the log shows it: a Kubernetes name is printable ASCII of at
- * most DRA_MAX_NAME_LEN bytes, but the peer's bytes are not checked for that (a longer
+ * most DRA_CLAIM_NAME_MAX bytes, but the peer's bytes are not checked for that (a longer
  * one gets its own error): any other byte is '?' (the log must stay valid UTF-8, and the
  * log's own escaping covers control bytes only) and past the bound it is cut with "...". */
 static const char *log_name(char *buf, size_t cap, const char *s)
@@ -223,7 +224,7 @@ static void log_failed_claim(struct dra_service *s, const struct dra_call *c,
     unsigned left_out = 0;
     if (!ratelimit_below(&s->claim_log, &left_out))
         return;
-    char more[48] = "", ns[DRA_MAX_NAME_LEN + 4], name[DRA_MAX_NAME_LEN + 4];
+    char more[48] = "", ns[DRA_CLAIM_NAME_MAX + 4], name[DRA_CLAIM_NAME_MAX + 4];
     if (left_out)
         snprintf(more, sizeof(more), " (%u more not logged)", left_out);
     log_warning("DRA: %s of claim %s/%s (UID %s) failed: %s%s",

@@ -43,12 +43,7 @@ struct dra_call;
 /* The bounds of a call are the claim engine's, defined once in dra-types.h: more than
  * DRA_CLAIMS_MAX_PER_CALL claims refuses the call (RESOURCE_EXHAUSTED); a claim whose
  * namespace or name passes DRA_CLAIM_NAME_MAX gets its own error; a UID past
- * DRA_CLAIM_UID_MAX refuses the call (INVALID_ARGUMENT), as it cannot key an answer.
- * The service's old names, only until dra-service.c, dra-request.c and
- * tests/dra/fuzz-dra-request.c are moved to the ones above (not numbers of their own). */
-#define DRA_MAX_CLAIMS_PER_CALL DRA_CLAIMS_MAX_PER_CALL
-#define DRA_MAX_UID_LEN DRA_CLAIM_UID_MAX
-#define DRA_MAX_NAME_LEN DRA_CLAIM_NAME_MAX
+ * DRA_CLAIM_UID_MAX refuses the call (INVALID_ARGUMENT), as it cannot key an answer. */
 
 /* A claim answered with an error, or a call the kubelet gave up on, is one warning per
  * claim naming its namespace/name, UID and cause; at most this many per window, the next

@@ -21,6 +21,7 @@ void dra_claim_result_clear(struct dra_claim_result *r)
         strv_free(d->cdi_device_ids, d->n_cdi_device_ids);
         free(d->pool_name);
         free(d->device_name);
+        free(d->share_id);
     }
     free(r->devices);
     free(r->uid);

@@ -37,6 +37,7 @@ struct dra_prepared_device {
     char *device_name;
     char **cdi_device_ids;    /* "k8s.gpu.nvidia.com/claim=<uid>-<device>" */
     size_t n_cdi_device_ids;
+    char *share_id;           /* a share's shareID (consumable capacity); NULL: none */
 };
 
 /* The answer for one claim: error == NULL and the devices (possibly none), or an error

@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     }
     if (message)
         fail("a message for an accepted request");
-    if (rq.n > DRA_MAX_CLAIMS_PER_CALL || rq.n_refs > rq.n)
+    if (rq.n > DRA_CLAIMS_MAX_PER_CALL || rq.n_refs > rq.n)
         fail("more claims than the bounds allow");
     size_t refused = 0;
     for (size_t i = 0; i < rq.n; i++) {
@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         if (!c->uid || !c->namespace_ || !c->name)
             fail("a claim without its strings");
         size_t ul = strlen(c->uid);
-        if (ul == 0 || ul > DRA_MAX_UID_LEN)
+        if (ul == 0 || ul > DRA_CLAIM_UID_MAX)
             fail("a UID out of bounds accepted");
         for (const char *ch = c->uid; *ch; ch++)
             if ((unsigned char)*ch <= ' ' || (unsigned char)*ch >= 0x7f)
@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         for (size_t k = 0; k < i; k++)
             if (!strcmp(rq.claims[k].uid, c->uid))
                 fail("a UID twice accepted");
-        bool long_name = strlen(c->namespace_) > DRA_MAX_NAME_LEN || strlen(c->name) > DRA_MAX_NAME_LEN;
+        bool long_name = strlen(c->namespace_) > DRA_CLAIM_NAME_MAX || strlen(c->name) > DRA_CLAIM_NAME_MAX;
         if (rq.error[i]) {
             refused++;
             if (!one_line(rq.error[i]) || !long_name)
