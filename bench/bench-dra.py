@@ -31,15 +31,30 @@ directory, NodePrepareResources / NodeUnprepareResources with grpcio).
            (tests/kube/kube-probe, timed from this process) and the probe's own pipe round
            trip (the GET's time to the server and back is the difference).
 
+  mig      DynamicMIG (issue 31; --only mig, FEATURE_GATES=DynamicMIG=true, the run-time MIG
+           state shared through MOCK_NVML_STATE, capability files rendered): on
+           sim/profiles/dynamic/h100-8-mig-off.yaml (8 MIG-capable H100s, MIG mode off,
+           208 devices, 9 slices at 1.36.3) the pool's publish time from start, median of
+           --runs starts: from spawning the process to its "up to date" log line, and from
+           its first log line to that one (the plugin's own clock, exec and dynamic loading
+           left out), with the API client's default rate limit (5 QPS, burst 10, as NVIDIA's)
+           and with --kube-api-qps 1000 --kube-api-burst 1000; VmRSS / RssAnon after the
+           publish settled and after the prepare round; Prepare of a claim of one 1g.10gb
+           placement (gpu-<i mod 8>-mig-1g10gb-19-0: MIG mode switched on, GPU and compute
+           instance made, CDI spec with the caps nodes, checkpoint), prepared again,
+           unprepared (instances destroyed, MIG mode off again), paced as above, from
+           grpcio and from grpc-go.
+
 A benchmark: it prints figures and asserts nothing. Goals (issue 20): the whole daemon with
 DRA on <= 3.5 MiB on this profile; no idle wakeups without a health stream; Prepare of a
-1-GPU claim <= 2 ms p50.
+1-GPU claim <= 2 ms p50. Issue 31 (DynamicMIG): Prepare of a 1g placement <= 3 ms p50,
+the 8xH100 pool published <= 50 ms from start, RSS with 8 MIG-capable GPUs <= 4 MiB.
 
 The load average at the start and at the end is printed with the figures (the machine may
 be shared: the latencies are upper bounds under that load).
 
 Usage: bench-dra.py --build DIR [--runs N] [--idle S] [--claims N] [--pace S]
-                    [--only rss,prepare,idle] [--plugin-arg ARG ...] [--json]
+                    [--only rss,prepare,idle,mig] [--plugin-arg ARG ...] [--json]
 """
 
 import argparse
@@ -77,10 +92,35 @@ def switches(pid):
     return n
 
 
+MIG_PROFILE = os.path.join(SOURCE, "sim", "profiles", "dynamic", "h100-8-mig-off.yaml")
+UP_TO_DATE = "ResourceSlices of node %s are up to date" % NODE
+
+
+def log_time(line):
+    """Seconds of the day of a klog line (I1207 15:30:01.788692 ...), or None."""
+    f = line.split()
+    if len(f) < 2 or len(f[0]) != 5:
+        return None
+    try:
+        h, m, sec = f[1].split(":")
+        return int(h) * 3600 + int(m) * 60 + float(sec)
+    except ValueError:
+        return None
+
+
 class Bench:
-    def __init__(self, build, profile, plugin_args=()):
+    def __init__(self, build, profile, plugin_args=(), mig=False):
         self.build = build
         self.host = bl.Host(build, profile)
+        if mig:
+            # DynamicMIG: the host's MIG state shared (this bench reads nothing of it, the
+            # plugin makes and destroys through it), the capability files written under the
+            # rendered roots
+            host, env = self.host, self.host.env
+            extra = {"MOCK_NVML_STATE": os.path.join(host.tmp, "nvml-state"),
+                     "MOCK_NVML_PROC_ROOT": host.roots["proc"], "MOCK_NVML_DEV_ROOT": host.roots["dev"],
+                     "FEATURE_GATES": "DynamicMIG=true"}
+            host.env = lambda more=None: env(dict(extra, **(more or {})))
         d = os.path.join(self.host.tmp, "api")
         os.mkdir(d)
         self.srv = kt.LineProc([os.path.join(build, "tests", "kube", "fake-apiserver"), d])
@@ -91,9 +131,10 @@ class Bench:
         self.api_args = ["--kubeconfig", kc, "--node-name", NODE]
         socks = kt.scratch.socket_dir("gdp-bench-dra-")  # the DRA directories' 78-byte bound
         self.registrar = os.path.join(socks, "reg")
+        self.plugins_dir = os.path.join(socks, "plugins")
         self.dra_args = self.api_args + [
             "--dra", "--kubelet-registrar-directory-path", self.registrar,
-            "--kubelet-plugins-directory-path", os.path.join(socks, "plugins"),
+            "--kubelet-plugins-directory-path", self.plugins_dir,
             "--cdi-root", os.path.join(self.host.tmp, "cdi")] + list(plugin_args)
 
     def cmd(self, line):
@@ -115,14 +156,14 @@ class Bench:
             kub.stop()
         return p, close
 
-    def start_dra(self):
+    def start_dra(self, extra=()):
         """serve --dra up to its slice published and its registration: (plugin, kubelet
         stand-in, closer). The slices of an earlier start are wiped first, as the kubelet
         does at its start, so every start publishes."""
         self.cmd("rs-delete all")
         kub = bl.Kubelet(self.host)
         kub.serve()
-        p = bl.Plugin(self.host, self.dra_args)
+        p = bl.Plugin(self.host, self.dra_args + list(extra))
         kl = ds.Kubelet(self.registrar)
 
         def close():
@@ -131,6 +172,7 @@ class Bench:
             kub.stop()
         try:
             p.wait_log("ResourceSlices of node %s are up to date" % NODE)
+            p.t_published = time.monotonic()
             kl.register()
             p.wait_log("registered with the kubelet")
         except BaseException:
@@ -180,12 +222,14 @@ class Bench:
         finally:
             close()
 
+    device = "gpu-%d"  # the device of claim i: % (i mod 8)
+
     def load_claims(self, n, first_uid=0):
         base = ds.obj("resourceclaim-from-template-allocated")
         refs = []
         for i in range(first_uid, first_uid + n):
             o = ds.on_node(base, name="bench-%d" % i, uid="bbbbbbbb-0000-0000-0000-%012d" % i)
-            o["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-%d" % (i % 8)
+            o["status"]["allocation"]["devices"]["results"][0]["device"] = self.device % (i % 8)
             self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
             refs.append(ds.ref(o))
         return refs
@@ -220,7 +264,7 @@ class Bench:
         if not os.access(client, os.X_OK):
             return None
         refs = self.load_claims(n, first_uid)
-        sock = os.path.join(self.host.tmp, "plugins", "gpu.nvidia.com", "dra.sock")
+        sock = os.path.join(self.plugins_dir, "gpu.nvidia.com", "dra.sock")
         r = subprocess.run([client, "bench-prepare", sock, "%g" % (pace * 1e3)],
                            input="".join("%s %s %s\n" % ref for ref in refs),
                            capture_output=True, text=True, timeout=60 + n * (pace + 1))
@@ -261,6 +305,67 @@ class Bench:
             probe.stop()
         return get, pipe
 
+    def mig(self, runs, settle, n, pace):
+        """DynamicMIG on 8 H100s (see the module's doc): publish times, RSS, a 1g Prepare."""
+        self.cmd("version v1.36.3")
+        self.device = "gpu-%d-mig-1g10gb-19-0"
+        out = {"publish": {}}
+        for name, extra in (("default rate limit (5 QPS, burst 10)", []),
+                            ("--kube-api-qps 1000 --kube-api-burst 1000",
+                             ["--kube-api-qps", "1000", "--kube-api-burst", "1000"])):
+            spawn, own = [], []
+            for _ in range(runs):
+                p, kl, close = self.start_dra(extra)
+                try:
+                    lines = p.log_lines()
+                    done = next(l for l in lines if UP_TO_DATE in l)
+                    spawn.append((p.t_published - p.t_spawn) * 1e3)
+                    own.append((log_time(done) - log_time(lines[0])) * 1e3)
+                    if "208 devices" not in done:
+                        raise bl.BenchError("not the 8xH100 pool: %s" % done)
+                    self.srv.send("rs-dump")
+                    slices = int(self.srv.expect(r"^rs-count (\d+)$").group(1))
+                    self.srv.expect(r"^ok rs-dump$")
+                finally:
+                    close()
+            out["publish"][name] = {"from_spawn_ms": round(median(spawn), 1),
+                                    "from_first_log_line_ms": round(median(own), 1),
+                                    "runs_from_spawn_ms": [round(x, 1) for x in spawn]}
+        out["slices"] = slices
+        rss, rss_after = [], []
+        prep = None
+        for run in range(runs):
+            p, kl, close = self.start_dra()
+            try:
+                time.sleep(settle)
+                rss.append(self.rss_of(p))
+                kl.prepare()  # the channel is connected before timing starts
+                if run == 0:
+                    first, again, unprep = self.prepare_round(kl, n, pace)
+                    go = self.go_round(n, pace, first_uid=n)
+                    prep = {"prepare (GET, MIG made, CDI spec, checkpoint)": first,
+                            "prepare again (from the checkpoint)": again,
+                            "unprepare (MIG destroyed)": unprep,
+                            "grpc-go: prepare (GET, MIG made, CDI spec, checkpoint)": go and go[0],
+                            "grpc-go: prepare again": go and go[1],
+                            "grpc-go: unprepare": go and go[2]}
+                else:
+                    self.prepare_round(kl, min(n, 50), pace / 10, first_uid=2 * n + run * 100)
+                time.sleep(settle)
+                rss_after.append(self.rss_of(p))
+            finally:
+                close()
+        out["rss"] = {"serve --dra, DynamicMIG, 8 H100": {
+                          "VmRSS_KiB": median([v[0] for v in rss]), "RssAnon_KiB": median([v[1] for v in rss]),
+                          "runs_VmRSS_KiB": [v[0] for v in rss]},
+                      "... after a prepare round": {
+                          "VmRSS_KiB": median([v[0] for v in rss_after]),
+                          "RssAnon_KiB": median([v[1] for v in rss_after]),
+                          "runs_VmRSS_KiB": [v[0] for v in rss_after]}}
+        out["prepare"] = {k: {"n": len(v), "p50_ms": round(bl.pct(v, 50), 3), "p99_ms": round(bl.pct(v, 99), 3),
+                              "max_ms": round(max(v), 3)} for k, v in prep.items() if v}
+        return out
+
     def prepare(self, n, pace):
         p, kl, close = self.start_dra()
         try:
@@ -300,15 +405,22 @@ def main():
     ap.add_argument("--pace", type=float, default=0.25,
                     help="seconds between two claims (> 1/--kube-api-qps: each GET finds a token)")
     ap.add_argument("--only", default="rss,prepare,idle",
-                    help="comma-separated figures to run: rss, prepare, idle")
+                    help="comma-separated figures to run: rss, prepare, idle, mig")
     ap.add_argument("--plugin-arg", action="append", default=[],
                     help="one more argument for serve --dra (repeat it), e.g. "
                          "--plugin-arg=--kube-api-qps=1000 for back to back GETs")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     only = a.only.split(",")
-    b = Bench(os.path.abspath(a.build), a.profile, a.plugin_arg)
     out = {"load_at_start": open("/proc/loadavg").read().split()[:3]}
+    if "mig" in only:
+        b = Bench(os.path.abspath(a.build), MIG_PROFILE, a.plugin_arg, mig=True)
+        try:
+            out["mig"] = b.mig(a.runs, a.settle, a.claims, a.pace)
+        finally:
+            b.close()
+        only = [o for o in only if o != "mig"]
+    b = Bench(os.path.abspath(a.build), a.profile, a.plugin_arg)
     try:
         if "rss" in only:
             out["rss"] = b.rss(a.runs, a.settle, min(a.claims, 50))
@@ -333,6 +445,19 @@ def main():
         print("Prepare / Unprepare of a 1-GPU claim, one claim per call (ms):")
         for k, v in out["prepare"].items():
             print("  %-38s n %d  p50 %.3f  p99 %.3f  max %.3f" % (k, v["n"], v["p50_ms"],
+                                                                v["p99_ms"], v["max_ms"]))
+    if "mig" in out:
+        m = out["mig"]
+        print("DynamicMIG, 8 H100 (sim/profiles/dynamic/h100-8-mig-off.yaml, 208 devices, API server "
+              "v1.36.3, %d slices):" % m["slices"])
+        for k, v in m["publish"].items():
+            print("  publish, %-40s from spawn %.1f ms (runs %s), from its first log line %.1f ms" % (
+                k, v["from_spawn_ms"], v["runs_from_spawn_ms"], v["from_first_log_line_ms"]))
+        for k, v in m["rss"].items():
+            print("  %-34s VmRSS %5d (%.2f MiB)  RssAnon %5d  runs %s" % (
+                k, v["VmRSS_KiB"], v["VmRSS_KiB"] / 1024, v["RssAnon_KiB"], v["runs_VmRSS_KiB"]))
+        for k, v in m["prepare"].items():
+            print("  %-52s n %d  p50 %.3f  p99 %.3f  max %.3f" % (k, v["n"], v["p50_ms"],
                                                                 v["p99_ms"], v["max_ms"]))
     if "idle" in out:
         i = out["idle"]

@@ -20,7 +20,6 @@ allocator's first fit over counters) and the kubelet by dra_kubelet.py.
 
 usage: test_dra_mig.py <fake-apiserver>
        test_dra_mig.py --nvml-probe JSON   (internal: one NVML query/change in this process)"""
-import ctypes
 import json
 import os
 import random
