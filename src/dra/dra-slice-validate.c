@@ -308,6 +308,65 @@ static void check_device(struct errs *e, json_t *devices, size_t i)
         add(e, "%s: Invalid value: %zu: the total number of attributes and capacities must not exceed %d",
             dev, total, DRA_DEVICE_MAX_ATTRS);
     check_taints(e, dev, json_object_get(d, "taints"));
+
+    /* partitionable devices (1.34 alpha, 1.36 beta): at most 2 consumptions, each of a
+     * distinct set, with 1..32 counters */
+    json_t *cc = json_object_get(d, "consumesCounters"), *c;
+    size_t k;
+    if (json_array_size(cc) > DRA_DEVICE_MAX_CONSUMPTIONS)
+        add(e, "%s.consumesCounters: Too many: %zu: must have at most %d items", dev,
+            json_array_size(cc), DRA_DEVICE_MAX_CONSUMPTIONS);
+    json_array_foreach (cc, k, c) {
+        snprintf(field, sizeof(field), "%s.consumesCounters[%zu]", dev, k);
+        const char *set = json_string_value(json_object_get(c, "counterSet"));
+        if (!set || !*set)
+            add(e, "%s.counterSet: Required value", field);
+        for (size_t j = 0; set && j < k; j++)
+            if (streq_ptr(json_string_value(json_object_get(json_array_get(cc, j), "counterSet")), set))
+                add(e, "%s.counterSet: Duplicate value: \"%s\"", field, set);
+        size_t nc = json_object_size(json_object_get(c, "counters"));
+        if (nc == 0)
+            add(e, "%s.counters: Required value", field);
+        else if (nc > DRA_COUNTERS_MAX)
+            add(e, "%s.counters: Too many: %zu: must have at most %d items", field, nc, DRA_COUNTERS_MAX);
+    }
+    /* a request policy only on a device many claims may share */
+    json_object_foreach(caps, key, val)
+        if (json_object_get(val, "requestPolicy") && !json_is_true(json_object_get(d, "allowMultipleAllocations")))
+            add(e, "%s.capacity[%s].requestPolicy: Forbidden: allowMultipleAllocations must be true", dev, key);
+}
+
+/* spec.sharedCounters: at most 8 sets (1.36) of 1..32 counters, names DNS labels, each set
+ * once in the slice. */
+static void check_counter_sets(struct errs *e, json_t *sets)
+{
+    size_t n = json_array_size(sets), i;
+    json_t *s;
+    if (n > DRA_SLICE_MAX_COUNTER_SETS)
+        add(e, "spec.sharedCounters: Too many: %zu: must have at most %d items", n,
+            DRA_SLICE_MAX_COUNTER_SETS);
+    json_array_foreach (sets, i, s) {
+        char field[64];
+        snprintf(field, sizeof(field), "spec.sharedCounters[%zu]", i);
+        const char *name = json_string_value(json_object_get(s, "name"));
+        if (!name || !*name)
+            add(e, "%s.name: Required value", field);
+        else if (!dns_label_shape(name, strlen(name)) || strlen(name) > 63)
+            add(e, "%s.name: Invalid value: \"%s\": " LABEL_MSG, field, name);
+        for (size_t j = 0; name && j < i; j++)
+            if (streq_ptr(json_string_value(json_object_get(json_array_get(sets, j), "name")), name))
+                add(e, "%s.name: Duplicate value: \"%s\"", field, name);
+        json_t *counters = json_object_get(s, "counters"), *v;
+        const char *key;
+        if (json_object_size(counters) == 0)
+            add(e, "%s.counters: Required value", field);
+        else if (json_object_size(counters) > DRA_COUNTERS_MAX)
+            add(e, "%s.counters: Too many: %zu: must have at most %d items", field,
+                json_object_size(counters), DRA_COUNTERS_MAX);
+        json_object_foreach (counters, key, v)
+            if (!dns_label_shape(key, strlen(key)) || strlen(key) > 63)
+                add(e, "%s.counters[%s]: Invalid value: \"%s\": " LABEL_MSG, field, key, key);
+    }
 }
 
 static void check_spec(struct errs *e, json_t *spec)
@@ -359,10 +418,22 @@ static void check_spec(struct errs *e, json_t *spec)
     if (has[0])
         check_subdomain(e, "spec.nodeName", node);
 
+    check_counter_sets(e, json_object_get(spec, "sharedCounters"));
     json_t *devices = json_object_get(spec, "devices");
     size_t n = json_array_size(devices);
     if (n > DRA_SLICE_MAX_DEVICES) {
         add(e, "spec.devices: Too many: %zu: must have at most %d items", n, DRA_SLICE_MAX_DEVICES);
+        return;
+    }
+    /* 64 where a device consumes counters or carries taints */
+    bool limited = false;
+    for (size_t i = 0; i < n; i++) {
+        json_t *d = json_array_get(devices, i);
+        limited |= json_array_size(json_object_get(d, "consumesCounters")) > 0 ||
+                   json_array_size(json_object_get(d, "taints")) > 0;
+    }
+    if (limited && n > DRA_SLICE_MAX_DEVICES_LIMITED) {
+        add(e, "spec.devices: Too many: %zu: must have at most %d items", n, DRA_SLICE_MAX_DEVICES_LIMITED);
         return;
     }
     for (size_t i = 0; i < n; i++)

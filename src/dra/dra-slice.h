@@ -16,6 +16,7 @@
 #define DRA_SLICE_MAX_DEVICES_LIMITED 64
 #define DRA_SLICE_MAX_COUNTER_SETS 8 /* spec.sharedCounters (1.36) */
 #define DRA_COUNTERS_MAX 32         /* counters in a set, or in one consumption */
+#define DRA_DEVICE_MAX_CONSUMPTIONS 2 /* consumesCounters entries of one device */
 #define DRA_MIG_MEMORY_SLICES_MAX 16 /* memory-slice-<i> counters of one GPU (8 on A100/H100) */
 #define DRA_DEVICE_MAX_ATTRS 32     /* attributes + capacities of one device */
 #define DRA_DEVICE_MAX_TAINTS 4

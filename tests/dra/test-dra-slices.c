@@ -491,6 +491,42 @@ static void test_validate(void)
     expect(s, INVALID("val-count0") "spec.pool.resourceSliceCount: Invalid value: 0: must be greater than zero");
     /* accepted by the API server as well */
     expect(with_attr(base_slice("val-own-domain", 1), "gpu.nvidia.com/productName", json_pack("{s:s}", "string", "x")), NULL);
+
+    /* partitionable devices and shares (1.36's rules) */
+    s = base_slice("val-sets", 0);
+    json_t *sets = json_array();
+    for (int i = 0; i < 9; i++) {
+        char sn[16];
+        snprintf(sn, sizeof(sn), "gpu-%d", i);
+        json_array_append_new(sets, json_pack("{s:s, s:{s:{s:s}}}", "name", sn, "counters",
+                                              "memory", "value", "1"));
+    }
+    json_object_set_new(json_object_get(s, "spec"), "sharedCounters", sets);
+    expect(s, INVALID("val-sets") "spec.sharedCounters: Too many: 9: must have at most 8 items");
+    s = base_slice("val-set-empty", 0);
+    json_object_set_new(json_object_get(s, "spec"), "sharedCounters",
+                        json_pack("[{s:s, s:{}}, {s:s, s:{s:{s:s}}}]", "name", "a", "counters", "name",
+                                  "a", "counters", "memory", "value", "1"));
+    expect(s, INVALID("val-set-empty") "[spec.sharedCounters[0].counters: Required value, "
+              "spec.sharedCounters[1].name: Duplicate value: \"a\"]");
+    s = base_slice("val-consumes", 1);
+    json_object_set_new(json_array_get(json_object_get(json_object_get(s, "spec"), "devices"), 0),
+                        "consumesCounters",
+                        json_pack("[{s:s, s:{s:{s:s}}}, {s:s, s:{s:{s:s}}}, {s:s, s:{}}]", "counterSet",
+                                  "a", "counters", "memory", "value", "1", "counterSet", "a", "counters",
+                                  "memory", "value", "1", "counterSet", "b", "counters"));
+    expect(s, INVALID("val-consumes") "[spec.devices[0].consumesCounters: Too many: 3: must have at most 2 items, "
+              "spec.devices[0].consumesCounters[1].counterSet: Duplicate value: \"a\", "
+              "spec.devices[0].consumesCounters[2].counters: Required value]");
+    s = base_slice("val-65", 65);
+    json_object_set_new(json_array_get(json_object_get(json_object_get(s, "spec"), "devices"), 64),
+                        "consumesCounters", json_pack("[{s:s, s:{s:{s:s}}}]", "counterSet", "a", "counters",
+                                                      "memory", "value", "1"));
+    expect(s, INVALID("val-65") "spec.devices: Too many: 65: must have at most 64 items");
+    s = base_slice("val-policy", 1);
+    json_object_set_new(json_object_get(json_object_get(json_array_get(json_object_get(json_object_get(s, "spec"),
+                        "devices"), 0), "capacity"), "memory"), "requestPolicy", json_pack("{s:s}", "default", "1Gi"));
+    expect(s, INVALID("val-policy") "spec.devices[0].capacity[memory].requestPolicy: Forbidden: allowMultipleAllocations must be true");
     expect(with_attr(base_slice("val-upper-domain", 1), "GPU.nvidia.com/productName", json_pack("{s:s}", "string", "x")), NULL);
     s = base_slice("val-negative", 1);
     json_object_set_new(json_object_get(json_object_get(dev0(s), "capacity"), "memory"), "value", json_string("-1"));
