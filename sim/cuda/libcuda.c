@@ -128,7 +128,7 @@ static uint64_t limit_for(const struct mps_limit *l, int n, int i)
 {
     uint64_t v = UINT64_MAX;
     for (int k = 0; k < n; k++)
-        if (!l[k].key[0] || key_is(l[k].key, i))
+        if (!l[k].key[0] || strcmp(l[k].key, "*") == 0 || key_is(l[k].key, i))
             v = l[k].bytes;
     return v;
 }

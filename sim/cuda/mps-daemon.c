@@ -312,6 +312,10 @@ int mps_daemon_serve(int lfd, int ready_fd, const char *pipe_dir, const char *lo
     if (p && *p) {
         int n = mps_parse_limits(p, D.pinned, MPS_MAX_LIMITS);
         D.n_pinned = n > 0 ? n : 0;
+        /* A bare size is for every device: "*" in the state and to clients. */
+        for (int i = 0; i < D.n_pinned; i++)
+            if (!D.pinned[i].key[0])
+                snprintf(D.pinned[i].key, MPS_KEY_LEN, "*");
     }
     struct sigaction sa = { .sa_handler = on_signal };
     sigaction(SIGTERM, &sa, NULL);
