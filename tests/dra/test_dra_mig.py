@@ -150,8 +150,8 @@ class DraMig(harness.PluginTestCase):
         self.claims = 0
 
     # -- the host
-    def host(self, profile):
-        self.profile_file = os.path.join(DYNAMIC, profile + ".yaml")
+    def host(self, profile, path=None):
+        self.profile_file = path or os.path.join(DYNAMIC, profile + ".yaml")
         r = subprocess.run([harness.SIM_RENDER, "--profile", self.profile_file,
                             "--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
                             "--dev-root", os.path.join(self.dev_root, "dev")],
@@ -405,6 +405,68 @@ class DraMig(harness.PluginTestCase):
         counters_only = [s for s in slices.values() if "sharedCounters" in s["spec"]]
         self.assertEqual(len(counters_only), 1)
         self.assertEqual(len(counters_only[0]["spec"]["sharedCounters"]), 8)
+
+    def test_ten_gpus(self):
+        """10 H100s, past NVIDIA's 8 counter sets in one slice: the sets spread over two
+        counters-only slices (8 + 2), every slice valid under the 1.36 rules, the pool valid
+        under the scheduler's; a placement of the tenth GPU prepared."""
+        bus = ["0000:%02x:00.0" % (0x18 + 0x10 * i) for i in range(10)]
+        text = ['system: {driver_version: "550.163.01", cuda_version_major: 12, cuda_version_minor: 4}',
+                "device_defaults:", '  name: "NVIDIA H100 80GB HBM3"', "  brand: nvidia",
+                "  architecture: hopper", "  compute_capability: {major: 9, minor: 0}",
+                "  memory: {total_bytes: 85899345920, reserved_bytes: 536870912}",
+                "  pci: {device_id: 0x233010DE, subsystem_id: 0x16C110DE}",
+                "  mig: {mode_current: disabled}", "devices:"]
+        text += ['  - {uuid: GPU-0d10000a-0000-4000-8000-%012d, pci: {bus_id: "%s"}, minor_number: %d}'
+                 % (i, b, i) for i, b in enumerate(bus)]
+        text += ["pcie_topology:", "  root_complexes:", "    - numa_node: 0",
+                 "      devices: [%s]" % ", ".join('"%s"' % b for b in bus)]
+        path = os.path.join(self.tmp, "h100-10.yaml")
+        with open(path, "w") as f:
+            f.write("\n".join(text) + "\n")
+        self.host(None, path)
+        self.start_dra()
+        slices = self.slices()
+        self.assertEqual(len(slices), 12, sorted(slices))
+        sets = [len(s["spec"]["sharedCounters"]) for _, s in sorted(slices.items())
+                if "sharedCounters" in s["spec"]]
+        self.assertEqual(sorted(sets), [2, 8])
+        pool = self.pool()
+        self.assertEqual(sorted(pool.counters), sorted("gpu-%d-counter-set" % i for i in range(10)))
+        self.assertEqual(len(pool.devices), 260)
+        self.kl.register()
+        devs = pool.allocate(['profile == "1g.10gb" && parentUUID == "GPU-0d10000a-0000-4000-8000-000000000009"'])
+        self.assertEqual(devs, ["gpu-9-mig-1g10gb-19-0"])
+        o = self.claim(*devs)
+        res = self.prepare_ok(o)
+        state = self.nvml()
+        self.assertEqual([len(g["migs"]) for g in state], [0] * 9 + [1])
+        self.assertMigPrepared(res, o, self.live(9), gpu=9)
+        self.assertEqual(self.kl.unprepare(ref(o)), {o["metadata"]["uid"]: ""})
+        self.assertEqual(self.nvml()[9], {"mode": 0, "migs": []})
+
+    def test_ampere_mig_off_is_a_plain_gpu(self):
+        """An A100 with MIG mode off takes no part (its switch needs a reset): the full GPU
+        as a plain device (no consumesCounters), no placement, no counter set; prepared
+        whole, nothing carved."""
+        with open(os.path.join(DYNAMIC, "a100-40gb-mig-empty.yaml")) as f:
+            text = f.read()
+        self.assertIn("mode_current: enabled", text)
+        path = os.path.join(self.tmp, "a100-mig-off.yaml")
+        with open(path, "w") as f:
+            f.write(text.replace("mode_current: enabled", "mode_current: disabled"))
+        self.host(None, path)
+        self.start_dra()
+        devs = [d for s in self.slices().values() for d in s["spec"].get("devices") or []]
+        self.assertEqual([d["name"] for d in devs], ["gpu-0"])
+        self.assertNotIn("consumesCounters", devs[0])
+        for s in self.slices().values():
+            self.assertFalse(s["spec"].get("sharedCounters"), s)
+        self.kl.register()
+        o = self.claim(*self.pool().allocate(['type == "gpu"']))
+        self.prepare_ok(o)
+        self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])
+        self.assertEqual(self.kl.unprepare(ref(o)), {o["metadata"]["uid"]: ""})
 
     def test_h100_lifecycle(self):
         self.host("h100-1-mig-off")
