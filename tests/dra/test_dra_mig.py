@@ -210,11 +210,29 @@ class DraMig(harness.PluginTestCase):
                 "--kubelet-plugins-directory-path", self.plugins, "--cdi-root", self.cdi]
 
     def start_dra(self, wait=UP_TO_DATE):
-        env = dict(self.nvml_env(), FEATURE_GATES="DynamicMIG=true", **FAST_HEALTH)
+        env = dict(self.nvml_env(), FEATURE_GATES="DynamicMIG=true",
+                   MOCK_NVML_CONTROL_ACK=os.path.join(self.tmp, "nvml.ack"), **FAST_HEALTH)
         p = self.start_plugin(self.dra_args(), extra_env=env)
         if wait:
             p.wait_log(wait)
         return p
+
+    def control(self, line):
+        """A control command to the plugin's simulated NVML, returned once applied."""
+        ack = os.path.join(self.tmp, "nvml.ack")
+        n = 0
+        if os.path.exists(ack):
+            with open(ack) as f:
+                n = f.read().count(line + "\n")
+        self.inject(line)
+        deadline = time.monotonic() + harness.TIMEOUT
+        while True:
+            if os.path.exists(ack):
+                with open(ack) as f:
+                    if f.read().count(line + "\n") > n:
+                        return
+            self.assertLess(time.monotonic(), deadline, "control command %r not applied" % line)
+            time.sleep(0.005)
 
     def kill_plugin(self):
         self.plugin.signal(signal.SIGKILL)
@@ -718,31 +736,27 @@ class DraMig(harness.PluginTestCase):
         self.assertEqual(len(spec["devices"]), 2)
         uid = two["metadata"]["uid"]
         # processes on the 2g device: its compute instance cannot be destroyed
-        self.inject("busy %s 1" % live[(14, 2)]["uuid"])
-        time.sleep(0.2)  # the control FIFO has no acknowledgement here (no MOCK_NVML_CONTROL_ACK)
+        self.control("busy %s 1" % live[(14, 2)]["uuid"])
         err = self.kl.unprepare(ref(two))[uid]
         self.assertIn("error unpreparing devices for claim default/%s:%s" % (two["metadata"]["name"], uid), err)
         self.assertTrue(os.path.exists(self.spec_path(uid)))
         self.assertIn((14, 2), self.live())
         self.assertEqual(self.kl.prepare(ref(two)), res)  # still prepared, same answer
-        self.inject("busy %s 0" % live[(14, 2)]["uuid"])
-        time.sleep(0.2)
+        self.control("busy %s 0" % live[(14, 2)]["uuid"])
         self.assertEqual(self.kl.unprepare(ref(two)), {uid: ""})
         self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])
         self.assertFalse(os.path.exists(self.spec_path(uid)))
 
         # a busy GPU (MIG mode off): switching it on is refused; nothing made, mode off
         gpu_uuid = pool.by_name["gpu-0"]["attributes"]["uuid"]["string"]
-        self.inject("busy %s 1" % gpu_uuid)
-        time.sleep(0.2)
+        self.control("busy %s 1" % gpu_uuid)
         o = self.claim("gpu-0-mig-1g10gb-19-0")
         res = self.kl.prepare(ref(o))
         self.assertIn("error enabling MIG mode for device gpu-0-%s" % gpu_uuid,
                       res[o["metadata"]["uid"]]["error"])
         self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])
         self.assertFalse(os.path.exists(self.spec_path(o["metadata"]["uid"])))
-        self.inject("busy %s 0" % gpu_uuid)
-        time.sleep(0.2)
+        self.control("busy %s 0" % gpu_uuid)
         self.prepare_ok(o)  # the kubelet's retry
         self.assertEqual(sorted(self.live()), [(19, 0)])
         self.assertEqual(self.kl.unprepare(ref(o)), {o["metadata"]["uid"]: ""})
