@@ -42,7 +42,11 @@ struct dra_publish {
     struct kube_req *req;
     char *req_name;                 /* the slice the request is about */
     bool req_tainted;               /* the write carried taints: its answer tells the mode */
+    bool req_delete;                /* the write is a DELETE */
     bool again;                     /* converge once the request is answered */
+    bool restore_owed;              /* someone else changed the server while a request
+                                     * was in flight: its answer goes on through the
+                                     * restore pacing (recheck), not past it */
     bool invalid_logged;
     bool refresh_node;              /* read the Node's UID again before the next write */
     struct loop_timer *retry;

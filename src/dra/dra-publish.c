@@ -13,6 +13,7 @@
 #include "kube/kube.h"
 
 static void converge(struct dra_publish *p);
+static void recheck(struct dra_publish *p, bool api_back);
 static void get_node(struct dra_publish *p);
 static void get_version(struct dra_publish *p);
 
@@ -30,6 +31,19 @@ static void request_done(struct dra_publish *p)
     p->req = NULL;
     free(p->req_name);
     p->req_name = NULL;
+}
+
+/* A request was answered: the round goes on, through the restore pacing when someone
+ * else changed the server meanwhile (a peer deleting the slice right after each of our
+ * writes got a write per round trip, unpaced). */
+static void answered(struct dra_publish *p)
+{
+    bool owed = p->restore_owed;
+    p->restore_owed = false;
+    if (owed && !dra_publish_steady(p))
+        recheck(p, false);
+    else
+        converge(p);
 }
 
 /* A request failed with `why`: retry the whole convergence with backoff. The delay of
@@ -154,7 +168,7 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
         failed(p, status_text(status, body, buf, sizeof(buf)));
         return;
     }
-    converge(p);
+    answered(p);
 }
 
 static void on_deleted(struct kube *k, int status, json_t *body, void *userdata)
@@ -171,7 +185,7 @@ static void on_deleted(struct kube *k, int status, json_t *body, void *userdata)
     succeeded(p);
     if (name)
         json_object_del(p->store, name);
-    converge(p);
+    answered(p);
 }
 
 static bool any_taint(json_t *slice)
@@ -236,6 +250,7 @@ static void converge(struct dra_publish *p)
     p->invalid_logged = false;
     p->req_name = name;
     p->req_tainted = slice && any_taint(slice);
+    p->req_delete = act == ACT_DELETE;
     p->req_counters = slice && dra_publish_has_counters(slice);
     if (act == ACT_CREATE) {
         p->stats.creates++;
@@ -305,13 +320,20 @@ static void say_restore(struct dra_publish *p, const char *name, const char *how
         log_info("ResourceSlice %s %s by someone else; restoring it%s", name, how, more);
 }
 
-/* An event about the slice of the write in flight: the server has it as of the event (its
- * answer is older, or the echo of our write), so the answer, on another stream, must not
- * put back what the event says (a slice deleted after our write would be counted as there
- * and never restored). */
-static void superseded(struct dra_publish *p, const char *name)
+/* An event while a request is in flight. About the slice being written: the server has it
+ * as of the event (its answer is older, or the echo of our write), so the answer, on
+ * another stream, must not put back what the event says (a slice deleted after our write
+ * would be counted as there and never restored). Unless it is that echo (deleted: our
+ * write is a DELETE), someone else changed the server meanwhile: the answer goes on
+ * through the restore pacing. */
+static void superseded(struct dra_publish *p, const char *name, bool deleted)
 {
-    if (p->req && p->req_name && streq(p->req_name, name)) {
+    if (!p->req)
+        return;
+    bool ours = p->req_name && streq(p->req_name, name);
+    if (p->synced && !(ours && deleted == p->req_delete))
+        p->restore_owed = true;
+    if (ours) {
         free(p->req_name);
         p->req_name = NULL;
     }
@@ -341,7 +363,7 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
     if (ev == KUBE_WATCH_DELETED) {
         if (!json_object_get(p->store, name))
             return;
-        superseded(p, name);
+        superseded(p, name, true);
         json_object_del(p->store, name);
         /* the garbage collector deletes them when the Node went and came back with a
          * new UID: read it again before restoring, or they would go again */
@@ -355,7 +377,7 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
     const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
     if (had && streq_ptr(rv, dra_publish_record_version(had)))
         return; /* the echo of our own write, already stored from its answer */
-    superseded(p, name);
+    superseded(p, name, false);
     store_put(p, obj);
     if (!p->synced)
         return;
@@ -395,7 +417,7 @@ static void on_node(struct kube *k, int status, json_t *body, void *userdata)
     free(p->node_uid);
     p->node_uid = xstrdup(uid);
     p->refresh_node = false;
-    converge(p);
+    answered(p);
 }
 
 static void get_node(struct dra_publish *p)
@@ -432,7 +454,7 @@ static void on_version(struct kube *k, int status, json_t *body, void *userdata)
                              : "counters-only slices (1.35+)");
     }
     p->version_known = true;
-    converge(p);
+    answered(p);
 }
 
 static void get_version(struct dra_publish *p)
