@@ -11,7 +11,10 @@
  * exits with an error after that line and the pod shows the failure; SIGHUP stops them and starts them from the configuration
  * read again; SIGTERM, SIGINT and SIGQUIT stop them and end it. The root is /mps, as
  * NVIDIA's (where its DaemonSet mounts the host's MPS root); GDP_MPS_CONTAINER_ROOT moves
- * it (ours: tests, hosts without a container). */
+ * it (ours: tests, hosts without a container).
+ * With --dra (GDP_DRA; ours) it also runs the MPS control daemons of DRA claims, as the
+ * plugin's desired states in <--kubelet-plugins-directory-path>/gpu.nvidia.com/mps ask
+ * (mps/mps-dra.h): a DaemonSet of its own, so that they outlive the plugin's restarts. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/signals.h"
+#include "mps/mps-dra.h"
 #include "mps/mps.h"
 #include "state/node-state.h"
 #include "version.h"
@@ -181,6 +185,8 @@ int cmd_mps_control_daemon(int argc, char **argv)
     struct error err = { 0 };
     struct config_command cmd = { 0 };
     struct config *cfg = xcalloc(1, sizeof(*cfg));
+    _cleanup_free_ char *dra_plugins = NULL; /* --dra: the claims' daemons too */
+    struct mps_dra *dra = NULL;
     int rc = GDP_EXIT_FAILURE;
     int r = config_load(cfg, argc, argv, d.envp, &cmd, &err);
     if (r == CONFIG_LOAD_HELP) {
@@ -202,6 +208,8 @@ int cmd_mps_control_daemon(int argc, char **argv)
                   cmd.name);
     } else {
         log_set_level(config_log_level(cfg));
+        if (cfg->dra.enabled)
+            dra_plugins = xstrdup(cfg->dra.plugins_dir);
         config_free(cfg);
         free(cfg);
         cfg = NULL;
@@ -223,8 +231,15 @@ int cmd_mps_control_daemon(int argc, char **argv)
         return GDP_EXIT_FAILURE;
     }
     loop_add_io(d.loop, sfd, EPOLLIN, on_signal, &d);
+    if (dra_plugins && mps_dra_start(d.loop, dra_plugins, &dra, &err) < 0) {
+        log_error("DRA: %s", err.msg);
+        rc = GDP_EXIT_FAILURE;
+        goto out;
+    }
     log_info("Starting Daemons.");
     rc = start_all(&d) ? loop_run(d.loop) : GDP_EXIT_FAILURE;
+out:
+    mps_dra_stop(dra);
     loop_timer_cancel(d.loop, d.retry);
     stop_all(&d);
     loop_del_io(d.loop, sfd);

@@ -224,7 +224,7 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
     _cleanup_free_ char *plugin_dir = xasprintf("%s/%s", cfg->dra.plugins_dir, DRA_DRIVER_NAME);
     /* NVML's root as the daemon loaded it (a reload cannot change that either). */
     d->sharing = dra_sharing_new(&(struct dra_sharing_options){
-        .loop = l, .driver_root = cfg->driver_root_ctr_path });
+        .loop = l, .driver_root = cfg->driver_root_ctr_path, .plugin_dir = plugin_dir });
     struct dra_claims_options co = {
         .node_name = node,
         .cdi_root = cfg->dra.cdi_root,

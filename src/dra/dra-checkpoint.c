@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "dra/dra-cdi.h"
 #include "dra/dra-checkpoint.h"
+#include "dra/dra-mps.h"
 #include "dra/dra-claim.h"
 
 #define CKPT_VERSION 1
@@ -57,6 +58,7 @@ void dra_checkpoint_clear(struct dra_checkpoint *c)
     for (size_t i = 0; i < c->n_claims; i++)
         dra_ckpt_claim_clear(&c->claims[i]);
     free(c->claims);
+    free(c->dir);
     free(c->path);
     free(c->spare_path);
     *c = (struct dra_checkpoint){ 0 };
@@ -78,6 +80,8 @@ static json_t *claim_to_json(const struct dra_ckpt_claim *cl)
         if (d->config.sharing == DRA_SHARING_TIME_SLICING)
             json_object_set_new(o, "interval",
                                 json_string(dra_ts_interval_name(d->config.interval)));
+        if (d->config.sharing == DRA_SHARING_MPS && d->config.mps.id[0])
+            json_object_set_new(o, "mpsId", json_string(d->config.mps.id));
         if (d->mig.uuid)
             json_object_set_new(o, "mig", json_pack("{s:s, s:s, s:I, s:I}", "parentUUID",
                                                     d->mig.parent_uuid, "migUUID", d->mig.uuid,
@@ -111,7 +115,8 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
 {
     const char *dev = str(o, "device"), *pool = str(o, "pool"), *req = str(o, "request"),
                *cdi = str(o, "cdiDeviceID"), *kind = str(o, "configKind"),
-               *sharing = str(o, "sharing"), *interval = str(o, "interval");
+               *sharing = str(o, "sharing"), *interval = str(o, "interval"),
+               *mps_id = str(o, "mpsId");
     if (!dev || !pool || !req || !cdi || !kind)
         return -EINVAL;
     struct dra_config cfg = dra_config_default(streq(kind, "MigDeviceConfig") ? DRA_CONFIG_MIG
@@ -120,6 +125,11 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
         return -EINVAL;
     if (interval && dra_ts_interval_from_name(interval, &cfg.interval) < 0)
         return -EINVAL;
+    /* its form (the claim's UID, '-', 5 hex) is checked with the record (record_fails) */
+    if (mps_id && (cfg.sharing != DRA_SHARING_MPS || strlen(mps_id) >= sizeof(cfg.mps.id)))
+        return -EINVAL;
+    if (mps_id)
+        snprintf(cfg.mps.id, sizeof(cfg.mps.id), "%s", mps_id);
     json_t *mig = json_object_get(o, "mig");
     const char *parent = str(mig, "parentUUID"), *mig_uuid = str(mig, "migUUID");
     json_t *gi = json_object_get(mig, "giId"), *ci = json_object_get(mig, "ciId");
@@ -162,6 +172,9 @@ static const char *record_fails(const struct dra_ckpt_claim *cl, const char *poo
         _cleanup_free_ char *id = dra_cdi_device_id(cl->uid, d->device);
         if (!streq(d->cdi_id, id))
             return "a CDI device ID not its own";
+        /* it names a directory an unprepare removes: only what a prepare could make */
+        if (d->config.mps.id[0] && !dra_mps_id_of(d->config.mps.id, cl->uid))
+            return "an MPS control daemon id not its own";
     }
     return NULL;
 }
@@ -308,6 +321,7 @@ int dra_checkpoint_open(struct dra_checkpoint *c, const char *dir, const char *b
     int r = mkdir_p(dir, 0750);
     if (r < 0)
         return error_set(err, r, "creating %s: %s", dir, strerror(-r));
+    c->dir = xstrdup(dir);
     c->path = xasprintf("%s/" DRA_CKPT_FILE, dir);
     c->spare_path = xasprintf("%s/" DRA_CKPT_FILE DRA_CKPT_SPARE_SUFFIX, dir);
     snprintf(c->boot_id, sizeof(c->boot_id), "%s", boot_id);

@@ -9,7 +9,8 @@
  * between NVIDIA's driver and this plugin means draining it first (the two would each
  * see the other's claims as unknown anyway). It records per claim UID its state
  * (PrepareStarted, PrepareCompleted), name and namespace, and the prepared devices:
- * device, pool, base request, CDI ID, admin access, the applied sharing config and, for a
+ * device, pool, base request, CDI ID, admin access, the applied sharing config (of MPS only
+ * its control daemon's id, all an unprepare needs: dra-mps.h) and, for a
  * DynamicMIG placement, the MIG device made for it (parent, GPU/compute instance, UUID); and
  * the node's boot id (/proc/sys/kernel/random/boot_id): a checkpoint of another boot
  * describes CDI files and device state that a reboot made stale, and is discarded.
@@ -70,6 +71,7 @@ struct dra_ckpt_claim {
 };
 
 struct dra_checkpoint {
+    char *dir;                       /* <plugins dir>/gpu.nvidia.com: MPS's desired states too */
     char *path, *spare_path;
     char boot_id[DRA_CKPT_BOOT_ID_MAX];
     struct dra_ckpt_claim *claims;

@@ -11,6 +11,7 @@
 #include "dra/dra-claim.h"
 #include "dra/dra-claims-internal.h"
 #include "dra/dra-mig.h"
+#include "dra/dra-mps.h"
 #include "kube/kube.h"
 #include "output/cdi.h"
 
@@ -40,6 +41,8 @@ int dra_claims_new(struct loop *l, struct kube *k, const struct dra_claims_optio
     /* A tolerated start: the claims are forgotten and the kubelet prepares them again. */
     if (r == 1)
         log_warning("%s", discarded.msg);
+    /* MPS daemons of claims unprepared while we were down go; the others stay (adopted) */
+    (void)dra_mps_sweep(o->plugin_dir, &c->ckpt);
     int swept = dra_cdi_sweep(o->cdi_root);
     if (swept > 0)
         log_info("removed %d CDI spec file(s) an earlier run staged under %s and never wrote", swept,
@@ -321,7 +324,8 @@ static int plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
         if (!seen)
             devs[(*n_devs)++] = d;
     }
-    return 0;
+    /* MPS: each group's daemon and devices, its keys checked against them (dra-mps.h) */
+    return dra_mps_plan(claim->uid, rec->devices, rec->n_devices, c->inv, c->devices, err);
 }
 
 /* Whether preparing rec changes anything outside its CDI spec (a sharing config applied to
@@ -397,7 +401,9 @@ static void applied(struct pending *p, int r, struct error *err)
         r = complete(call->c, res->uid, p->spec, &p->stage, res, err);
     fs_stage_abort(&p->stage);
     if (r < 0) {
-        undo(call->c, res->uid);
+        /* an MPS daemon not up yet: PrepareStarted kept (NVIDIA's), the kubelet retries */
+        if (r != -EINPROGRESS)
+            undo(call->c, res->uid);
         claims_result_error(res, "preparing", p->namespace_, p->name, err);
     }
     json_decref(TAKE_PTR(p->spec));
@@ -527,6 +533,7 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
         r = err->code;
         goto out;
     }
+    dra_mps_cdi_edits(spec, uid, rec.devices, rec.n_devices, c->ckpt.dir);
     if (!changes_devices(c, &rec)) {
         rec.state = DRA_CKPT_PREPARE_COMPLETED;
         if ((r = dra_cdi_write(c->cdi_root, uid, spec, &p->stage, err)) < 0)

@@ -1,15 +1,15 @@
 /* Strict decoding of NVIDIA's opaque GpuConfig / MigDeviceConfig (see dra-config.h).
  *
- * Why TimeSlicing is accepted although NVIDIA's driver refuses it by default: there it
- * is behind the driver's own alpha feature gate TimeSlicingSettings (off unless the
- * chart switches it on). This plugin has no driver feature gates; a claim that asks for
- * time-slicing gets it, which is what the same claim gets from NVIDIA's driver with the
- * gate on. MPS is decoded the same way, so that a malformed mpsConfig gets NVIDIA's
- * error, and then refused: NVIDIA serves it with a control-daemon Deployment per claim,
- * which this plugin does not run. */
+ * Why TimeSlicing and MPS are accepted although NVIDIA's driver refuses them by default:
+ * there they are behind the driver's own alpha feature gates TimeSlicingSettings and
+ * MPSSupport (off unless the chart switches them on). Here both are always on
+ * (config-dra.c says so at start for either gate); a claim that asks for one gets it, which
+ * is what the same claim gets from NVIDIA's driver with the gate on. */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "core/quantity.h"
 #include "dra/dra-config.h"
 
 static const char *const kind_names[] = { [DRA_CONFIG_GPU] = "GpuConfig",
@@ -48,7 +48,8 @@ int dra_ts_interval_from_name(const char *s, enum dra_ts_interval *out)
 
 struct dra_config dra_config_default(enum dra_config_kind kind)
 {
-    return (struct dra_config){ .kind = kind, .sharing = DRA_SHARING_NONE };
+    return (struct dra_config){ .kind = kind, .sharing = DRA_SHARING_NONE,
+                                .mps = { .thread_pct = -1, .pinned_mib = -1 } };
 }
 
 static const char *json_type_word(json_t *v)
@@ -115,7 +116,57 @@ static int decode_time_slicing(json_t *ts, struct dra_config *c, struct error *e
     return 0;
 }
 
-static int decode_mps(json_t *mps, struct error *err)
+/* NVIDIA's prefix for every limit it cannot turn into the daemon's "<n>M". */
+#define MPS_LIMIT_ERROR "error transforming DefaultPerDevicePinnedMemoryLimit into string: "
+
+/* A resource.Quantity (a JSON string, or a number as its UnmarshalJSON takes one) in whole
+ * MiB as NVIDIA turns it (value/1024/1024, rounded toward zero); text: what to name it. */
+static int quantity_mib(json_t *v, const char *path, int64_t *mib, char *text, size_t len,
+                        struct error *err)
+{
+    if (json_is_integer(v))
+        snprintf(text, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else if (json_is_string(v))
+        snprintf(text, len, "%s", json_string_value(v));
+    else
+        return wrong_type(v, path, "Quantity", err);
+    int64_t bytes;
+    if (quantity_parse(text, &bytes) < 0)
+        return error_set(err, -EINVAL, "%s: quantities must match the regular expression "
+                         "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'", path);
+    *mib = bytes / 1024 / 1024;
+    return 0;
+}
+
+static int decode_limits(json_t *v, struct dra_mps_config *m, struct error *err)
+{
+    const char *path = "sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit";
+    if (!json_is_object(v))
+        return wrong_type(v, path, "MpsPerDevicePinnedMemoryLimit", err);
+    if (json_object_size(v) > DRA_MPS_LIMITS_MAX)
+        return error_set(err, -E2BIG, "%s: more than %d devices (this plugin's bound)", path,
+                         DRA_MPS_LIMITS_MAX);
+    const char *k;
+    json_t *q;
+    json_object_foreach(v, k, q) {
+        struct dra_mps_limit *l = &m->limits[m->n_limits++];
+        char text[64];
+        int r = quantity_mib(q, path, &l->mib, text, sizeof(text), err);
+        if (r < 0)
+            return r;
+        if (l->mib < 1)
+            return error_set(err, -EINVAL, MPS_LIMIT_ERROR "invalid limit: value set too low: %s: %s",
+                             k, text);
+        /* too long for a UUID, so no device of the group: NVIDIA then reads it as an index */
+        if (strlen(k) >= sizeof(l->key))
+            return error_set(err, -EINVAL, MPS_LIMIT_ERROR "invalid device: unable to parse key "
+                             "as an integer: %s", k);
+        snprintf(l->key, sizeof(l->key), "%s", k);
+    }
+    return 0;
+}
+
+static int decode_mps(json_t *mps, struct dra_mps_config *m, struct error *err)
 {
     static const char *const keys[] = { "defaultActiveThreadPercentage",
                                         "defaultPinnedDeviceMemoryLimit",
@@ -134,23 +185,36 @@ static int decode_mps(json_t *mps, struct error *err)
             return error_set(err, -EINVAL, "active thread percentage must not be negative");
         if (pct > 100)
             return error_set(err, -EINVAL, "active thread percentage must not be greater than 100");
+        m->thread_pct = (int)pct;
     }
-    if ((v = field(mps, "defaultPinnedDeviceMemoryLimit")) && !json_is_string(v))
-        return wrong_type(v, "sharing.mpsConfig.defaultPinnedDeviceMemoryLimit", "Quantity", err);
-    if ((v = field(mps, "defaultPerDevicePinnedMemoryLimit"))) {
-        if (!json_is_object(v))
-            return wrong_type(v, "sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit",
-                              "MpsPerDevicePinnedMemoryLimit", err);
-        const char *k;
-        json_t *q;
-        json_object_foreach(v, k, q)
-            if (!json_is_string(q))
-                return wrong_type(q, "sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit",
-                                  "Quantity", err);
+    if ((v = field(mps, "defaultPinnedDeviceMemoryLimit"))) {
+        char text[64];
+        if ((r = quantity_mib(v, "sharing.mpsConfig.defaultPinnedDeviceMemoryLimit",
+                              &m->pinned_mib, text, sizeof(text), err)) < 0)
+            return r;
+        if (m->pinned_mib < 1)
+            return error_set(err, -EINVAL, MPS_LIMIT_ERROR "invalid limit: default value set too low: %s",
+                             text);
     }
-    if ((v = field(mps, "multiUser")) && !json_is_boolean(v))
-        return wrong_type(v, "sharing.mpsConfig.multiUser", "bool", err);
+    if ((v = field(mps, "defaultPerDevicePinnedMemoryLimit")) && (r = decode_limits(v, m, err)) < 0)
+        return r;
+    if ((v = field(mps, "multiUser"))) {
+        if (!json_is_boolean(v))
+            return wrong_type(v, "sharing.mpsConfig.multiUser", "bool", err);
+        m->multi_user = json_is_true(v);
+    }
     return 0;
+}
+
+bool dra_mps_config_same(const struct dra_mps_config *a, const struct dra_mps_config *b)
+{
+    if (a->thread_pct != b->thread_pct || a->pinned_mib != b->pinned_mib ||
+        a->multi_user != b->multi_user || a->n_limits != b->n_limits)
+        return false;
+    for (unsigned i = 0; i < a->n_limits; i++)
+        if (!streq(a->limits[i].key, b->limits[i].key) || a->limits[i].mib != b->limits[i].mib)
+            return false;
+    return true;
 }
 
 static int decode_sharing(json_t *sh, struct dra_config *c, struct error *err)
@@ -181,12 +245,9 @@ static int decode_sharing(json_t *sh, struct dra_config *c, struct error *err)
         return ts ? decode_time_slicing(ts, c, err) : 0;
     }
     if (ts)
-        return error_set(err, -EINVAL, "cannot use TimeSlicingConfig with the MPS strategy");
-    if (mps && (r = decode_mps(mps, err)) < 0)
-        return r;
-    return error_set(err, -ENOTSUP,
-                     "MPS sharing is not supported by this plugin (it runs no per-claim MPS "
-                     "control daemon); use TimeSlicing, or the device plugin's MPS sharing");
+        return error_set(err, -EINVAL, "cannot use TimeSlicingConfig with the 'MPS' strategy");
+    /* Normalize: no mpsConfig is an empty one */
+    return mps ? decode_mps(mps, &c->mps, err) : 0;
 }
 
 int dra_config_decode(json_t *p, struct dra_config *out, struct error *err)

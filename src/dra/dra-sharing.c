@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/nvsmi.h"
+#include "dra/dra-mps.h"
 #include "dra/dra-sharing.h"
 #include "nvml/nvml.h"
 
@@ -10,11 +11,14 @@ struct dra_sharing_ctx {
     struct loop *loop;
     char *driver_root; /* NULL: the container's own */
     unsigned timeout_ms;
+    char *plugin_dir;  /* NULL: no MPS */
+    unsigned mps_ready_ms, mps_stop_ms;
 };
 
-/* nvidia-smi running for a claim's device. */
+/* nvidia-smi running for a claim's device, or its MPS daemon waited for. */
 struct dra_apply_op {
     struct tool_run *tool;
+    struct dra_mps_wait *wait;
     char uuid[sizeof(((struct inv_gpu *)0)->uuid)]; /* a reload may free the inventory's */
     enum dra_ts_interval interval;
     dra_apply_done_fn done;
@@ -29,6 +33,9 @@ struct dra_sharing_ctx *dra_sharing_new(const struct dra_sharing_options *o)
     if (root && *root && !streq(root, "/"))
         s->driver_root = xstrdup(root);
     s->timeout_ms = o->timeout_ms ? o->timeout_ms : DRA_SHARING_TOOL_TIMEOUT_MS;
+    s->plugin_dir = o->plugin_dir ? xstrdup(o->plugin_dir) : NULL;
+    s->mps_ready_ms = o->mps_ready_ms ? o->mps_ready_ms : DRA_MPS_READY_TIMEOUT_MS;
+    s->mps_stop_ms = o->mps_stop_ms ? o->mps_stop_ms : DRA_MPS_STOP_TIMEOUT_MS;
     return s;
 }
 
@@ -37,6 +44,7 @@ void dra_sharing_free(struct dra_sharing_ctx *s)
     if (!s)
         return;
     free(s->driver_root);
+    free(s->plugin_dir);
     free(s);
 }
 
@@ -92,7 +100,41 @@ static int set_timeslice(const struct dra_sharing_ctx *s, const char *uuid,
 void dra_sharing_cancel(void *sharing, struct dra_apply_op *op)
 {
     tool_cancel(op->tool);
+    dra_mps_wait_cancel(op->wait);
     free(op);
+}
+
+static void mps_waited(void *userdata, int r, const struct error *err)
+{
+    struct dra_apply_op *op = userdata;
+    op->done(op->userdata, r, err);
+    free(op);
+}
+
+/* MPS of a device (dra-mps.h): its group's desired state (ready: made, else removed),
+ * then its daemon waited for (ready, or stopped and its directory gone). */
+static int mps(const struct dra_sharing_ctx *s, const struct dra_config *cfg, bool ready,
+               dra_apply_done_fn done, void *userdata, struct dra_apply_op **opp,
+               struct error *err)
+{
+    if (!cfg->mps.id[0]) /* a reset of a record that never got one: nothing was started */
+        return ready ? error_set(err, -EINVAL, "no MPS control daemon was planned for it") : 0;
+    if (!s->plugin_dir)
+        return error_set(err, -ENOTSUP, "MPS needs the plugin's directory (not given)");
+    int r = ready ? dra_mps_desire(s->plugin_dir, &cfg->mps, err)
+                  : dra_mps_undesire(s->plugin_dir, cfg->mps.id, err);
+    if (r <= 0)
+        return r < 0 ? error_prefix(err, "MPS control daemon %s", cfg->mps.id) : 0;
+    struct dra_apply_op *op = xcalloc(1, sizeof(*op));
+    *op = (struct dra_apply_op){ .done = done, .userdata = userdata };
+    r = dra_mps_wait(s->loop, s->plugin_dir, cfg->mps.id, ready,
+                     ready ? s->mps_ready_ms : s->mps_stop_ms, mps_waited, op, &op->wait);
+    if (r <= 0) {
+        free(op);
+        return r;
+    }
+    *opp = op;
+    return 1;
 }
 
 int dra_sharing_apply(void *sharing, const struct inv_gpu *gpu, const struct inv_mig *mig,
@@ -104,8 +146,7 @@ int dra_sharing_apply(void *sharing, const struct inv_gpu *gpu, const struct inv
     case DRA_SHARING_NONE:
         return 0;
     case DRA_SHARING_MPS:
-        return error_set(err, -ENOTSUP, "MPS sharing per claim is not supported by this "
-                         "plugin (docs/compatibility.md)");
+        return mps(s, cfg, true, done, done_userdata, op, err);
     case DRA_SHARING_TIME_SLICING:
         break;
     }
@@ -127,7 +168,9 @@ int dra_sharing_reset(void *sharing, const struct inv_gpu *gpu, const struct inv
                       const struct dra_config *cfg, dra_apply_done_fn done, void *done_userdata,
                       struct dra_apply_op **op, struct error *err)
 {
-    /* Only TimeSlicing was ever applied (MPS is refused), and on a MIG device nothing. */
+    if (cfg->sharing == DRA_SHARING_MPS)
+        return mps(sharing, cfg, false, done, done_userdata, op, err);
+    /* TimeSlicing: on a MIG device nothing was set */
     if (cfg->sharing != DRA_SHARING_TIME_SLICING)
         return 0;
     struct dra_config defaults = *cfg;

@@ -49,8 +49,14 @@ static void config(json_t *o)
     struct error err = { 0 };
     int r = dra_config_decode(o, &c, &err);
     must_say(r, &err);
-    if (r == 0 && c.sharing == DRA_SHARING_MPS)
-        abort(); /* MPS is always refused */
+    /* MPS: its limits in the daemon's units, within their bounds, not planned yet */
+    if (r == 0 && c.sharing == DRA_SHARING_MPS &&
+        (c.mps.thread_pct < -1 || c.mps.thread_pct > 100 || c.mps.pinned_mib == 0 ||
+         c.mps.pinned_mib < -1 || c.mps.n_limits > DRA_MPS_LIMITS_MAX || c.mps.id[0]))
+        abort();
+    for (unsigned i = 0; r == 0 && i < c.mps.n_limits; i++)
+        if (c.mps.limits[i].mib < 1)
+            abort();
 }
 
 static void checkpoint(const unsigned char *data, size_t size)

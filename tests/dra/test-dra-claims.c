@@ -233,18 +233,14 @@ static void test_config_errors(void)
     expect_config_error(GPUCFG(",\"sharing\":{\"strategy\":\"TimeSlicing\",\"mpsConfig\":{}}"), -EINVAL,
                         "invalid GpuConfig: cannot use MpsConfig with the TimeSlicing strategy");
     expect_config_error(GPUCFG(",\"sharing\":{\"strategy\":\"MPS\",\"timeSlicingConfig\":{}}"), -EINVAL,
-                        "invalid GpuConfig: cannot use TimeSlicingConfig with the MPS strategy");
+                        "invalid GpuConfig: cannot use TimeSlicingConfig with the 'MPS' strategy");
     expect_config_error(GPUCFG(",\"sharing\":{\"strategy\":7}"), -EINVAL,
                         "invalid GpuConfig: json: cannot unmarshal number into field sharing.strategy of type GpuSharingStrategy");
     expect_config_error(GPUCFG(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":101}}"),
                         -EINVAL, "invalid GpuConfig: active thread percentage must not be greater than 100");
     expect_config_error(GPUCFG(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"nope\":1}}"), -EINVAL,
                         "invalid GpuConfig: strict decoding error: unknown field \"sharing.mpsConfig.nope\"");
-    /* A valid MPS config: refused by name, we run no per-claim MPS daemons. */
-    expect_config_error(GPUCFG(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":50,\"multiUser\":true}}"),
-                        -ENOTSUP,
-                        "invalid GpuConfig: MPS sharing is not supported by this plugin (it runs no "
-                        "per-claim MPS control daemon); use TimeSlicing, or the device plugin's MPS sharing");
+    /* MPS's own table: test-dra-mps.c */
     expect_config_error("{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"Nope\"}", -EINVAL,
                         "error decoding config parameters: no kind \"Nope\" is registered for version \"resource.nvidia.com/v1beta1\"");
     expect_config_error("{\"apiVersion\":\"v9\",\"kind\":\"GpuConfig\"}", -EINVAL,
@@ -269,9 +265,10 @@ static void test_config_errors(void)
     /* In a claim: the claim's error names it and the config's text. */
     struct dra_claim c;
     CHECK(parse_with("[" RES("a", "gpu-0") "]",
-                     "[" CFG("FromClaim", "[]", GPUCFG(",\"sharing\":{\"strategy\":\"MPS\"}")) "]", &c,
-                     &err) == -ENOTSUP);
-    CHECK_STR_CONTAINS(err.msg, "claim ns/c: invalid GpuConfig: MPS sharing is not supported");
+                     "[" CFG("FromClaim", "[]", GPUCFG(",\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":"
+                                                       "{\"defaultActiveThreadPercentage\":-1}}")) "]", &c,
+                     &err) == -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "claim ns/c: invalid GpuConfig: active thread percentage must not be negative");
     /* Garbage in a config that names no allocated request still fails: all are decoded. */
     CHECK(parse_with("[" RES("a", "gpu-0") "]",
                      "[" CFG("FromClass", "[\"zz\"]", "\"garbage\"") "]", &c, &err) == -EINVAL);

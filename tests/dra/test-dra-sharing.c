@@ -182,8 +182,9 @@ int main(void)
     CHECK(apply(s, &g0, NULL, &none, &err) == 0);
     CHECK(apply(s, &g0, &m, &mig_ts, &err) == 0);
     struct dra_config mps = { .kind = DRA_CONFIG_GPU, .sharing = DRA_SHARING_MPS };
-    CHECK(apply(s, &g0, NULL, &mps, &err) == -ENOTSUP);
-    CHECK_STR_CONTAINS(err.msg, "MPS sharing per claim is not supported");
+    /* MPS never planned (dra_mps_plan gives it its daemon: test-dra-mps.c) */
+    CHECK(apply(s, &g0, NULL, &mps, &err) == -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "no MPS control daemon was planned for it");
     {
         _cleanup_free_ char *text = slurp(calls);
         CHECK(strlen(text) == 3 * strlen("compute-policy -i " UUID(0) " --set-timeslice 2\n"));

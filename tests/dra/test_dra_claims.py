@@ -223,7 +223,7 @@ class Claims(unittest.TestCase):
         mps = copy.deepcopy(obj("resourceclaim-opaque-config-allocated"))
         mps["metadata"].update(name="mps", uid="aaaaaaaa-0000-0000-0000-000000000003")
         mps["status"]["allocation"]["devices"]["config"][1]["opaque"]["parameters"]["sharing"] = {
-            "strategy": "MPS"}
+            "strategy": "MPS", "timeSlicingConfig": {}}
         self.load(mps)
         garbage = copy.deepcopy(mps)
         garbage["metadata"].update(name="garbage", uid="aaaaaaaa-0000-0000-0000-000000000004")
@@ -247,7 +247,7 @@ class Claims(unittest.TestCase):
             "claim default/missing:aaaaaaaa-0000-0000-0000-00000000000f: claim not found in the API server",
             "no device of gpu.nvidia.com is allocated in pool gpu-node-1 (allocated to another node?)",
             "device gpu-9 is not a device of node gpu-node-1",
-            "claim default/mps: invalid GpuConfig: MPS sharing is not supported by this plugin",
+            "claim default/mps: invalid GpuConfig: cannot use TimeSlicingConfig with the 'MPS' strategy",
             "claim default/garbage: invalid GpuConfig: strict decoding error: unknown field \"colour\"",
             "getting the claim: HTTP 500: resourceclaims \"failing\" failed on command",
             "error preparing devices for claim ../../etc: not a claim UID",
