@@ -33,6 +33,10 @@ int cmd_serve(struct config *cfg, int argc, char **argv);
 int cmd_config_manager(int argc, char **argv);
 int cmd_gfd(int argc, char **argv);
 int cmd_mps_control_daemon(int argc, char **argv);
+/* The OCI hooks of a GPU share's CDI spec (cmd_cdi_hook.c, docs/cdi-hook.md): argv[0] the
+ * program or "cdi-hook", argv[1] the hook ("share-memory-limit"). Also built alone as
+ * gpu-device-plugin-cdi-hook. Exit 0, 1 (failure) or 2 (usage), its own codes. */
+int cmd_cdi_hook(int argc, char **argv);
 
 /* The end of --help, after the flags: the exit codes (GDP_EXIT_CODES) and the signals
  * serve handles (cmd_serve.c). */

@@ -46,6 +46,11 @@ int main(int argc, char **argv)
         return cmd_gfd(argc, argv);
     if (streq(program_name(argv[0]), "mps-control-daemon"))
         return cmd_mps_control_daemon(argc, argv);
+    /* the OCI hooks of a share's CDI spec: their own flags, no configuration */
+    if (streq(program_name(argv[0]), "gpu-device-plugin-cdi-hook"))
+        return cmd_cdi_hook(argc, argv);
+    if (argc > 1 && streq(argv[1], "cdi-hook"))
+        return cmd_cdi_hook(argc - 1, argv + 1);
     struct config *cfg = xcalloc(1, sizeof(*cfg));
 
     int r = config_load(cfg, argc, argv, environ, &cmd, &err);

@@ -1,15 +1,17 @@
 /* What the NVML door's files share (nvml.c: loading and the device queries; nvml-mig.c:
- * MIG devices, existing and on demand): the typed symbol table, the error translation
- * and the handle conversions. Nothing outside src/nvml includes this. */
+ * MIG devices, existing and on demand; nvml-limits.c: per-cgroup memory limits): the typed
+ * symbol table, the error translation and the handle conversions. Nothing outside
+ * src/nvml includes this. */
 #pragma once
 
 #include "nvml-abi.h"
 #include "nvml.h"
 
-/* The calls that change a GPU setting (DRA's TimeSlicing sets the compute mode). The
- * plugin gpu-smoke runs (src/meson.build: gpu-device-plugin-readonly, this file compiled
- * with GDP_NVML_READ_ONLY) names none of them at all, so that scripts/gpu-smoke.sh can
- * prove from the binary's bytes that it only reads NVML (check-nvml). */
+/* The calls that change a GPU setting (DRA's TimeSlicing sets the compute mode, the CDI
+ * hook a share's memory limit). The plugin gpu-smoke runs (src/meson.build:
+ * gpu-device-plugin-readonly, this file compiled with GDP_NVML_READ_ONLY) names none of
+ * them at all, so that scripts/gpu-smoke.sh can prove from the binary's bytes that it
+ * only reads NVML (check-nvml). */
 #ifndef GDP_NVML_READ_ONLY
 #define NVML_SETTING_SYMBOLS(X)                                                               \
     X(nvmlDeviceSetComputeMode, 0, NULL)                                                      \
@@ -17,7 +19,8 @@
     X(nvmlDeviceCreateGpuInstanceWithPlacement, 0, NULL)                                      \
     X(nvmlGpuInstanceCreateComputeInstance, 0, NULL)                                          \
     X(nvmlComputeInstanceDestroy, 0, NULL)                                                    \
-    X(nvmlGpuInstanceDestroy, 0, NULL)
+    X(nvmlGpuInstanceDestroy, 0, NULL)                                                        \
+    X(nvmlDeviceSetMemoryLimits_v1, 0, NULL)
 #else
 #define NVML_SETTING_SYMBOLS(X)
 #endif
@@ -44,6 +47,7 @@
     X(nvmlDeviceGetAddressingMode, 0, NULL)                                                   \
     X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
     X(nvmlDeviceGetComputeMode, 0, NULL)                                                      \
+    X(nvmlDeviceGetMemoryLimits_v1, 0, NULL)                                                  \
     X(nvmlDeviceGetMaxMigDeviceCount, 0, NULL)                                                \
     X(nvmlDeviceGetMigDeviceHandleByIndex, 0, NULL)                                           \
     X(nvmlDeviceGetGpuInstanceId, 0, NULL)                                                    \

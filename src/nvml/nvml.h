@@ -70,6 +70,22 @@ enum nvml_compute_mode {
 int nvml_device_compute_mode(nvml_device dev, enum nvml_compute_mode *mode, struct error *err);
 int nvml_device_set_compute_mode(nvml_device dev, enum nvml_compute_mode mode, struct error *err);
 
+/* ---- per-cgroup device-memory limits (nvml-limits.c; driver r615+, cgroup v2, not MIG)
+ * `cgroup_path`: the cgroup v2 directory's full path ("/sys/fs/cgroup/<path>"); bytes.
+ * The hard limit is what the cgroup may allocate on the GPU (an allocation past it fails
+ * with CUDA_ERROR_OUT_OF_MEMORY); the soft limit is the amount guaranteed (0: none).
+ * Setting needs root. -ENOTSUP: NVML says NOT_SUPPORTED (driver before r615, a cgroup v1
+ * host, a MIG device or a GPU in MIG mode, the root cgroup); -ENOSYS: the library lacks
+ * the call (older NVML, or gpu-smoke's read-only build); -ENOENT: no such cgroup. */
+#define NVML_MEMORY_LIMIT_NONE UINT64_MAX /* NVML_DEVICE_MEMORY_LIMIT_MAX: no hard limit */
+int nvml_device_set_memory_limits(nvml_device dev, const char *cgroup_path, uint64_t soft,
+                                  uint64_t hard, struct error *err);
+/* NVIDIA's reset: soft 0, hard NVML_MEMORY_LIMIT_NONE (removes the cgroup's limits). */
+int nvml_device_reset_memory_limits(nvml_device dev, const char *cgroup_path, struct error *err);
+/* Read back (no privilege needed): soft 0 / hard NVML_MEMORY_LIMIT_NONE when none. */
+int nvml_device_memory_limits(nvml_device dev, const char *cgroup_path, uint64_t *soft,
+                              uint64_t *hard, struct error *err);
+
 /* ---- MIG */
 int nvml_device_max_mig_count(nvml_device dev, unsigned *count, struct error *err);
 /* -ENOENT for an empty slot. */
