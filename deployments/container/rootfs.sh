@@ -27,6 +27,17 @@ for name in nvidia-device-plugin gpu-feature-discovery config-manager mps-contro
         gpu-kubelet-plugin; do
     ln -sf gpu-device-plugin "$out/usr/bin/$name"
 done
+# The OCI hook of a GPU share's CDI spec (docs/cdi-hook.md), built beside the plugin: the
+# plugin copies it from beside itself to the host's kubelet plugins directory, where the
+# runtime runs it on the host; it links glibc only, so it needs no library of this tree
+# there. Its own binary (not a symlink), since the copy must stand alone. Without it the
+# image still works, shares are then enforced by MPS only (the plugin says so).
+hook=$(dirname "$bin")/gpu-device-plugin-cdi-hook
+if [ -f "$hook" ]; then
+    install -m 0755 -s "$hook" "$out/usr/bin/gpu-device-plugin-cdi-hook"
+else
+    echo "rootfs.sh: note: no $hook beside the plugin (ninja src/gpu-device-plugin-cdi-hook)" >&2
+fi
 
 # ldd lines: "libx.so.1 => /lib/x86_64-linux-gnu/libx.so.1 (0x...)" and the loader
 # "/lib64/ld-linux-x86-64.so.2 (0x...)". Each is copied (dereferenced) to the same path

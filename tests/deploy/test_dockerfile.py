@@ -85,6 +85,16 @@ def check_rootfs():
         if not d.check(r.returncode == 0, f"rootfs.sh failed: {r.stderr.strip()}"):
             return
         d.check(os.path.isfile(os.path.join(out, "usr/bin/gpu-device-plugin")), "rootfs: binary")
+        # the share hook beside it, its own file (copied to the host, so no symlink), and
+        # it needs no library the host may lack: glibc only (docs/cdi-hook.md)
+        hook = os.path.join(out, "usr/bin/gpu-device-plugin-cdi-hook")
+        d.check(os.path.isfile(hook) and not os.path.islink(hook) and os.access(hook, os.X_OK),
+                "rootfs: gpu-device-plugin-cdi-hook")
+        if os.path.isfile(hook):
+            needed = subprocess.run(["ldd", hook], capture_output=True, text=True).stdout
+            libs = set(re.findall(r"(lib[\w+.-]*\.so[.\d]*)", needed)) - {"libc.so.6"}
+            libs = {lib for lib in libs if "san.so" not in lib}  # a sanitizer build's runtime
+            d.check(not libs, f"gpu-device-plugin-cdi-hook links more than glibc: {sorted(libs)}")
         for name in ("nvidia-device-plugin", "gpu-feature-discovery", "config-manager",
                      "mps-control-daemon",  # every program of NVIDIA's image
                      "gpu-kubelet-plugin"):  # and of its DRA driver's
