@@ -123,8 +123,10 @@ static int mps(const struct dra_sharing_ctx *s, const struct dra_config *cfg, bo
         return error_set(err, -ENOTSUP, "MPS needs the plugin's directory (not given)");
     int r = ready ? dra_mps_desire(s->plugin_dir, &cfg->mps, err)
                   : dra_mps_undesire(s->plugin_dir, cfg->mps.id, err);
-    if (r <= 0)
-        return r < 0 ? error_prefix(err, "MPS control daemon %s", cfg->mps.id) : 0;
+    if (r < 0)
+        return error_prefix(err, "MPS control daemon %s", cfg->mps.id);
+    if (!ready && r == 0) /* nothing left, or nothing the runner took */
+        return 0;
     struct dra_apply_op *op = xcalloc(1, sizeof(*op));
     *op = (struct dra_apply_op){ .done = done, .userdata = userdata };
     r = dra_mps_wait(s->loop, s->plugin_dir, cfg->mps.id, ready,

@@ -1,0 +1,301 @@
+#!/usr/bin/python3
+"""MPS sharing of DRA claims end to end (issue 32 items 1 and 2): the real binary as the DRA
+plugin (`serve --dra`, against the fake API server and dra_kubelet.py, as test_dra_serve.py)
+and as the runner of its desired states (`mps-control-daemon --dra`), with NVIDIA's tools
+replaced by recording stand-ins on the runner's PATH.
+
+- Prepare of a claim with an MPS GpuConfig: <plugin dir>/mps/<id>/desired.json (id NVIDIA's:
+  claim UID and 5 hex of sha256 of the sorted UUIDs; limits in whole MiB), the runner's exact
+  commands (compute mode EXCLUSIVE_PROCESS per GPU, `nvidia-cuda-mps-control -d` with the
+  id's pipe and log directories and CUDA_VISIBLE_DEVICES, the thread percentage and each
+  device's pinned memory limit), a tmpfs on shm, startup.log; the CDI spec's MPS edits.
+- The plugin SIGKILLed and started again: the daemon is not touched (no `quit`), a repeated
+  Prepare answers from the checkpoint.
+- Unprepare: `quit`, compute mode DEFAULT, shm unmounted, the id's directory gone.
+- The runner restarted: it starts the daemons of the desired states again.
+- No runner: Prepare fails with NVIDIA's "not yet ready" after its bound and the claim stays
+  PrepareStarted; the kubelet's retry, once the runner runs, prepares it.
+- A claim forgotten while the plugin was down (its checkpoint of another boot): its desired
+  state removed at start, and the runner stops its daemon.
+
+usage: test_dra_mps.py <fake-apiserver>"""
+import hashlib
+import json
+import os
+import signal
+import stat
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "integration"))
+import harness  # noqa: E402
+sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
+import kubetest as kt  # noqa: E402
+from kubetest import scratch  # noqa: E402
+from dra_kubelet import CDI_KIND, DRIVER, NODE, Kubelet, cdi_errors, obj, on_node, ref  # noqa: E402
+
+FAKE = None
+TOOL = """#!/bin/sh
+# Records how it was called (argv, the MPS variables, stdin) and answers 0.
+{ printf '%%s' "$(basename "$0")"; for a in "$@"; do printf ' %%s' "$a"; done
+  if [ "$(basename "$0")" = nvidia-cuda-mps-control ]; then
+    printf ' | pipe=%%s log=%%s visible=%%s' "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" \\
+        "$CUDA_VISIBLE_DEVICES"
+    [ $# -eq 0 ] && printf ' | stdin=%%s' "$(cat)"; fi
+  echo; } >> %s
+"""
+MPS = {"defaultActiveThreadPercentage": 50, "defaultPinnedDeviceMemoryLimit": "1Gi",
+       "defaultPerDevicePinnedMemoryLimit": {"1": "2Gi"}}
+
+
+def mounted(path):
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == path for line in f)
+
+
+class DraMps(harness.PluginTestCase):
+    def setUp(self):
+        super().setUp()
+        self.render("a100")
+        self.uuids = {"gpu-%d" % g["index"]: g["uuid"] for g in harness.load_profile("a100")}
+        d = os.path.join(self.tmp, "api")
+        os.mkdir(d)
+        self.srv = kt.LineProc([FAKE, d])
+        self.addCleanup(self.srv.stop)
+        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
+        self.kubeconfig = kt.write_kubeconfig(os.path.join(d, "kubeconfig"),
+                                              "https://127.0.0.1:%d" % port,
+                                              ca=os.path.join(d, "ca.crt"), token="tok1")
+        self.cmd("add " + NODE)
+        socks = scratch.socket_dir("gdp-mps-")
+        self.addCleanup(scratch.remove, socks)
+        self.registrar = os.path.join(socks, "plugins_registry")
+        self.plugins = os.path.join(socks, "plugins")
+        self.mps = os.path.join(self.plugins, DRIVER, "mps")
+        self.addCleanup(self.unmount_all)  # before the directories go (LIFO)
+        self.cdi = os.path.join(self.tmp, "cdi")
+        self.kl = Kubelet(self.registrar)
+        self.addCleanup(self.kl.close)
+        self.calls = os.path.join(self.tmp, "calls.log")
+        self.bin = os.path.join(self.tmp, "bin")
+        os.mkdir(self.bin)
+        for tool in ("nvidia-smi", "nvidia-cuda-mps-control"):
+            path = os.path.join(self.bin, tool)
+            with open(path, "w") as f:
+                f.write(TOOL % self.calls)
+            os.chmod(path, stat.S_IRWXU)
+        self.runner = None
+
+    def unmount_all(self):
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                if line.split()[1].startswith(self.mps):
+                    os.system("umount -l %s" % line.split()[1])
+
+    def cmd(self, line):
+        self.srv.send(line)
+        self.srv.expect(r"^ok %s$" % line.split()[0])
+
+    def load(self, o):
+        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
+        return o
+
+    def claim(self, name, uid, mps=MPS, devices=("gpu-2", "gpu-3")):
+        o = on_node(obj("resourceclaim-two-gpus-allocated"), name=name, uid=uid)
+        for r, dev in zip(o["status"]["allocation"]["devices"]["results"], devices):
+            r["device"] = dev
+        o["status"]["allocation"]["devices"]["config"] = [{
+            "source": "FromClaim", "requests": ["gpus"],
+            "opaque": {"driver": DRIVER, "parameters": {
+                "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+                "sharing": {"strategy": "MPS", "mpsConfig": mps}}}}]
+        return self.load(o)
+
+    # -- the two processes
+    def start_dra(self):
+        args = ["--dra", "--node-name", NODE, "--kubeconfig", self.kubeconfig,
+                "--kubelet-registrar-directory-path", self.registrar,
+                "--kubelet-plugins-directory-path", self.plugins, "--cdi-root", self.cdi]
+        p = self.start_plugin(args)
+        p.wait_log("ResourceSlices of node %s are up to date" % NODE)
+        self.kl.register()
+        return p
+
+    def start_runner(self):
+        env = self.plugin_env(extra={"GDP_SYSFS_ROOT": self.sys_root,
+                                     "GDP_MPS_CONTAINER_ROOT": os.path.join(self.tmp, "mpsroot"),
+                                     "PATH": self.bin + ":/usr/bin:/bin"})
+        args = ["--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
+                "--dev-root", self.dev_root, "--dra", "--kubelet-plugins-directory-path", self.plugins]
+        p = harness.Plugin(args, env, self.log, wrap=harness.run_as("mps-control-daemon"))
+        self.addCleanup(self.stop_runner, p)
+        p.wait_log("running the MPS control daemons of claims")
+        self.runner = p
+        return p
+
+    def stop_runner(self, p):
+        if p.alive():
+            p.signal(signal.SIGTERM)
+            self.assertEqual(p.wait_exit(), 0, p.stderr.text()[-3000:])
+
+    def calls_made(self):
+        try:
+            with open(self.calls) as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def wait(self, pred, what, timeout=harness.TIMEOUT):
+        end = time.monotonic() + timeout
+        while not pred():
+            if time.monotonic() > end:
+                raise AssertionError("never: %s; calls: %s" % (what, self.calls_made()))
+            time.sleep(0.02)
+
+    def mps_id(self, uid, devices):
+        uuids = sorted(self.uuids[d] for d in devices)
+        return "%s-%s" % (uid, hashlib.sha256(",".join(uuids).encode()).hexdigest()[:5])
+
+    def spec(self, uid):
+        with open(os.path.join(self.cdi, "k8s.gpu.nvidia.com-claim_%s.yaml" % uid)) as f:
+            return json.load(f)
+
+    # ---------------------------------------------------------------------------------
+
+    def test_prepare_restarts_unprepare(self):
+        self.start_runner()
+        self.start_dra()
+        uid = "11111111-0000-0000-0000-000000000001"
+        o = self.claim("mps-two", uid)
+        res = self.kl.prepare(ref(o))
+        self.assertEqual(res[uid]["error"], "", res)
+        self.assertEqual([d[1] for d in res[uid]["devices"]], ["gpu-2", "gpu-3"])
+        ident = self.mps_id(uid, ["gpu-2", "gpu-3"])
+        d = os.path.join(self.mps, ident)
+        u = sorted([self.uuids["gpu-2"], self.uuids["gpu-3"]])
+        with open(os.path.join(d, "desired.json")) as f:
+            self.assertEqual(json.load(f), {
+                "version": 1, "id": ident, "devices": u, "activeThreadPercentage": 50,
+                "multiUser": False, "pinnedDeviceMemoryLimitMiB": {u[0]: 1024, u[1]: 2048}})
+        with open(os.path.join(d, "log", "startup.log")) as f:
+            self.assertEqual(f.read(), "startup complete\n")
+        self.assertTrue(mounted(os.path.join(d, "shm")))
+        env = " | pipe=%s/pipe log=%s/log visible=%s" % (d, d, ",".join(u))
+        self.assertEqual(self.calls_made(), [
+            "nvidia-smi -i %s -c EXCLUSIVE_PROCESS" % u[0],
+            "nvidia-smi -i %s -c EXCLUSIVE_PROCESS" % u[1],
+            "nvidia-cuda-mps-control -d" + env,
+            "nvidia-cuda-mps-control" + env + " | stdin=set_default_active_thread_percentage 50",
+            "nvidia-cuda-mps-control" + env + " | stdin=set_default_device_pinned_mem_limit %s 1024M" % u[0],
+            "nvidia-cuda-mps-control" + env + " | stdin=set_default_device_pinned_mem_limit %s 2048M" % u[1],
+        ])
+        spec = self.spec(uid)
+        self.assertEqual(cdi_errors(spec), [], spec)
+        self.assertEqual(spec["kind"], CDI_KIND)
+        for dev in spec["devices"]:
+            edits = dev["containerEdits"]
+            self.assertIn("CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", edits["env"])
+            opts = ["rw", "nosuid", "nodev", "bind"]
+            self.assertEqual(edits["mounts"][-2:], [
+                {"hostPath": os.path.join(d, "shm"), "containerPath": "/dev/shm", "options": opts},
+                {"hostPath": os.path.join(d, "pipe"), "containerPath": "/tmp/nvidia-mps", "options": opts}])
+
+        # The plugin killed and started again: the daemon runs on, untouched; the kubelet's
+        # repeated Prepare is answered from the checkpoint.
+        before = self.calls_made()
+        self.plugin.kill()
+        self.kl.close()
+        self.start_dra()
+        self.assertEqual(self.kl.prepare(ref(o)), res)
+        time.sleep(0.3)
+        self.assertEqual(self.calls_made(), before)
+        self.assertTrue(os.path.exists(os.path.join(d, "desired.json")))
+
+        # The runner restarted: the daemons of the desired states started again.
+        self.stop_runner(self.runner)
+        self.assertIn("nvidia-cuda-mps-control" + env + " | stdin=quit", self.calls_made())
+        self.assertNotIn("nvidia-smi -i %s -c DEFAULT" % u[0], self.calls_made())
+        n = len(self.calls_made())
+        self.start_runner()
+        self.wait(lambda: os.path.exists(os.path.join(d, "log", "startup.log")) and
+                  len(self.calls_made()) >= n + 6, "the daemon started again")
+        self.assertIn("nvidia-cuda-mps-control -d" + env, self.calls_made()[n:])
+
+        # Unprepare: quit, compute mode DEFAULT, shm unmounted, the directory gone.
+        n = len(self.calls_made())
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.assertFalse(os.path.exists(d))
+        self.assertFalse(mounted(os.path.join(d, "shm")))
+        self.assertEqual(self.calls_made()[n:], [
+            "nvidia-cuda-mps-control" + env + " | stdin=quit",
+            "nvidia-smi -i %s -c DEFAULT" % u[0],
+            "nvidia-smi -i %s -c DEFAULT" % u[1]])
+        self.assertFalse(os.path.exists(os.path.join(self.cdi, "k8s.gpu.nvidia.com-claim_%s.yaml" % uid)))
+        # unprepared again (the kubelet repeats): nothing to do
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+
+    def test_not_ready_then_retry(self):
+        """No runner: NVIDIA's error after its bound, PrepareStarted kept; the retry prepares."""
+        self.start_dra()
+        uid = "11111111-0000-0000-0000-000000000002"
+        o = self.claim("mps-wait", uid, {"multiUser": True})
+        t = time.monotonic()
+        res = self.kl.prepare(ref(o))
+        self.assertIn("MPS control daemon is not yet ready: waiting for MPS control daemon to "
+                      "come online", res[uid]["error"])
+        self.assertGreater(time.monotonic() - t, 14)
+        with open(os.path.join(self.plugins, DRIVER, "checkpoint.json")) as f:
+            ck = json.load(f)
+        self.assertEqual(ck["preparedClaims"][uid]["checkpointState"], "PrepareStarted")
+        ident = self.mps_id(uid, ["gpu-2", "gpu-3"])
+        self.assertTrue(os.path.exists(os.path.join(self.mps, ident, "desired.json")))
+        self.start_runner()
+        res = self.kl.prepare(ref(o))
+        self.assertEqual(res[uid]["error"], "", res)
+        self.assertIn("nvidia-cuda-mps-control -d -M | pipe=%s/pipe" % os.path.join(self.mps, ident),
+                      "\n".join(self.calls_made()))
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.assertFalse(os.path.exists(os.path.join(self.mps, ident)))
+
+    def test_unprepare_without_runner(self):
+        """A desired state no runner ever took: the unprepare removes it itself."""
+        self.start_dra()
+        uid = "11111111-0000-0000-0000-000000000005"
+        o = self.claim("mps-alone", uid)
+        ident = self.mps_id(uid, ["gpu-2", "gpu-3"])
+        self.kl.prepare(ref(o))  # not ready: no runner
+        self.assertTrue(os.path.exists(os.path.join(self.mps, ident)))
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.assertFalse(os.path.exists(os.path.join(self.mps, ident)))
+
+    def test_claim_forgotten_while_down(self):
+        self.start_runner()
+        self.start_dra()
+        keep, gone = "11111111-0000-0000-0000-000000000003", "11111111-0000-0000-0000-000000000004"
+        c = self.claim("mps-keep", keep)
+        self.assertEqual(self.kl.prepare(ref(c))[keep]["error"], "")
+        b = self.claim("mps-gone", gone, devices=("gpu-4", "gpu-5"))
+        self.assertEqual(self.kl.prepare(ref(b))[gone]["error"], "")
+        ident = self.mps_id(gone, ["gpu-4", "gpu-5"])
+        self.assertTrue(os.path.exists(os.path.join(self.mps, ident, "log", "startup.log")))
+        self.plugin.signal(signal.SIGTERM)
+        self.assertEqual(self.plugin.wait_exit(), 0)
+        self.kl.close()
+        # The claim disappears from the checkpoint while the plugin is down.
+        path = os.path.join(self.plugins, DRIVER, "checkpoint.json")
+        with open(path) as f:
+            ck = json.load(f)
+        del ck["preparedClaims"][gone]
+        with open(path, "w") as f:
+            json.dump(ck, f)
+        self.start_dra()
+        self.plugin.wait_log("MPS: the claim of control daemon %s is not prepared" % ident)
+        self.wait(lambda: not os.path.exists(os.path.join(self.mps, ident)), "the daemon stopped")
+        self.assertTrue(os.path.exists(os.path.join(self.mps, self.mps_id(keep, ["gpu-2", "gpu-3"]),
+                                                    "desired.json")))
+        self.assertEqual(self.kl.unprepare(ref(c)), {keep: ""})
+
+
+if __name__ == "__main__":
+    FAKE = sys.argv.pop(1)
+    harness.main()
