@@ -63,7 +63,8 @@ def static_checks(values):
         "kubeletRegistrarDir": "/var/lib/kubelet/plugins_registry", "cdiRoot": "/var/run/cdi",
         "featureGates": {}, "deviceClasses": {"enabled": True}, "extendedResourceName": None,
         "consumableCapacity": {"enabled": False, "memoryStep": "1Gi", "memoryDefault": "0",
-                               "computeDefault": 10}}, f"dra defaults {values.get('dra')}")
+                               "computeDefault": 10},
+        "mps": {"enabled": True, "resources": {}}}, f"dra defaults {values.get('dra')}")
     d.check(values.get("gpuResourcesEnabledOverride") is False, "gpuResourcesEnabledOverride defaults to false")
 
 
@@ -204,6 +205,56 @@ def on_checks(render, env_names):
             f"DRA with nodeLabelsPatch: {rules}")
 
 
+def mps_checks(render):
+    """DRA's MPS claims: the mps-control-daemon DaemonSet (docs/dra.md "MPS sharing"), with
+    DRA only, apart from the plugin's pod, given the plugins directory (Bidirectional, for
+    each daemon's shm tmpfs) and GDP_DRA; no RBAC of its own; off with dra.mps.enabled."""
+    files, _ = render()
+    d.check(not files.get("mps-control-daemon.yml"), "no MPS DaemonSet without DRA")
+    files, _ = render(ON)
+    docs = files.get("mps-control-daemon.yml") or []
+    if not d.check(len(docs) == 1, f"DRA: one MPS DaemonSet, got {len(docs)}"):
+        return
+    (ds,) = docs
+    _, plugin_pod = daemonset(files)
+    pod = ds["spec"]["template"]["spec"]
+    sel, labels = ds["spec"]["selector"]["matchLabels"], ds["spec"]["template"]["metadata"]["labels"]
+    d.check(ds["kind"] == "DaemonSet" and ds["metadata"]["name"].endswith("-mps-control-daemon"),
+            f"{ds['kind']} {ds['metadata']['name']}")
+    d.check(all(labels.get(k) == v for k, v in sel.items()), f"selector {sel} vs labels {labels}")
+    plugin_sel = daemonset(files)[0]["spec"]["selector"]["matchLabels"]
+    d.check(not all(labels.get(k) == v for k, v in plugin_sel.items()),
+            f"the plugin's DaemonSet ({plugin_sel}) must not select the MPS pods ({labels})")
+    (ctr,) = pod["containers"]
+    d.check(ctr["command"] == ["mps-control-daemon"], f"command {ctr['command']}")
+    env = env_of(ctr)
+    d.check(env.get("GDP_DRA") == "true" and
+            env.get("KUBELET_PLUGINS_DIRECTORY_PATH") == "/var/lib/kubelet/plugins", f"MPS env {env}")
+    got = plugin_accepts(env).get("extensions", {}).get("dra", {})
+    d.check(got.get("enabled") is True and got.get("pluginsDir") == "/var/lib/kubelet/plugins",
+            f"the binary reads the MPS DaemonSet's env as DRA with its plugins dir: {got}")
+    d.check(ctr["securityContext"] == {"privileged": True}, f"MPS: privileged {ctr['securityContext']}")
+    (m,) = [m for m in ctr["volumeMounts"] if m["mountPath"] == "/var/lib/kubelet/plugins"]
+    d.check(m.get("mountPropagation") == "Bidirectional", f"the shm tmpfs reaches the host: {m}")
+    hp, _ = host_mount(pod, ctr, "/var/lib/kubelet/plugins")
+    d.check(hp == {"path": "/var/lib/kubelet/plugins", "type": "DirectoryOrCreate"}, f"hostPath {hp}")
+    d.check("serviceAccountName" not in pod, "the MPS pods talk to no API server: no ServiceAccount")
+    d.check(pod.get("hostPID") is True, "hostPID as NVIDIA's MPS daemon (mps.enableHostPID)")
+    d.check(rbac_rules(files) == DRA_RULES, "no RBAC beyond the plugin's")
+    # the plugin's own pod is unchanged by it: no privilege, no propagation
+    d.check(not any(mm.get("mountPropagation") for c in plugin_pod["containers"]
+                    for mm in c.get("volumeMounts", [])), "the plugin's pod propagates no mount")
+    files, _ = render({"dra": {"enabled": True, "kubeletPluginsDir": "/data/kubelet/plugins"}})
+    (ds,) = files["mps-control-daemon.yml"]
+    pod = ds["spec"]["template"]["spec"]
+    (ctr,) = pod["containers"]
+    d.check(env_of(ctr).get("KUBELET_PLUGINS_DIRECTORY_PATH") == "/data/kubelet/plugins" and
+            host_mount(pod, ctr, "/data/kubelet/plugins")[0].get("path") == "/data/kubelet/plugins",
+            "MPS: the plugins directory follows dra.kubeletPluginsDir")
+    files, _ = render({"dra": {"enabled": True, "mps": {"enabled": False}}})
+    d.check(not files.get("mps-control-daemon.yml"), "dra.mps.enabled=false: no MPS DaemonSet")
+
+
 def kube(version):
     major, minor = version.lstrip("v").split(".")[:2]
     return {"KubeVersion": {"Version": version, "Major": major, "Minor": minor}}
@@ -286,4 +337,5 @@ def refusal_checks(render):
 def checks(render, env_names):
     off_checks(render)
     on_checks(render, env_names)
+    mps_checks(render)
     refusal_checks(render)
