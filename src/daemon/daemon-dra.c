@@ -277,6 +277,11 @@ void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
         log_error("DRA: %s; offering no devices until the next reload", err.msg);
         set = (struct dra_device_set){ 0 };
     }
+    if (s->cfg->dra.consumable)
+        dra_devices_offer_shares(&set, inv, &(struct dra_share_policy){
+            .memory_step = s->cfg->dra.share_memory_step,
+            .memory_default = s->cfg->dra.share_memory_default,
+            .compute_default = s->cfg->dra.share_compute_default });
     dra_device_set_clear(&d->set);
     d->set = set;
     d->node = s;

@@ -18,6 +18,12 @@ char *dra_cdi_device_id(const char *uid, const char *device)
     return xasprintf(DRA_CDI_KIND "=%s-%s", uid, device);
 }
 
+char *dra_cdi_share_device_id(const char *uid, const char *device, const char *share)
+{
+    return share ? xasprintf(DRA_CDI_KIND "=%s-%s-%s", uid, device, share)
+                 : dra_cdi_device_id(uid, device);
+}
+
 char *dra_cdi_file_name(const char *uid)
 {
     /* The CDI library's transient spec name: "<vendor>-<class>_<id>.yaml". */

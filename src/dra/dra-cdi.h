@@ -22,6 +22,9 @@
 
 /* "k8s.gpu.nvidia.com/claim=<uid>-<device>" (malloc'd). */
 char *dra_cdi_device_id(const char *uid, const char *device);
+/* A share's: "...=<uid>-<device>-<shareID>", so that two shares of one device in one claim
+ * are two CDI devices; share NULL: dra_cdi_device_id's (malloc'd). */
+char *dra_cdi_share_device_id(const char *uid, const char *device, const char *share);
 /* "k8s.gpu.nvidia.com-claim_<uid>.yaml" (malloc'd). */
 char *dra_cdi_file_name(const char *uid);
 

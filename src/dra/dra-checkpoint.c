@@ -45,6 +45,7 @@ void dra_ckpt_claim_clear(struct dra_ckpt_claim *claim)
         free(d->cdi_id);
         free(d->mig.parent_uuid);
         free(d->mig.uuid);
+        free(d->share_id);
     }
     free(claim->devices);
     free(claim->uid);
@@ -82,6 +83,10 @@ static json_t *claim_to_json(const struct dra_ckpt_claim *cl)
                                 json_string(dra_ts_interval_name(d->config.interval)));
         if (d->config.sharing == DRA_SHARING_MPS && d->config.mps.id[0])
             json_object_set_new(o, "mpsId", json_string(d->config.mps.id));
+        if (d->share_id)
+            json_object_set_new(o, "share", json_pack("{s:s, s:I, s:I}", "id", d->share_id,
+                                                      "memory", (json_int_t)d->share_memory,
+                                                      "compute", (json_int_t)d->share_compute));
         if (d->mig.uuid)
             json_object_set_new(o, "mig", json_pack("{s:s, s:s, s:I, s:I}", "parentUUID",
                                                     d->mig.parent_uuid, "migUUID", d->mig.uuid,
@@ -138,6 +143,13 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
                 json_integer_value(ci) < 0 || json_integer_value(ci) > 0xffff ||
                 !uuid_valid(parent, "GPU-") || !uuid_valid(mig_uuid, "MIG-")))
         return -EINVAL;
+    json_t *share = json_object_get(o, "share");
+    const char *share_id = str(share, "id");
+    json_t *mem = json_object_get(share, "memory"), *comp = json_object_get(share, "compute");
+    if (share && (!dra_claim_share_id_valid(share_id) || !json_is_integer(mem) ||
+                  !json_is_integer(comp) || json_integer_value(mem) < 0 ||
+                  json_integer_value(comp) < 0 || json_integer_value(comp) > 100))
+        return -EINVAL;
     *d = (struct dra_ckpt_device){
         .device = xstrdup(dev),
         .pool = xstrdup(pool),
@@ -146,6 +158,11 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
         .admin_access = json_is_true(json_object_get(o, "adminAccess")),
         .config = cfg,
     };
+    if (share) {
+        d->share_id = xstrdup(share_id);
+        d->share_memory = (uint64_t)json_integer_value(mem);
+        d->share_compute = (unsigned)json_integer_value(comp);
+    }
     if (mig)
         d->mig = (struct dra_ckpt_mig){ .parent_uuid = xstrdup(parent), .uuid = xstrdup(mig_uuid),
                                         .gi_id = (unsigned)json_integer_value(gi),
@@ -169,7 +186,7 @@ static const char *record_fails(const struct dra_ckpt_claim *cl, const char *poo
             return "a request name that is not a DNS label";
         if (!streq(d->pool, pool))
             return "a device of another node's pool";
-        _cleanup_free_ char *id = dra_cdi_device_id(cl->uid, d->device);
+        _cleanup_free_ char *id = dra_cdi_share_device_id(cl->uid, d->device, d->share_id);
         if (!streq(d->cdi_id, id))
             return "a CDI device ID not its own";
         /* it names a directory an unprepare removes: only what a prepare could make */
@@ -478,5 +495,6 @@ void dra_ckpt_claim_result(const struct dra_ckpt_claim *rec, struct dra_claim_re
             .device_name = xstrdup(rec->devices[i].device),
             .cdi_device_ids = strv1(rec->devices[i].cdi_id),
             .n_cdi_device_ids = 1,
+            .share_id = rec->devices[i].share_id ? xstrdup(rec->devices[i].share_id) : NULL,
         };
 }

@@ -36,6 +36,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "dra/dra-config.h"
@@ -61,6 +62,11 @@ struct dra_ckpt_device {
     bool admin_access;
     struct dra_config config;
     struct dra_ckpt_mig mig;         /* uuid NULL: none made for it */
+    /* a share of a device offered with consumable capacity (share_id NULL: the whole
+     * device) and what it holds of it: bytes of memory, percent of the SMs */
+    char *share_id;
+    uint64_t share_memory;
+    unsigned share_compute;
 };
 
 struct dra_ckpt_claim {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "core/dns-name.h"
+#include "core/quantity.h"
 #include "dra/dra-claim.h"
 
 bool dra_claim_uid_valid(const char *uid)
@@ -51,6 +52,7 @@ void dra_claim_clear(struct dra_claim *c)
         free(c->allocs[i].request);
         free(c->allocs[i].base_request);
         free(c->allocs[i].device);
+        free(c->allocs[i].share_id);
     }
     free(c->allocs);
     free(c->uid);
@@ -135,6 +137,12 @@ static int apply_configs(struct dra_claim *claim, const struct parsed_config *cf
     return 0;
 }
 
+bool dra_claim_share_id_valid(const char *s)
+{
+    return s && *s && strlen(s) <= DRA_SHARE_ID_MAX &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(s);
+}
+
 static int parse_result(json_t *res, size_t i, struct dra_alloc *a, struct error *err)
 {
     char what[48];
@@ -145,6 +153,21 @@ static int parse_result(json_t *res, size_t i, struct dra_alloc *a, struct error
         return err->code;
     if (!dra_claim_dns_label(device))
         return error_set(err, -EINVAL, "%s: device name \"%s\" is not a DNS label", what, device);
+    /* a share: its ID names a CDI device (so [a-z0-9-] only) and what was accounted for it */
+    json_t *sid = json_object_get(res, "shareID"), *cc = json_object_get(res, "consumedCapacity");
+    const char *share = json_is_string(sid) ? json_string_value(sid) : NULL;
+    if ((sid && !share) || (share && !dra_claim_share_id_valid(share)))
+        return error_set(err, -EINVAL, "%s: shareID is not a UID", what);
+    if (cc && !json_is_object(cc))
+        return error_set(err, -EINVAL, "%s: consumedCapacity is not an object", what);
+    int64_t amount[2] = { -1, -1 };
+    static const char *const names[2] = { "memory", DRA_SHARE_COMPUTE };
+    for (int k = 0; k < 2; k++) {
+        json_t *q = json_object_get(cc, names[k]);
+        if (q && (!json_is_string(q) || quantity_parse(json_string_value(q), &amount[k]) < 0 ||
+                  amount[k] < 0))
+            return error_set(err, -EINVAL, "%s: consumedCapacity.%s is not a quantity", what, names[k]);
+    }
     const char *slash = strchr(request, '/');
     *a = (struct dra_alloc){
         .request = xstrdup(request),
@@ -152,6 +175,9 @@ static int parse_result(json_t *res, size_t i, struct dra_alloc *a, struct error
         .device = xstrdup(device),
         .type = strstr(device, "-mig-") ? DRA_DEVICE_MIG : DRA_DEVICE_GPU,
         .admin_access = json_is_true(json_object_get(res, "adminAccess")),
+        .share_id = share ? xstrdup(share) : NULL,
+        .memory = amount[0],
+        .compute = amount[1],
     };
     return 0;
 }

@@ -20,6 +20,7 @@
 #define DRA_CLAIM_MAX_CONFIGS 128
 /* DRA_CLAIM_NAME_MAX and DRA_CLAIM_UID_MAX: dra-types.h, shared with the service. */
 #define DRA_CLAIM_REQUEST_MAX 127    /* "<request>/<subrequest>", two DNS labels */
+#define DRA_SHARE_ID_MAX 36           /* a UID, as the scheduler makes shareIDs */
 
 struct dra_alloc {
     char *request;                   /* as allocated: "gpus/small" */
@@ -28,6 +29,10 @@ struct dra_alloc {
     enum dra_device_type type;       /* from the name: NVIDIA's MIG names carry "-mig-" */
     bool admin_access;
     struct dra_config config;        /* the one that applies (the default if none) */
+    /* A share of a device offered with consumable capacity: the scheduler's shareID and
+     * what it accounted (consumedCapacity); share_id NULL for a whole device. */
+    char *share_id;
+    int64_t memory, compute;         /* bytes, percent; -1: not in consumedCapacity */
 };
 
 struct dra_claim {
@@ -44,6 +49,9 @@ int dra_claim_parse(json_t *claim, const char *driver, const char *pool, struct 
                     struct error *err);
 void dra_claim_clear(struct dra_claim *c);
 
+/* A shareID we may put in a CDI device name: 1..DRA_SHARE_ID_MAX of [a-z0-9-] (the
+ * scheduler makes them as UIDs). */
+bool dra_claim_share_id_valid(const char *s);
 /* A claim UID we may put in a file name and a CDI device name: 1..DRA_CLAIM_UID_MAX of
  * [A-Za-z0-9-] (Kubernetes UIDs are RFC 4122 text). */
 bool dra_claim_uid_valid(const char *uid);

@@ -12,6 +12,7 @@
 #include "dra/dra-claims-internal.h"
 #include "dra/dra-mig.h"
 #include "dra/dra-mps.h"
+#include "dra/dra-shares.h"
 #include "kube/kube.h"
 #include "output/cdi.h"
 
@@ -286,6 +287,8 @@ static const struct dra_ckpt_claim *overlap(const struct dra_claims *c, const st
                 continue;
             for (size_t j = 0; j < o->n_devices; j++)
                 if (!o->devices[j].admin_access &&
+                    !dra_shares_coexist(o->devices[j].device, o->devices[j].share_id,
+                                        claim->allocs[i].device, claim->allocs[i].share_id) &&
                     claims_devices_conflict(c, o->devices[j].device, claim->allocs[i].device)) {
                     *device = claim->allocs[i].device;
                     return o;
@@ -310,7 +313,8 @@ static int plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
         if (!d)
             return error_set(err, -ENODEV, "device %s is not a device of node %s", a->device,
                              c->node_name);
-        rec->devices[rec->n_devices++] = (struct dra_ckpt_device){
+        struct dra_ckpt_device *rd = &rec->devices[rec->n_devices++];
+        *rd = (struct dra_ckpt_device){
             .device = xstrdup(a->device),
             .pool = xstrdup(c->node_name),
             .request = xstrdup(a->base_request),
@@ -318,6 +322,17 @@ static int plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
             .admin_access = a->admin_access,
             .config = a->config,
         };
+        int r = dra_shares_record(c->inv, d, a, rd, err);
+        if (r < 0)
+            return r;
+        if (rd->share_id) {
+            rd->cdi_id = dra_cdi_share_device_id(claim->uid, a->device, rd->share_id);
+            /* a share is enforced through MPS: no other sharing on top of it */
+            if (a->config.sharing != DRA_SHARING_NONE)
+                return error_set(err, -EINVAL, "share %s of device %s: a GPU offered as shares is "
+                                 "shared through MPS, %s cannot apply to a share", rd->share_id,
+                                 a->device, dra_sharing_name(a->config.sharing));
+        }
         bool seen = false;
         for (size_t k = 0; k < *n_devs && !seen; k++)
             seen = devs[k] == d;
@@ -528,11 +543,14 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
         }
         goto out;
     }
+    if ((r = dra_shares_fit(c->inv, c->devices, &c->ckpt, &rec, err)) < 0)
+        goto out;
     spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, NULL, n_devs, p->call->common, err);
     if (!spec) {
         r = err->code;
         goto out;
     }
+    dra_shares_spec(spec, c->inv, c->devices, &rec);
     dra_mps_cdi_edits(spec, uid, rec.devices, rec.n_devices, c->ckpt.dir);
     if (!changes_devices(c, &rec)) {
         rec.state = DRA_CKPT_PREPARE_COMPLETED;

@@ -164,11 +164,39 @@ fail:
     return r;
 }
 
+void dra_share_grid(const struct inv_gpu *g, const struct dra_share_policy *p, struct dra_share_grid *out)
+{
+    const uint64_t mib = 1u << 20;
+    uint64_t cap = g->memory_bytes / mib * mib, step = p->memory_step ? p->memory_step : mib;
+    *out = (struct dra_share_grid){ .capacity = cap, .min = step, .step = step };
+    /* max and default on the grid min + k * step, as the API's request policy wants */
+    out->max = cap >= step ? step + (cap - step) / step * step : step;
+    uint64_t def = p->memory_default ? p->memory_default : out->max;
+    if (def < step)
+        def = step;
+    out->def = step + (def - step + step - 1) / step * step;
+    if (out->def > out->max)
+        out->def = out->max;
+}
+
+void dra_devices_offer_shares(struct dra_device_set *s, const struct inventory *inv,
+                              const struct dra_share_policy *p)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        struct dra_device *d = &s->devices[i];
+        const struct inv_gpu *g = &inv->gpus[d->gpu];
+        /* a GPU smaller than one step offers no share */
+        d->shared = d->type == DRA_DEVICE_GPU && !d->counters && g->memory_bytes >= p->memory_step &&
+                    p->memory_step > 0;
+        if (d->shared)
+            d->policy = *p;
+    }
+}
+
 void dra_device_set_clear(struct dra_device_set *s)
 {
     free(s->devices);
-    s->devices = NULL;
-    s->n = 0;
+    *s = (struct dra_device_set){ 0 };
 }
 
 const struct dra_device *dra_devices_find(const struct dra_device_set *s, const char *name)

@@ -7,10 +7,28 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "core/error.h"
 #include "node/inventory.h"
 
 #define DRA_DEVICE_NAME_MAX 64        /* a DNS label: at most 63 characters */
+
+/* GPU shares (consumable capacity, KEP-5075): how a shared GPU's capacities are asked for.
+ * memory: a share is a whole number of steps (at least one, at most what the GPU has);
+ * compute: percent of the SMs, 1..100. */
+struct dra_share_policy {
+    uint64_t memory_step;             /* bytes, whole MiB, > 0 */
+    uint64_t memory_default;          /* bytes; 0: the whole GPU */
+    unsigned compute_default;         /* 1..100 */
+};
+/* The shared GPU's memory capacity (its memory in whole MiB) and the policy's grid: min
+ * (one step), max (the most steps that fit) and the default (on the grid, at most max). */
+/* DRA_SHARE_COMPUTE: the compute capacity's name */
+#define DRA_SHARE_COMPUTE "compute"
+struct dra_share_grid {
+    uint64_t capacity, min, max, step, def;
+};
+void dra_share_grid(const struct inv_gpu *g, const struct dra_share_policy *p, struct dra_share_grid *out);
 
 /* DRA_DEVICE_MIG_PLACEMENT: a MIG device DynamicMIG creates when a claim gets it
  * ("gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>"), one per profile and
@@ -25,7 +43,11 @@ struct dra_device {
                                        * _PLACEMENT: into gpus[gpu].mig_profiles */
     unsigned placement;               /* _PLACEMENT: index into the profile's placements */
     bool counters;                    /* consumes its GPU's counter set (DynamicMIG) */
+    bool shared;                      /* offered as shares (dra_devices_offer_shares) */
+    struct dra_share_policy policy;   /* of a shared one */
 };
+
+
 
 /* Whether DynamicMIG carves GPU g (NVIDIA's rule): its MIG profiles are known (discovery
  * reads them only with DynamicMIG on) and MIG mode switches without a reset (Hopper and
@@ -48,5 +70,9 @@ struct dra_device_set {
 int dra_devices_build(const struct inventory *inv, const bool *serve, struct dra_device_set *out,
                       struct error *err);
 void dra_device_set_clear(struct dra_device_set *s);
+/* Offer every full GPU of s that neither DynamicMIG carves nor MIG splits as shares under
+ * policy p (copied into each). */
+void dra_devices_offer_shares(struct dra_device_set *s, const struct inventory *inv,
+                              const struct dra_share_policy *p);
 /* The device named `name`, or NULL. */
 const struct dra_device *dra_devices_find(const struct dra_device_set *s, const char *name);

@@ -198,6 +198,39 @@ json_t *dra_slice_counter_sets(const struct inventory *inv, const struct dra_dev
     return sets;
 }
 
+/* ---- GPU shares: a device many claims take a part of (consumable capacity) ---- */
+
+static json_t *range(const char *def, const char *min, const char *max, const char *step)
+{
+    return json_pack("{s:s, s:{s:s, s:s, s:s}}", "default", def, "validRange", "min", min, "max",
+                     max, "step", step);
+}
+
+/* memory: what the GPU has in whole MiB, asked in steps; compute: percent of the SMs (a
+ * share's MPS active thread percentage, the same number on every GPU model and so
+ * portable across a fleet, where an SM count is not). Both consumable: the scheduler sums
+ * the shares a device has given. */
+static json_t *share_device(const struct dra_device *d, const struct inv_gpu *g, json_t *attrs,
+                            json_t *caps)
+{
+    struct dra_share_grid q;
+    char cap[32], def[32], min[32], max[32], step[32], cdef[16];
+    dra_share_grid(g, &d->policy, &q);
+    dra_quantity_binary(q.capacity, cap, sizeof(cap));
+    dra_quantity_binary(q.def, def, sizeof(def));
+    dra_quantity_binary(q.min, min, sizeof(min));
+    dra_quantity_binary(q.max, max, sizeof(max));
+    dra_quantity_binary(q.step, step, sizeof(step));
+    snprintf(cdef, sizeof(cdef), "%u", d->policy.compute_default);
+    json_object_set_new(caps, "memory", json_pack("{s:s, s:o}", "value", cap, "requestPolicy",
+                                                  range(def, min, max, step)));
+    json_object_set_new(caps, DRA_SHARE_COMPUTE, json_pack("{s:s, s:o}", "value", "100",
+                                                           "requestPolicy",
+                                                           range(cdef, "1", "100", "1")));
+    return json_pack("{s:s, s:o, s:o, s:b}", "name", d->name, "attributes", attrs, "capacity",
+                     caps, "allowMultipleAllocations", 1);
+}
+
 json_t *dra_slice_device(const struct inventory *inv, const struct dra_device *d)
 {
     const struct inv_gpu *g = &inv->gpus[d->gpu];
@@ -207,7 +240,9 @@ json_t *dra_slice_device(const struct inventory *inv, const struct dra_device *d
         attr_string(attrs, "type", "gpu");
         attr_string(attrs, "uuid", g->uuid);
         parent_attrs(attrs, inv, g);
-        if (!d->counters) {
+        if (d->shared) {
+            return share_device(d, g, attrs, caps);
+        } else if (!d->counters) {
             cap_bytes(caps, "memory", g->memory_bytes);
         } else {
             /* NVIDIA's: a carved GPU's capacities are its counters' (the largest
@@ -239,13 +274,8 @@ json_t *dra_slice_device(const struct inventory *inv, const struct dra_device *d
         attr_string(attrs, "parentUUID", g->uuid);
         attr_string(attrs, "profile", m->profile);
         parent_attrs(attrs, inv, g);
-        cap_count(caps, "multiprocessors", m->multiprocessors);
-        cap_count(caps, "copyEngines", m->copy_engines);
-        cap_count(caps, "decoders", m->decoders);
-        cap_count(caps, "encoders", m->encoders);
-        cap_count(caps, "jpegEngines", m->jpegs);
-        cap_count(caps, "ofaEngines", m->ofas);
-        cap_bytes(caps, "memory", m->memory_bytes);
+        mig_capacity(caps, &(struct mig_use){ m->multiprocessors, m->copy_engines, m->decoders,
+                                              m->encoders, m->jpegs, m->ofas, m->memory_bytes, 0, 0 });
         /* memorySlice<i> for each memory slice of the placement; bounded so that a
          * strange placement cannot push the device past 32 attributes + capacities
          * (at most 14 attributes, with addressingMode and numaNode, + 7 + 8 = 29) */

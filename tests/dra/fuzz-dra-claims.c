@@ -37,7 +37,8 @@ static void claim(json_t *o)
         if (c.n_allocs > DRA_CLAIM_MAX_RESULTS || !c.uid || strlen(c.uid) > DRA_CLAIM_UID_MAX)
             abort();
         for (size_t i = 0; i < c.n_allocs; i++)
-            if (strchr(c.allocs[i].base_request, '/') || strlen(c.allocs[i].device) >= DRA_DEVICE_NAME_MAX)
+            if (strchr(c.allocs[i].base_request, '/') || strlen(c.allocs[i].device) >= DRA_DEVICE_NAME_MAX ||
+                (c.allocs[i].share_id && !dra_claim_share_id_valid(c.allocs[i].share_id)))
                 abort();
         dra_claim_clear(&c);
     }
@@ -80,7 +81,10 @@ static void checkpoint(const unsigned char *data, size_t size)
                 !dra_claim_object_name_valid(cl->name) || cl->n_devices > DRA_CLAIM_MAX_RESULTS)
                 abort();
             for (size_t j = 0; j < cl->n_devices; j++) {
-                char *id = dra_cdi_device_id(cl->uid, cl->devices[j].device);
+                char *id = dra_cdi_share_device_id(cl->uid, cl->devices[j].device, cl->devices[j].share_id);
+                if (cl->devices[j].share_id && (!dra_claim_share_id_valid(cl->devices[j].share_id) ||
+                                                cl->devices[j].share_compute > 100))
+                    abort();
                 if (!streq(cl->devices[j].pool, "gpu-node-1") || !streq(cl->devices[j].cdi_id, id) ||
                     !dra_claim_dns_label(cl->devices[j].device) || !dra_claim_dns_label(cl->devices[j].request))
                     abort();

@@ -1,0 +1,169 @@
+/* GPU shares (see dra-shares.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dra/dra-cdi.h"
+#include "dra/dra-shares.h"
+
+int dra_shares_record(const struct inventory *inv, const struct dra_device *d,
+                      const struct dra_alloc *a, struct dra_ckpt_device *rec, struct error *err)
+{
+    if (a->share_id && !d->shared)
+        return error_set(err, -EINVAL, "device %s is not offered as shares here, but its allocation "
+                         "is share %s (a scheduler that saw an older slice, or a forged claim)",
+                         d->name, a->share_id);
+    if (!d->shared)
+        return 0;
+    if (!a->share_id)
+        return error_set(err, -EINVAL, "device %s is offered as shares: its allocation carries no "
+                         "shareID (a scheduler without DRAConsumableCapacity, or a forged claim)", d->name);
+    struct dra_share_grid q;
+    dra_share_grid(&inv->gpus[d->gpu], &d->policy, &q);
+    int64_t mem = a->memory >= 0 ? a->memory : (int64_t)q.def;
+    int64_t comp = a->compute >= 0 ? a->compute : (int64_t)d->policy.compute_default;
+    /* what the scheduler accounted is on the policy's grid; anything else was not made by it */
+    if ((uint64_t)mem < q.min || (uint64_t)mem > q.max || ((uint64_t)mem - q.min) % q.step)
+        return error_set(err, -EINVAL, "share %s of device %s: memory %lld bytes is not what the "
+                         "device offers (%llu to %llu bytes in steps of %llu)", a->share_id, d->name,
+                         (long long)mem, (unsigned long long)q.min, (unsigned long long)q.max,
+                         (unsigned long long)q.step);
+    if (comp < 1 || comp > 100)
+        return error_set(err, -EINVAL, "share %s of device %s: compute %lld is not a percent of the "
+                         "SMs (1 to 100)", a->share_id, d->name, (long long)comp);
+    rec->share_id = xstrdup(a->share_id);
+    rec->share_memory = (uint64_t)mem;
+    rec->share_compute = (unsigned)comp;
+    free(rec->cdi_id);
+    rec->cdi_id = NULL; /* the caller names it with the share */
+    return 0;
+}
+
+bool dra_shares_coexist(const char *a, const char *sa, const char *b, const char *sb)
+{
+    return sa && sb && streq(a, b) && !streq(sa, sb);
+}
+
+int dra_shares_fit(const struct inventory *inv, const struct dra_device_set *set,
+                   const struct dra_checkpoint *ckpt, const struct dra_ckpt_claim *rec,
+                   struct error *err)
+{
+    for (size_t i = 0; i < rec->n_devices; i++) {
+        const struct dra_ckpt_device *want = &rec->devices[i];
+        const struct dra_device *d = dra_devices_find(set, want->device);
+        if (!want->share_id || !d)
+            continue;
+        bool first = true; /* each device once, with all of rec's shares of it */
+        uint64_t mem = 0, comp = 0;
+        for (size_t j = 0; j < rec->n_devices; j++) {
+            const struct dra_ckpt_device *o = &rec->devices[j];
+            if (o->share_id && streq(o->device, want->device)) {
+                first = first && j >= i;
+                mem += o->share_memory;
+                comp += o->share_compute;
+            }
+        }
+        if (!first)
+            continue;
+        for (size_t k = 0; k < ckpt->n_claims; k++) {
+            const struct dra_ckpt_claim *cl = &ckpt->claims[k];
+            if (streq(cl->uid, rec->uid))
+                continue;
+            for (size_t j = 0; j < cl->n_devices; j++)
+                if (cl->devices[j].share_id && streq(cl->devices[j].device, want->device)) {
+                    mem += cl->devices[j].share_memory;
+                    comp += cl->devices[j].share_compute;
+                }
+        }
+        struct dra_share_grid q;
+        dra_share_grid(&inv->gpus[d->gpu], &d->policy, &q);
+        if (mem > q.capacity || comp > 100)
+            return error_set(err, -ENOSPC, "device %s cannot hold share %s: its shares would take "
+                             "%llu MiB of its %llu MiB and %llu%% of its SMs (a scheduler that "
+                             "counted otherwise, or a forged claim)", want->device, want->share_id,
+                             (unsigned long long)(mem >> 20), (unsigned long long)(q.capacity >> 20),
+                             (unsigned long long)comp);
+    }
+    return 0;
+}
+
+static json_t *entry_named(json_t *devices, const char *name)
+{
+    json_t *e;
+    size_t i;
+    json_array_foreach (devices, i, e)
+        if (streq_ptr(json_string_value(json_object_get(e, "name")), name))
+            return e;
+    return NULL;
+}
+
+static int by_bus_id(const void *a, const void *b)
+{
+    const struct inv_gpu *x = *(const struct inv_gpu *const *)a, *y = *(const struct inv_gpu *const *)b;
+    return strcmp(x->bus_id, y->bus_id);
+}
+
+void dra_shares_spec(json_t *spec, const struct inventory *inv, const struct dra_device_set *set,
+                     const struct dra_ckpt_claim *rec)
+{
+    json_t *old = json_object_get(spec, "devices"), *devices = json_array();
+    const struct inv_gpu *gpus[DRA_CLAIM_MAX_RESULTS];
+    uint64_t mem[DRA_CLAIM_MAX_RESULTS] = { 0 };
+    size_t n_gpus = 0;
+    unsigned comp = 0;
+    bool shares = false;
+
+    for (size_t i = 0; i < rec->n_devices; i++) {
+        const struct dra_ckpt_device *r = &rec->devices[i];
+        _cleanup_free_ char *base = xasprintf("%s-%s", rec->uid, r->device);
+        _cleanup_free_ char *name = r->share_id ? xasprintf("%s-%s", base, r->share_id) : xstrdup(base);
+        json_t *e = entry_named(old, base);
+        if (!e || entry_named(devices, name))
+            continue; /* named twice (admin access): once */
+        json_t *copy = json_deep_copy(e);
+        json_object_set_new(copy, "name", json_string(name));
+        json_array_append_new(devices, copy);
+        const struct dra_device *d = dra_devices_find(set, r->device);
+        if (!r->share_id || !d)
+            continue;
+        shares = true;
+        comp = comp && comp < r->share_compute ? comp : r->share_compute;
+        size_t g = 0;
+        while (g < n_gpus && gpus[g] != &inv->gpus[d->gpu])
+            g++;
+        if (g == n_gpus && n_gpus < DRA_CLAIM_MAX_RESULTS)
+            gpus[n_gpus++] = &inv->gpus[d->gpu];
+        if (g < DRA_CLAIM_MAX_RESULTS)
+            mem[g] += r->share_memory;
+    }
+    json_object_set_new(spec, "devices", devices);
+    if (!shares)
+        return;
+    /* the limits by each GPU's ordinal in the container: PCI bus order */
+    const struct inv_gpu *sorted[DRA_CLAIM_MAX_RESULTS];
+    memcpy(sorted, gpus, n_gpus * sizeof(*gpus));
+    qsort(sorted, n_gpus, sizeof(*sorted), by_bus_id);
+    char limits[DRA_CLAIM_MAX_RESULTS * 24] = "";
+    size_t len = 0;
+    for (size_t k = 0; k < n_gpus; k++) {
+        size_t g = 0;
+        while (gpus[g] != sorted[k])
+            g++;
+        int w = snprintf(limits + len, sizeof(limits) - len, "%s%zu=%lluM", k ? "," : "", k,
+                         (unsigned long long)(mem[g] >> 20));
+        if (w > 0 && (size_t)w < sizeof(limits) - len)
+            len += (size_t)w;
+    }
+    json_t *edits = json_deep_copy(json_object_get(spec, "containerEdits"));
+    if (!edits)
+        edits = json_object();
+    json_t *env = json_object_get(edits, "env");
+    if (!json_is_array(env)) {
+        env = json_array();
+        json_object_set_new(edits, "env", env);
+    }
+    json_array_append_new(env, json_string("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
+    json_array_append_new(env, json_sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s", limits));
+    json_array_append_new(env, json_sprintf("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%u", comp));
+    json_object_set_new(spec, "containerEdits", edits);
+}

@@ -1,0 +1,39 @@
+/* GPU shares (consumable capacity, KEP-5075; docs/dra.md "GPU shares"): a full GPU offered
+ * with allowMultipleAllocations, each claim holding a share the scheduler accounted
+ * (consumedCapacity: memory, compute) under a shareID. What a Prepare checks and writes for
+ * them: the share's record, that the shares prepared on a device never exceed what it has
+ * (a stale scheduler or a forged claim would), and the spec's CDI device names (the shareID
+ * in them) and the per-share MPS limits in the container's environment. Pure: no I/O. */
+#pragma once
+
+#include <jansson.h>
+
+#include "core/error.h"
+#include "dra/dra-checkpoint.h"
+#include "dra/dra-claim.h"
+#include "dra/dra-devices.h"
+#include "node/inventory.h"
+
+/* The share fields of rec (the record of allocation a on device d): the shareID and the
+ * amounts (consumedCapacity, else the policy's defaults), checked against the device.
+ * -EINVAL (err) for a share of a device not offered as shares, a shared device allocated
+ * without a shareID, or an amount outside the device's policy. */
+int dra_shares_record(const struct inventory *inv, const struct dra_device *d,
+                      const struct dra_alloc *a, struct dra_ckpt_device *rec, struct error *err);
+/* Whether rec's shares fit beside every other claim's in ckpt (other than rec's own UID):
+ * per device, the memory and the compute of all its shares at most its capacity (the
+ * GPU's whole MiB, 100 percent). -ENOSPC (err naming the device and the numbers). */
+int dra_shares_fit(const struct inventory *inv, const struct dra_device_set *set,
+                   const struct dra_checkpoint *ckpt, const struct dra_ckpt_claim *rec,
+                   struct error *err);
+/* Rewrite spec (dra_cdi_spec's for rec) for rec's shares: each share its own CDI device
+ * "<uid>-<device>-<shareID>" (two shares of one device in one claim are two), and, when the
+ * claim has shares, the MPS client's limits claim-wide: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+ * (per GPU, by its index in PCI bus order, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes the
+ * container's order) and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (the smallest share's). The
+ * spec's own containerEdits are copied before they change (they may be shared). */
+void dra_shares_spec(json_t *spec, const struct inventory *inv, const struct dra_device_set *set,
+                     const struct dra_ckpt_claim *rec);
+/* Whether two recorded devices (names a, b; share IDs sa, sb, NULL: whole) may be held at
+ * once: two shares of one device may. */
+bool dra_shares_coexist(const char *a, const char *sa, const char *b, const char *sb);

@@ -1,0 +1,183 @@
+/* GPU shares (consumable capacity): the shared GPU's slice entry (allowMultipleAllocations,
+ * memory and compute with their request policies, valid), a share's record from its
+ * allocation (shareID, consumedCapacity or the defaults, refused when it is no share the
+ * device offers), never more shares than a device holds (memory and compute, across
+ * claims), and the spec: one CDI device per share, the MPS client limits claim-wide, the
+ * shared edits untouched. On the simulated 1 x H100 80GB (MIG off). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dra/dra-shares.h"
+#include "dra/dra-slice.h"
+#include "node/discover.h"
+#include "nvml/nvml.h"
+#include "tests/common/cases.h"
+#include "tests/common/fixture.h"
+
+int test_failures;
+static struct inventory inv;
+static struct dra_device_set set;
+static const struct dra_share_policy policy = { .memory_step = 1ULL << 30, .memory_default = 0,
+                                                .compute_default = 10 };
+
+static int node(void)
+{
+    char path[4096];
+    struct error err = { 0 };
+    snprintf(path, sizeof(path), "%s/sim/profiles/dynamic/h100-1-mig-off.yaml", getenv("GDP_SOURCE_DIR"));
+    setenv("MOCK_NVML_CONFIG", fixture_check(path), 1);
+    struct discover_options opt = { .sysfs_root = "/nonexistent" };
+    if (nvml_open("/", &err) < 0 || discover_node(&opt, &inv, &err) < 0 ||
+        dra_devices_build(&inv, NULL, &set, &err) < 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    dra_devices_offer_shares(&set, &inv, &policy);
+    return set.n == 1 && set.devices[0].shared ? 0 : -1;
+}
+
+static void case_publish(void)
+{
+    CHECK(node() == 0);
+    json_t *e = dra_slice_device(&inv, &set.devices[0]);
+    CHECK(json_is_true(json_object_get(e, "allowMultipleAllocations")));
+    json_t *caps = json_object_get(e, "capacity");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(caps, "memory"), "value")), "80Gi");
+    json_t *mp = json_object_get(json_object_get(caps, "memory"), "requestPolicy");
+    CHECK_STR(json_string_value(json_object_get(mp, "default")), "80Gi");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(mp, "validRange"), "min")), "1Gi");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(mp, "validRange"), "max")), "80Gi");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(mp, "validRange"), "step")), "1Gi");
+    json_t *cp = json_object_get(json_object_get(caps, "compute"), "requestPolicy");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(caps, "compute"), "value")), "100");
+    CHECK_STR(json_string_value(json_object_get(cp, "default")), "10");
+    json_t *devices = json_pack("[o]", e);
+    struct dra_slice_pool pool = { .driver = "gpu.nvidia.com", .node_name = "n1", .generation = 1 };
+    json_t *slices = dra_slices_build(&pool, devices);
+    char *msg = NULL;
+    CHECK(dra_slice_validate(json_array_get(slices, 0), "x", &msg) == 0);
+    free(msg);
+    json_decref(slices);
+    json_decref(devices);
+    /* a grid the memory is not a multiple of: max and default on it */
+    struct dra_share_grid q;
+    struct dra_share_policy odd = { .memory_step = 3ULL << 30, .memory_default = 4ULL << 30 };
+    dra_share_grid(&inv.gpus[0], &odd, &q);
+    CHECK(q.min == 3ULL << 30 && q.max == 78ULL << 30 && q.def == 6ULL << 30 && q.capacity == 80ULL << 30);
+}
+
+static struct dra_alloc alloc(const char *share, int64_t mem, int64_t comp)
+{
+    return (struct dra_alloc){ .device = "gpu-0", .share_id = (char *)share, .memory = mem,
+                               .compute = comp };
+}
+
+static void case_record(void)
+{
+    CHECK(node() == 0);
+    struct error err = { 0 };
+    struct dra_ckpt_device r = { 0 };
+    struct dra_alloc a = alloc("6f1c2a9e-0b7d-4c3e-9a58-1d2e3f405162", 8LL << 30, 25);
+    CHECK(dra_shares_record(&inv, &set.devices[0], &a, &r, &err) == 0);
+    CHECK_STR(r.share_id, a.share_id);
+    CHECK(r.share_memory == 8ULL << 30 && r.share_compute == 25);
+    free(r.share_id);
+    r = (struct dra_ckpt_device){ 0 };
+    a = alloc("s1", -1, -1); /* nothing accounted: the policy's defaults */
+    CHECK(dra_shares_record(&inv, &set.devices[0], &a, &r, &err) == 0);
+    CHECK(r.share_memory == 80ULL << 30 && r.share_compute == 10);
+    free(r.share_id);
+    r = (struct dra_ckpt_device){ 0 };
+    a = alloc(NULL, -1, -1);
+    CHECK(dra_shares_record(&inv, &set.devices[0], &a, &r, &err) == -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "carries no shareID");
+    a = alloc("s1", (8LL << 30) + 1, 10);
+    CHECK(dra_shares_record(&inv, &set.devices[0], &a, &r, &err) == -EINVAL);
+    a = alloc("s1", 81LL << 30, 10);
+    CHECK(dra_shares_record(&inv, &set.devices[0], &a, &r, &err) == -EINVAL);
+    a = alloc("s1", 8LL << 30, 101);
+    CHECK(dra_shares_record(&inv, &set.devices[0], &a, &r, &err) == -EINVAL);
+    a = alloc("s1", 8LL << 30, 0);
+    CHECK(dra_shares_record(&inv, &set.devices[0], &a, &r, &err) == -EINVAL);
+    set.devices[0].shared = false;
+    a = alloc("s1", 8LL << 30, 10);
+    CHECK(dra_shares_record(&inv, &set.devices[0], &a, &r, &err) == -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "not offered as shares");
+}
+
+/* ten 8Gi shares of 10% fill an 80 GiB GPU; the eleventh is refused, whichever claim it is in */
+static void case_fit(void)
+{
+    CHECK(node() == 0);
+    struct error err = { 0 };
+    struct dra_ckpt_device devs[11];
+    struct dra_ckpt_claim claims[11];
+    char uids[11][8], shares[11][8];
+    for (int i = 0; i < 11; i++) {
+        snprintf(uids[i], sizeof(uids[i]), "u%d", i);
+        snprintf(shares[i], sizeof(shares[i]), "s%d", i);
+        devs[i] = (struct dra_ckpt_device){ .device = "gpu-0", .share_id = shares[i],
+                                            .share_memory = 8ULL << 30, .share_compute = 10 };
+        claims[i] = (struct dra_ckpt_claim){ .uid = uids[i], .devices = &devs[i], .n_devices = 1 };
+    }
+    struct dra_checkpoint ckpt = { .claims = claims, .n_claims = 9 };
+    CHECK(dra_shares_fit(&inv, &set, &ckpt, &claims[9], &err) == 0);
+    ckpt.n_claims = 10;
+    CHECK(dra_shares_fit(&inv, &set, &ckpt, &claims[9], &err) == 0); /* its own record */
+    CHECK(dra_shares_fit(&inv, &set, &ckpt, &claims[10], &err) == -ENOSPC);
+    CHECK_STR_CONTAINS(err.msg, "90112 MiB");
+    CHECK_STR_CONTAINS(err.msg, "of its 81920 MiB");
+    /* compute alone: 9 shares of 1Gi at 10% and one at 20% */
+    for (int i = 0; i < 11; i++)
+        devs[i].share_memory = 1ULL << 30;
+    devs[10].share_compute = 20;
+    ckpt.n_claims = 9;
+    CHECK(dra_shares_fit(&inv, &set, &ckpt, &claims[10], &err) == -ENOSPC);
+    CHECK_STR_CONTAINS(err.msg, "110%");
+    /* two shares of one device in one claim count together */
+    struct dra_ckpt_device two[2] = {
+        { .device = "gpu-0", .share_id = "a", .share_memory = 40ULL << 30, .share_compute = 50 },
+        { .device = "gpu-0", .share_id = "b", .share_memory = 41ULL << 30, .share_compute = 50 },
+    };
+    struct dra_ckpt_claim c2 = { .uid = "u2x", .devices = two, .n_devices = 2 };
+    ckpt.n_claims = 0;
+    CHECK(dra_shares_fit(&inv, &set, &ckpt, &c2, &err) == -ENOSPC);
+    two[1].share_memory = 40ULL << 30;
+    CHECK(dra_shares_fit(&inv, &set, &ckpt, &c2, &err) == 0);
+}
+
+static void case_spec(void)
+{
+    CHECK(node() == 0);
+    json_t *common = json_pack("{s:[s]}", "env", "NVIDIA_VISIBLE_DEVICES=void");
+    json_t *spec = json_pack("{s:[{s:s, s:{s:[s]}}], s:O}", "devices", "name", "u1-gpu-0",
+                             "containerEdits", "env", "X=1", "containerEdits", common);
+    struct dra_ckpt_device two[2] = {
+        { .device = "gpu-0", .share_id = "a", .share_memory = 8ULL << 30, .share_compute = 25 },
+        { .device = "gpu-0", .share_id = "b", .share_memory = 4ULL << 30, .share_compute = 10 },
+    };
+    struct dra_ckpt_claim rec = { .uid = "u1", .devices = two, .n_devices = 2 };
+    dra_shares_spec(spec, &inv, &set, &rec);
+    json_t *devices = json_object_get(spec, "devices");
+    CHECK(json_array_size(devices) == 2);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(devices, 0), "name")), "u1-gpu-0-a");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(devices, 1), "name")), "u1-gpu-0-b");
+    _cleanup_free_ char *env = json_dumps(json_object_get(json_object_get(spec, "containerEdits"), "env"), 0);
+    CHECK_STR_CONTAINS(env, "\"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=12288M\"");
+    CHECK_STR_CONTAINS(env, "\"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=10\"");
+    CHECK_STR_CONTAINS(env, "\"CUDA_DEVICE_ORDER=PCI_BUS_ID\"");
+    CHECK_STR_CONTAINS(env, "\"NVIDIA_VISIBLE_DEVICES=void\"");
+    CHECK(json_array_size(json_object_get(common, "env")) == 1); /* the shared edits untouched */
+    json_decref(spec);
+    json_decref(common);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct test_case cases[] = {
+        { "publish", case_publish }, { "record", case_record }, { "fit", case_fit }, { "spec", case_spec },
+    };
+    return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
+}
