@@ -205,12 +205,38 @@ const char *dra_publish_record_version(json_t *record)
     return json_string_value(json_object_get(record, "resourceVersion"));
 }
 
-/* The record of what the server holds against a wanted slice: the same content, and the
- * same owner where the wanted slice names one. */
-static bool same_content(json_t *have, json_t *want)
+void dra_publish_wanted_clear(struct dra_publish *p)
 {
-    _cleanup_free_ char *content = content_of(want);
-    if (!streq_ptr(json_string_value(json_object_get(have, "content")), content))
+    json_decref(p->want_cache);
+    json_decref(p->want_texts);
+    p->want_cache = p->want_texts = NULL;
+}
+
+json_t *dra_publish_wanted(struct dra_publish *p)
+{
+    if (p->want_cache && p->want_cache_at == p->wanted_changes)
+        return p->want_cache;
+    dra_publish_wanted_clear(p);
+    p->want_cache = desired(p, 0);
+    p->want_texts = json_array();
+    json_t *s;
+    size_t i;
+    json_array_foreach (p->want_cache, i, s) {
+        char *t = content_of(s);
+        json_array_append_new(p->want_texts, json_string_nocheck(t));
+        free(t);
+    }
+    p->want_cache_at = p->wanted_changes;
+    return p->want_cache;
+}
+
+/* The record of what the server holds against the i-th wanted slice: the same content,
+ * and the same owner where the wanted slice names one. */
+static bool same_content(struct dra_publish *p, json_t *have, size_t i)
+{
+    json_t *want = json_array_get(p->want_cache, i);
+    if (!streq_ptr(json_string_value(json_object_get(have, "content")),
+                   json_string_value(json_array_get(p->want_texts, i))))
         return false;
     json_t *wo = owners_of(want);
     if (!wo)
@@ -234,19 +260,18 @@ bool dra_publish_steady(struct dra_publish *p)
 {
     if (p->round_gen)
         return false;
-    json_t *slices = desired(p, 1), *s, *have;
+    json_t *slices = dra_publish_wanted(p), *s, *have;
     size_t i;
     bool ok = json_object_size(p->store) == json_array_size(slices);
     long long g = -1;
     json_array_foreach (slices, i, s) {
         have = json_object_get(p->store, dra_publish_name_of(s));
-        if (!ok || !have || !same_content(have, s) || (g >= 0 && generation_of(have) != g)) {
+        if (!ok || !have || !same_content(p, have, i) || (g >= 0 && generation_of(have) != g)) {
             ok = false;
             break;
         }
         g = generation_of(have);
     }
-    json_decref(slices);
     return ok;
 }
 
@@ -268,17 +293,20 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
         p->round_gen = max_gen + 1;
     }
     long long gen = p->round_gen;
-    json_t *slices = desired(p, gen);
+    json_t *slices = dra_publish_wanted(p);
     enum dra_publish_action act = ACT_NONE;
     json_array_foreach (slices, i, s) {
         have = json_object_get(p->store, dra_publish_name_of(s));
-        if (have && same_content(have, s) && generation_of(have) == gen)
+        if (have && same_content(p, have, i) && generation_of(have) == gen)
             continue;
         act = have ? ACT_UPDATE : ACT_CREATE;
+        json_t *out = json_deep_copy(s);
+        json_object_set_new(json_object_get(json_object_get(out, "spec"), "pool"), "generation",
+                            json_integer(gen));
         if (have) /* at the version compared against: a concurrent writer gets 409 */
-            json_object_set(json_object_get(s, "metadata"), "resourceVersion",
+            json_object_set(json_object_get(out, "metadata"), "resourceVersion",
                             json_object_get(have, "resourceVersion"));
-        *slice_out = json_incref(s);
+        *slice_out = out;
         *name_out = xstrdup(dra_publish_name_of(s));
         break;
     }
@@ -300,7 +328,6 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
         p->last_gen = gen;
         p->round_gen = 0;
     }
-    json_decref(slices);
     return act;
 }
 

@@ -110,6 +110,7 @@ static void learn_taints(struct dra_publish *p, json_t *body)
     if (mode == p->stats.taints)
         return;
     p->stats.taints = mode;
+    p->wanted_changes++;
     if (kept)
         log_info("The API server keeps device taints (DRADeviceTaints is on): unhealthy "
                  "devices are tainted NoSchedule in the ResourceSlice");
@@ -127,6 +128,7 @@ static void learn_partitions(struct dra_publish *p, json_t *body)
     if (mode == p->stats.partitions)
         return;
     p->stats.partitions = mode;
+    p->wanted_changes++;
     if (kept)
         log_info("The API server keeps shared counters (DRAPartitionableDevices is on): MIG "
                  "placements are published for DynamicMIG");
@@ -414,6 +416,8 @@ static void on_node(struct kube *k, int status, json_t *body, void *userdata)
     if (p->node_uid && !streq(p->node_uid, uid))
         log_info("Node %s has a new UID %s (was %s): its ResourceSlices get it as owner", p->node,
                  uid, p->node_uid);
+    if (!streq_ptr(p->node_uid, uid))
+        p->wanted_changes++;
     free(p->node_uid);
     p->node_uid = xstrdup(uid);
     p->refresh_node = false;
@@ -454,6 +458,7 @@ static void on_version(struct kube *k, int status, json_t *body, void *userdata)
                              : "counters-only slices (1.35+)");
     }
     p->version_known = true;
+    p->wanted_changes++;
     answered(p);
 }
 
@@ -466,6 +471,7 @@ static void get_version(struct dra_publish *p)
                     "Kubernetes 1.35+", err.msg);
         p->version_known = true;
         p->combined = false;
+        p->wanted_changes++;
     }
 }
 
@@ -503,6 +509,7 @@ void dra_publish_free(struct dra_publish *p)
     json_decref(p->store);
     free(p->devices);
     free(p->counters);
+    dra_publish_wanted_clear(p);
     json_decref(p->unhealthy);
     free(p->req_name);
     heal_clear(&p->heal);
@@ -538,6 +545,7 @@ void dra_publish_set_pool(struct dra_publish *p, json_t *devices, json_t *counte
     p->devices = text;
     free(p->counters);
     p->counters = counters;
+    p->wanted_changes++;
     json_decref(p->unhealthy);
     p->unhealthy = bad;
     converge(p);
