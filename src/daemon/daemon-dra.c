@@ -9,6 +9,7 @@
 #include "dra/dra-devices.h"
 #include "dra/dra-publish.h"
 #include "dra/dra-service.h"
+#include "dra/dra-share-hook.h"
 #include "dra/dra-sharing.h"
 #include "dra/dra-slice.h"
 #include "health/monitor.h"
@@ -252,6 +253,15 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
     if (!d->pub) {
         r = error_prefix(err, "DRA");
         goto fail;
+    }
+    if (cfg->dra.consumable) {
+        /* the hook that puts a share's memory as a hard limit on its container's cgroup,
+         * where the runtime can run it: without it shares have MPS's client limits only */
+        struct error herr = { 0 };
+        int h = dra_share_hook_install(cfg, &herr);
+        if (h < 0)
+            log_warning("DRA: GPU shares get no hard memory limit on their containers' cgroups: "
+                        "%s", herr.msg);
     }
     log_info("DRA: serving driver %s on %s (registration %s), CDI specs in %s",
              DRA_DRIVER_NAME, dra_service_socket_path(d->svc),

@@ -10,6 +10,7 @@
 #include "dra/dra-cdi.h"
 #include "dra/dra-checkpoint.h"
 #include "dra/dra-mps.h"
+#include "dra/dra-shares.h"
 #include "dra/dra-claim.h"
 
 #define CKPT_VERSION 1
@@ -190,7 +191,8 @@ static const char *record_fails(const struct dra_ckpt_claim *cl, const char *poo
         if (!streq(d->cdi_id, id))
             return "a CDI device ID not its own";
         /* it names a directory an unprepare removes: only what a prepare could make */
-        if (d->config.mps.id[0] && !dra_mps_id_of(d->config.mps.id, cl->uid))
+        if (d->config.mps.id[0] && !(d->share_id ? dra_shares_mps_id_valid(d->config.mps.id)
+                                                  : dra_mps_id_of(d->config.mps.id, cl->uid)))
             return "an MPS control daemon id not its own";
     }
     return NULL;

@@ -332,6 +332,8 @@ static int plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
                 return error_set(err, -EINVAL, "share %s of device %s: a GPU offered as shares is "
                                  "shared through MPS, %s cannot apply to a share", rd->share_id,
                                  a->device, dra_sharing_name(a->config.sharing));
+            /* its GPU's one MPS control daemon, which every share of it uses */
+            dra_shares_mps(&c->inv->gpus[d->gpu], &rd->config);
         }
         bool seen = false;
         for (size_t k = 0; k < *n_devs && !seen; k++)
@@ -550,8 +552,8 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
         r = err->code;
         goto out;
     }
-    dra_shares_spec(spec, c->inv, c->devices, &rec);
     dra_mps_cdi_edits(spec, uid, rec.devices, rec.n_devices, c->ckpt.dir);
+    dra_shares_spec(spec, c->cfg, c->inv, c->devices, &rec);
     if (!changes_devices(c, &rec)) {
         rec.state = DRA_CKPT_PREPARE_COMPLETED;
         if ((r = dra_cdi_write(c->cdi_root, uid, spec, &p->stage, err)) < 0)

@@ -1,9 +1,12 @@
 /* GPU shares (see dra-shares.h). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dra/dra-cdi.h"
+#include "dra/dra-share-hook.h"
 #include "dra/dra-shares.h"
 
 int dra_shares_record(const struct inventory *inv, const struct dra_device *d,
@@ -103,8 +106,31 @@ static int by_bus_id(const void *a, const void *b)
     return strcmp(x->bus_id, y->bus_id);
 }
 
-void dra_shares_spec(json_t *spec, const struct inventory *inv, const struct dra_device_set *set,
-                     const struct dra_ckpt_claim *rec)
+#define SHARES_MPS_PREFIX "shares-"
+
+void dra_shares_mps(const struct inv_gpu *gpu, struct dra_config *out)
+{
+    *out = dra_config_default(DRA_CONFIG_GPU);
+    out->sharing = DRA_SHARING_MPS;
+    out->mps.thread_pct = -1;
+    out->mps.pinned_mib = -1;
+    out->mps.n_group = 1;
+    /* a GPU UUID is 40 characters: both fit (bounded all the same) */
+    snprintf(out->mps.group[0], sizeof(out->mps.group[0]), "%.*s",
+             (int)sizeof(out->mps.group[0]) - 1, gpu->uuid);
+    snprintf(out->mps.id, sizeof(out->mps.id), SHARES_MPS_PREFIX "%.*s",
+             (int)sizeof(out->mps.group[0]) - 1, gpu->uuid);
+}
+
+bool dra_shares_mps_id_valid(const char *id)
+{
+    size_t p = strlen(SHARES_MPS_PREFIX), n = strlen(id);
+    return n > p && n - p < DRA_MPS_KEY_MAX && strncmp(id, SHARES_MPS_PREFIX, p) == 0 &&
+           strspn(id + p, "abcdefABCDEF0123456789-GPU") == n - p;
+}
+
+void dra_shares_spec(json_t *spec, const struct config *cfg, const struct inventory *inv,
+                     const struct dra_device_set *set, const struct dra_ckpt_claim *rec)
 {
     json_t *old = json_object_get(spec, "devices"), *devices = json_array();
     const struct inv_gpu *gpus[DRA_CLAIM_MAX_RESULTS];
@@ -126,6 +152,21 @@ void dra_shares_spec(json_t *spec, const struct inventory *inv, const struct dra
         const struct dra_device *d = dra_devices_find(set, r->device);
         if (!r->share_id || !d)
             continue;
+        /* only where the hook was installed (at start): a hook the runtime cannot find
+         * fails the container */
+        char hook[PATH_MAX];
+        json_t *hooks = cfg && dra_share_hook_path(cfg, hook, sizeof(hook)) == 0 && access(hook, X_OK) == 0
+                            ? dra_share_hook_edits(cfg, inv->gpus[d->gpu].uuid, r->share_memory)
+                            : NULL;
+        if (hooks) {
+            json_t *ce = json_object_get(copy, "containerEdits");
+            json_t *have = json_object_get(ce, "hooks");
+            if (!json_is_array(have))
+                json_object_set_new(ce, "hooks", json_incref(hooks));
+            else
+                json_array_extend(have, hooks);
+            json_decref(hooks);
+        }
         shares = true;
         comp = comp && comp < r->share_compute ? comp : r->share_compute;
         size_t g = 0;

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "config/config.h"
 #include "core/error.h"
 #include "dra/dra-checkpoint.h"
 #include "dra/dra-claim.h"
@@ -31,9 +32,17 @@ int dra_shares_fit(const struct inventory *inv, const struct dra_device_set *set
  * claim has shares, the MPS client's limits claim-wide: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
  * (per GPU, by its index in PCI bus order, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes the
  * container's order) and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (the smallest share's). The
- * spec's own containerEdits are copied before they change (they may be shared). */
-void dra_shares_spec(json_t *spec, const struct inventory *inv, const struct dra_device_set *set,
-                     const struct dra_ckpt_claim *rec);
+ * spec's own containerEdits are copied before they change (they may be shared). Each
+ * share's device gets the hooks that put its memory as a hard limit on its container's
+ * cgroup where the driver and host allow (dra-share-hook.h, docs/cdi-hook.md). */
+void dra_shares_spec(json_t *spec, const struct config *cfg, const struct inventory *inv,
+                     const struct dra_device_set *set, const struct dra_ckpt_claim *rec);
+/* The sharing config of a share of gpu: MPS, through the GPU's one control daemon
+ * ("shares-<UUID>", every share of the GPU uses it; the last one's unprepare stops it),
+ * with no daemon-wide limits: each share's are its client's (above) and its cgroup's. */
+void dra_shares_mps(const struct inv_gpu *gpu, struct dra_config *out);
+/* Whether id is a shared GPU's daemon id ("shares-" and a UUID's characters). */
+bool dra_shares_mps_id_valid(const char *id);
 /* Whether two recorded devices (names a, b; share IDs sa, sb, NULL: whole) may be held at
  * once: two shares of one device may. */
 bool dra_shares_coexist(const char *a, const char *sa, const char *b, const char *sb);

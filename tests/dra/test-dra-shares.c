@@ -159,7 +159,7 @@ static void case_spec(void)
         { .device = "gpu-0", .share_id = "b", .share_memory = 4ULL << 30, .share_compute = 10 },
     };
     struct dra_ckpt_claim rec = { .uid = "u1", .devices = two, .n_devices = 2 };
-    dra_shares_spec(spec, &inv, &set, &rec);
+    dra_shares_spec(spec, NULL, &inv, &set, &rec);
     json_t *devices = json_object_get(spec, "devices");
     CHECK(json_array_size(devices) == 2);
     CHECK_STR(json_string_value(json_object_get(json_array_get(devices, 0), "name")), "u1-gpu-0-a");
