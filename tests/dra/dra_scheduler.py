@@ -8,12 +8,23 @@ fit; a device fits when it is not allocated and, for each counter it consumes, t
 value minus what every allocated device (and the ones picked so far) consumes stays >= 0.
 Without DRAPartitionableDevices a device that consumes counters is never picked.
 
+Consumable capacity (KEP-5075, DRAConsumableCapacity, §3.2): a device with
+allowMultipleAllocations is given to many requests, each a share under its own shareID
+(a UID) with its consumedCapacity: per capacity of the device, what the request asks
+(capacity.requests) rounded up to the capacity's requestPolicy (the next of validValues,
+min + n*step of validRange; above max or the last value: no fit), or, not asked, the
+policy's default (no policy: the whole capacity); the device fits while, per capacity,
+the shares it has given and this one sum to at most its value. A request asking a
+capacity the device does not have does not fit it; on a device given whole, a request's
+amounts must be at most its capacities. A shared device is never also given whole.
+
 Selectors are a CEL subset: `device.attributes["gpu.nvidia.com"].profile == "1g.10gb"`, or
 the short form `profile == "1g.10gb"`, `type == "gpu"`, joined with `&&`.
 
 Used by tests/dra/test_dra_mig.py; `python3 dra_scheduler.py` runs its own unit tests."""
 import re
 import unittest
+import uuid
 
 DRIVER = "gpu.nvidia.com"
 
@@ -32,6 +43,55 @@ def quantity(s):
             "Ei": 1 << 60, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
             "E": 10**18}[m.group(2)]
     return int(m.group(1)) * mult
+
+
+def format_quantity(n):
+    """n as the API server writes a quantity: the largest binary suffix that divides it, else
+    a plain integer."""
+    for suffix, shift in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return "%d%s" % (n >> shift, suffix)
+    return str(n)
+
+
+def consumed(dev, asked=None):
+    """The consumedCapacity of one share of dev (a device with allowMultipleAllocations) for
+    the request's capacity.requests asked ({name: quantity}): {name: int} for every capacity
+    of dev, or None when the request cannot be served by it (a capacity it does not have, an
+    amount above the policy's max or last value)."""
+    asked = {k: quantity(v) for k, v in (asked or {}).items()}
+    caps = dev.get("capacity") or {}
+    if any(k not in caps for k in asked):
+        return None
+    out = {}
+    for name, cap in caps.items():
+        pol = cap.get("requestPolicy")
+        if name not in asked:
+            out[name] = quantity(pol["default"]) if pol and "default" in pol else quantity(cap["value"])
+            continue
+        want = asked[name]
+        if not pol:
+            out[name] = want
+        elif "validValues" in pol:
+            vals = [quantity(v) for v in pol["validValues"]]
+            up = [v for v in vals if v >= want]
+            if not up:
+                return None
+            out[name] = min(up)
+        elif "validRange" in pol:
+            r = pol["validRange"]
+            lo = quantity(r["min"])
+            step = quantity(r["step"]) if "step" in r else None
+            if want <= lo:
+                want = lo
+            elif step:
+                want = lo + -(-(want - lo) // step) * step
+            if "max" in r and want > quantity(r["max"]):
+                return None
+            out[name] = want
+        else:
+            out[name] = want
+    return out
 
 
 def _attr_value(a):
@@ -105,42 +165,98 @@ class Pool:
                 self.devices.append(d)
                 self.by_name[d["name"]] = d
 
+    @staticmethod
+    def _names(allocated):
+        """The device names of allocated (names, or allocation results), each once."""
+        out = []
+        for a in allocated:
+            n = a if isinstance(a, str) else a["device"]
+            if n not in out:
+                out.append(n)
+        return out
+
     def available(self, allocated):
-        """Counter set -> counter -> what is left after the allocated devices."""
+        """Counter set -> counter -> what is left after the allocated devices (a shared
+        device's counters count once, however many shares it has given)."""
         left = {n: dict(c) for n, c in self.counters.items()}
-        for name in allocated:
+        for name in self._names(allocated):
             for use in self.by_name[name].get("consumesCounters") or []:
                 for c, v in use["counters"].items():
                     left[use["counterSet"]][c] -= quantity(v["value"])
         return left
 
-    def fits(self, name, allocated):
+    def shared(self, name):
+        return bool(self.by_name[name].get("allowMultipleAllocations"))
+
+    def fits(self, name, allocated, asked=None):
+        """Whether the device fits beside allocated (names: given whole; results with a
+        shareID: shares); for a shared device, the consumedCapacity of the share (a dict),
+        else True/False."""
         d = self.by_name[name]
-        if name in allocated:
+        whole = [a for a in allocated if isinstance(a, str) or not a.get("shareID")]
+        if name in self._names(whole):
             return False
+        share = None
+        if self.shared(name):
+            share = consumed(d, asked)
+            if share is None:
+                return False
+            for c, v in d.get("capacity", {}).items():
+                used = sum(quantity(a["consumedCapacity"].get(c, "0")) for a in allocated
+                           if not isinstance(a, str) and a.get("shareID") and a["device"] == name)
+                if used + share[c] > quantity(v["value"]):
+                    return False
+        else:
+            if name in self._names(allocated):
+                return False
+            caps = d.get("capacity") or {}
+            for k, v in (asked or {}).items():
+                if k not in caps or quantity(v) > quantity(caps[k]["value"]):
+                    return False
         uses = d.get("consumesCounters") or []
         if uses and not self.partitionable:
             return False
-        left = self.available(allocated)
-        return all(left[u["counterSet"]][c] - quantity(v["value"]) >= 0
-                   for u in uses for c, v in u["counters"].items())
+        if not (share is not None and name in self._names(allocated)):  # counted once
+            left = self.available(allocated)
+            if not all(left[u["counterSet"]][c] - quantity(v["value"]) >= 0
+                       for u in uses for c, v in u["counters"].items()):
+                return False
+        return share if share is not None else True
+
+    def allocate_results(self, requests, allocated=(), share_id=lambda: str(uuid.uuid4())):
+        """Allocation results for one claim's requests (one device each: a selector, as
+        for allocate, or (selector, {capacity: quantity}) with capacity.requests), first
+        fit in the scheduler's order beside what is already allocated in the pool (names,
+        or results); None when some request finds no device. A result: {"device"}, and for
+        a share {"shareID", "consumedCapacity": {name: quantity string}}."""
+        picked = list(allocated)
+        out = []
+        for req in requests:
+            sel, asked = req if isinstance(req, tuple) else (req, None)
+            pred = selector(sel) if isinstance(sel, str) else sel
+            for d in self.devices:
+                if not pred(d):
+                    continue
+                got = self.fits(d["name"], picked, asked)
+                if got is False:
+                    continue
+                r = {"device": d["name"]}
+                if isinstance(got, dict):
+                    r["shareID"] = share_id()
+                    r["consumedCapacity"] = {k: format_quantity(v) for k, v in got.items()}
+                picked.append(r if "shareID" in r else d["name"])
+                out.append(r)
+                break
+            else:
+                return None
+        return out
 
     def allocate(self, selectors, allocated=()):
         """Device names for one claim's requests (one device each, a CEL selector subset
         string or a predicate), first fit in the scheduler's order, with what is already
         allocated in the pool; None when some request finds no device."""
-        picked = list(allocated)
-        out = []
-        for sel in selectors:
-            pred = selector(sel) if isinstance(sel, str) else sel
-            for d in self.devices:
-                if pred(d) and self.fits(d["name"], picked):
-                    picked.append(d["name"])
-                    out.append(d["name"])
-                    break
-            else:
-                return None
-        return out
+        res = self.allocate_results(selectors, allocated)
+        return None if res is None else [r["device"] for r in res]
 
 
 # ---- its own tests: a made-up GPU of 4 memory slices
@@ -207,6 +323,67 @@ class SchedulerTest(unittest.TestCase):
 
     def test_gate_off(self):
         self.assertIsNone(Pool(_slices(), partitionable=False).allocate(['profile == "1g"']))
+
+    def test_consumable_capacity(self):
+        gi = 1 << 30
+        mem = {"value": "80Gi", "requestPolicy": {"default": "80Gi", "validRange": {
+            "min": "1Gi", "max": "80Gi", "step": "1Gi"}}}
+        comp = {"value": "100", "requestPolicy": {"default": "10", "validRange": {
+            "min": "1", "max": "100", "step": "1"}}}
+        shared = {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}},
+                  "capacity": {"memory": mem, "compute": comp}, "allowMultipleAllocations": True}
+        plain = {"name": "gpu-1", "attributes": {"type": {"string": "gpu"}},
+                 "capacity": {"memory": {"value": "40Gi"}}}
+        pool = {"name": "n1", "generation": 1, "resourceSliceCount": 1}
+        p = Pool([{"metadata": {"name": "n1-a"}, "spec": {"driver": DRIVER, "pool": pool,
+                                                          "devices": [shared, plain]}}])
+        # the policy: rounded up to min + n*step; not asked: the default; above max: none
+        self.assertEqual(consumed(shared, {"memory": "8Gi"}), {"memory": 8 * gi, "compute": 10})
+        self.assertEqual(consumed(shared, {"memory": "7500Mi", "compute": "25"}),
+                         {"memory": 8 * gi, "compute": 25})
+        self.assertEqual(consumed(shared, {"memory": "1Mi"}), {"memory": gi, "compute": 10})
+        self.assertEqual(consumed(shared), {"memory": 80 * gi, "compute": 10})
+        self.assertIsNone(consumed(shared, {"memory": "81Gi"}))
+        self.assertIsNone(consumed(shared, {"shares": "1"}))
+        vv = {"capacity": {"m": {"value": "8", "requestPolicy": {"default": "2", "validValues": ["2", "4", "8"]}},
+                           "x": {"value": "5"}}}
+        self.assertEqual(consumed(vv, {"m": "3"}), {"m": 4, "x": 5})
+        self.assertEqual(consumed(vv, {"m": "1", "x": "2"}), {"m": 2, "x": 2})
+        self.assertIsNone(consumed(vv, {"m": "9"}))
+        # ten 8Gi shares of 80Gi, each its own shareID; the eleventh does not fit
+        ids = iter("share-%02d" % i for i in range(100))
+        alloc = []
+        for i in range(10):
+            r = p.allocate_results([('type == "gpu"', {"memory": "8Gi"})], alloc, lambda: next(ids))
+            self.assertEqual(r, [{"device": "gpu-0", "shareID": "share-%02d" % i,
+                                  "consumedCapacity": {"memory": "8Gi", "compute": "10"}}])
+            alloc += r
+        # the eleventh: not on gpu-0, on the plain GPU (given whole), then nowhere
+        r = p.allocate_results([('type == "gpu"', {"memory": "8Gi"})], alloc)
+        self.assertEqual(r, [{"device": "gpu-1"}])
+        self.assertIsNone(p.allocate_results([('type == "gpu"', {"memory": "8Gi"})], alloc + ["gpu-1"]))
+        # one share gone: it fits again; compute summed too (10 x 10 = 100)
+        self.assertEqual(len(p.allocate_results([('type == "gpu"', {"memory": "8Gi"})], alloc[1:])), 1)
+        self.assertIsNone(p.allocate_results([('type == "gpu"', {"memory": "1Gi", "compute": "1"})],
+                                             [dict(a, consumedCapacity={"memory": "1Gi", "compute": "10"})
+                                              for a in alloc]))
+        # two shares in one claim see each other; the third goes to the plain GPU (whole)
+        two = p.allocate_results([('type == "gpu"', {"memory": "40Gi"})] * 3)
+        self.assertEqual([r["device"] for r in two], ["gpu-0", "gpu-0", "gpu-1"])
+        self.assertNotIn("shareID", two[2])
+        # ... where 41Gi is more than the plain GPU has
+        self.assertIsNone(p.allocate_results([('type == "gpu"', {"memory": "40Gi"})] * 2 +
+                                             [('type == "gpu"', {"memory": "41Gi"})]))
+        self.assertNotEqual(two[0]["shareID"], two[1]["shareID"])
+        # a request without amounts takes the policy's defaults (all 80Gi): not beside a share
+        self.assertEqual(p.allocate(['type == "gpu"'], alloc[:1]), ["gpu-1"])
+        self.assertEqual(p.allocate_results(['type == "gpu"'], [], lambda: "s")[0]["consumedCapacity"],
+                         {"memory": "80Gi", "compute": "10"})
+        # a device given whole (a stale name in allocated) is never shared
+        self.assertIsNone(p.allocate_results([('type == "gpu"', {"memory": "1Gi"})], ["gpu-0", "gpu-1"]))
+        self.assertEqual(format_quantity(8 * gi), "8Gi")
+        self.assertEqual(format_quantity(10), "10")
+        self.assertEqual(format_quantity(1536 << 20), "1536Mi")
 
     def test_quantity(self):
         self.assertEqual(quantity("40192Mi"), 40192 << 20)
