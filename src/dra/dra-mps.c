@@ -2,14 +2,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/backoff.h"
+#include "core/digest.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -18,15 +17,6 @@
 #define PIPE_IN_CONTAINER "/tmp/nvidia-mps"
 #define DESIRED_MAX (64u << 10)
 
-/* mbedtls 2 names it _ret; 3 dropped the suffix. The API client links it already. */
-static void sha256(const void *data, size_t len, unsigned char out[32])
-{
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-    mbedtls_sha256(data, len, out, 0);
-#else
-    mbedtls_sha256_ret(data, len, out, 0);
-#endif
-}
 
 void dra_mps_id(const char *uid, const char (*uuids)[DRA_MPS_KEY_MAX], size_t n,
                 char out[DRA_MPS_ID_MAX])
@@ -36,7 +26,7 @@ void dra_mps_id(const char *uid, const char (*uuids)[DRA_MPS_KEY_MAX], size_t n,
     for (size_t i = 0; i < n; i++)
         len += (size_t)snprintf(joined + len, sizeof(joined) - len, "%s%s", i ? "," : "", uuids[i]);
     unsigned char h[32];
-    sha256(joined, len, h);
+    digest_sha256(joined, len, h);
     snprintf(out, DRA_MPS_ID_MAX, "%s-%02x%02x%x", uid, h[0], h[1], h[2] >> 4);
 }
 

@@ -38,8 +38,11 @@ struct dra_publish {
      * compared content, built once per change of what is wanted, not once per request:
      * rebuilt per step, 9 slices of 208 devices (8 carved H100s) cost 10-14 ms a write and
      * grew with the square of the slices. wanted_changes counts the changes of the inputs
-     * (devices, counters, health, Node UID, taint and counter modes, layout). */
-    json_t *want_cache, *want_texts;
+     * (devices, counters, health, Node UID, taint and counter modes, layout).
+      * Kept as text, as the rest: the trees of such a pool took 3 MiB of RSS. Each entry
+     * of want_cache: {"name", "slice" (compact text), "content" (what is compared),
+     * "owners" (text, or absent)}. */
+    json_t *want_cache;
     unsigned wanted_changes, want_cache_at;
     bool version_known;             /* the layout is chosen (GET /version answered) */
     bool combined;                  /* the API server is older than 1.35 */
@@ -78,8 +81,7 @@ const char *dra_publish_record_version(json_t *record);
 const char *dra_publish_name_of(json_t *o);
 /* The server holds exactly the wanted slices, all of one generation. */
 bool dra_publish_steady(struct dra_publish *p);
-/* The wanted slices (borrowed, valid until the next change) and the content text of the
- * i-th, as compared with what the server holds. */
+/* The wanted slices as want_cache describes them (borrowed, valid until the next change). */
 json_t *dra_publish_wanted(struct dra_publish *p);
 void dra_publish_wanted_clear(struct dra_publish *p);
 

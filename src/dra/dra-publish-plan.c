@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/digest.h"
 #include "core/macro.h"
 #include "dra/dra-publish-internal.h"
 #include "dra/dra-slice.h"
@@ -148,8 +149,10 @@ static json_t *device_view(json_t *d)
     return v;
 }
 
-/* What is compared of a slice, as text: driver, node, pool name and size, the devices
- * as device_view() sees them. */
+/* What is compared of a slice: driver, node, pool name and size, the counter sets, the
+ * devices as device_view() sees them; kept as the SHA-256 of its text (the text of a
+ * pool of carved GPUs is hundreds of KiB, kept twice: what the server holds, what we
+ * want). */
 static char *content_of(json_t *slice)
 {
     json_t *spec = json_object_get(slice, "spec"), *pool = json_object_get(spec, "pool");
@@ -169,9 +172,11 @@ static char *content_of(json_t *slice)
     json_array_foreach (json_object_get(spec, "devices"), i, d)
         json_array_append_new(devices, device_view(d));
     json_object_set_new(v, "devices", devices);
-    char *t = dra_publish_text(v);
+    _cleanup_free_ char *t = dra_publish_text(v);
     json_decref(v);
-    return t;
+    char *hex = xmalloc(65);
+    digest_sha256_hex(t, strlen(t), hex);
+    return hex;
 }
 
 static json_t *owners_of(json_t *slice)
@@ -208,8 +213,7 @@ const char *dra_publish_record_version(json_t *record)
 void dra_publish_wanted_clear(struct dra_publish *p)
 {
     json_decref(p->want_cache);
-    json_decref(p->want_texts);
-    p->want_cache = p->want_texts = NULL;
+    p->want_cache = NULL;
 }
 
 json_t *dra_publish_wanted(struct dra_publish *p)
@@ -217,32 +221,38 @@ json_t *dra_publish_wanted(struct dra_publish *p)
     if (p->want_cache && p->want_cache_at == p->wanted_changes)
         return p->want_cache;
     dra_publish_wanted_clear(p);
-    p->want_cache = desired(p, 0);
-    p->want_texts = json_array();
-    json_t *s;
+    json_t *slices = desired(p, 0), *s;
+    p->want_cache = json_array();
     size_t i;
-    json_array_foreach (p->want_cache, i, s) {
-        char *t = content_of(s);
-        json_array_append_new(p->want_texts, json_string_nocheck(t));
-        free(t);
+    json_array_foreach (slices, i, s) {
+        _cleanup_free_ char *text = dra_publish_text(s), *content = content_of(s);
+        json_t *e = json_pack("{s:s, s:s, s:s}", "name", dra_publish_name_of(s), "slice", text,
+                              "content", content);
+        if (owners_of(s)) {
+            _cleanup_free_ char *owners = dra_publish_text(owners_of(s));
+            json_object_set_new(e, "owners", json_string(owners));
+        }
+        json_array_append_new(p->want_cache, e);
     }
+    json_decref(slices);
     p->want_cache_at = p->wanted_changes;
     return p->want_cache;
 }
 
-/* The record of what the server holds against the i-th wanted slice: the same content,
- * and the same owner where the wanted slice names one. */
-static bool same_content(struct dra_publish *p, json_t *have, size_t i)
+/* The record of what the server holds against a wanted slice (an entry of want_cache): the
+ * same content, and the same owner where the wanted slice names one. */
+static bool same_content(json_t *have, json_t *want)
 {
-    json_t *want = json_array_get(p->want_cache, i);
     if (!streq_ptr(json_string_value(json_object_get(have, "content")),
-                   json_string_value(json_array_get(p->want_texts, i))))
+                   json_string_value(json_object_get(want, "content"))))
         return false;
-    json_t *wo = owners_of(want);
-    if (!wo)
-        return true;
-    _cleanup_free_ char *owners = dra_publish_text(wo);
-    return streq_ptr(json_string_value(json_object_get(have, "owners")), owners);
+    const char *wo = json_string_value(json_object_get(want, "owners"));
+    return !wo || streq_ptr(json_string_value(json_object_get(have, "owners")), wo);
+}
+
+static const char *want_name(json_t *want)
+{
+    return json_string_value(json_object_get(want, "name"));
 }
 
 static long long generation_of(json_t *record)
@@ -265,8 +275,8 @@ bool dra_publish_steady(struct dra_publish *p)
     bool ok = json_object_size(p->store) == json_array_size(slices);
     long long g = -1;
     json_array_foreach (slices, i, s) {
-        have = json_object_get(p->store, dra_publish_name_of(s));
-        if (!ok || !have || !same_content(p, have, i) || (g >= 0 && generation_of(have) != g)) {
+        have = json_object_get(p->store, want_name(s));
+        if (!ok || !have || !same_content(have, s) || (g >= 0 && generation_of(have) != g)) {
             ok = false;
             break;
         }
@@ -296,18 +306,19 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
     json_t *slices = dra_publish_wanted(p);
     enum dra_publish_action act = ACT_NONE;
     json_array_foreach (slices, i, s) {
-        have = json_object_get(p->store, dra_publish_name_of(s));
-        if (have && same_content(p, have, i) && generation_of(have) == gen)
+        have = json_object_get(p->store, want_name(s));
+        if (have && same_content(have, s) && generation_of(have) == gen)
             continue;
         act = have ? ACT_UPDATE : ACT_CREATE;
-        json_t *out = json_deep_copy(s);
+        /* our own text: always parses */
+        json_t *out = json_loads(json_string_value(json_object_get(s, "slice")), 0, NULL);
         json_object_set_new(json_object_get(json_object_get(out, "spec"), "pool"), "generation",
                             json_integer(gen));
         if (have) /* at the version compared against: a concurrent writer gets 409 */
             json_object_set(json_object_get(out, "metadata"), "resourceVersion",
                             json_object_get(have, "resourceVersion"));
         *slice_out = out;
-        *name_out = xstrdup(dra_publish_name_of(s));
+        *name_out = xstrdup(want_name(s));
         break;
     }
     if (act == ACT_NONE) {
@@ -316,7 +327,7 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
         json_object_foreach (p->store, key, have) {
             bool wanted = false;
             json_array_foreach (slices, i, s)
-                wanted |= streq(key, dra_publish_name_of(s));
+                wanted |= streq(key, want_name(s));
             if (!wanted) {
                 act = ACT_DELETE;
                 *name_out = xstrdup(key);
