@@ -173,10 +173,12 @@ class Kubelet:
             req, timeout=timeout)
         return resp.claims
 
-    def prepare(self, *claims, timeout=45):
-        """{uid: {"devices": [(pool, device, [request names], [CDI IDs])], "error": str}}"""
+    def prepare(self, *claims, timeout=45, share_id=False):
+        """{uid: {"devices": [(pool, device, [request names], [CDI IDs])], "error": str}};
+        with share_id, each device's share_id (field 5, "" when unset) fifth."""
         return {uid: {"devices": [(d.pool_name, d.device_name, list(d.request_names),
-                                   list(d.cdi_device_ids)) for d in r.devices],
+                                   list(d.cdi_device_ids)) + ((d.share_id,) if share_id else ())
+                                  for d in r.devices],
                       "error": r.error}
                 for uid, r in self._call("Prepare", claims, timeout).items()}
 
