@@ -17,6 +17,9 @@ replaced by recording stand-ins on the runner's PATH.
   PrepareStarted; the kubelet's retry, once the runner runs, prepares it.
 - A claim forgotten while the plugin was down (its checkpoint of another boot): its desired
   state removed at start, and the runner stops its daemon.
+- With the simulator's nvidia-cuda-mps-control (a daemon process with its socket, state file
+  and pid file, docs/simulator.md): the daemon holds the claim's limits, lives on with the
+  same pid across a SIGKILL and restart of the plugin, and exits at Unprepare.
 
 usage: test_dra_mps.py <fake-apiserver>"""
 import hashlib
@@ -24,6 +27,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 
@@ -46,6 +50,15 @@ TOOL = """#!/bin/sh
 """
 MPS = {"defaultActiveThreadPercentage": 50, "defaultPinnedDeviceMemoryLimit": "1Gi",
        "defaultPerDevicePinnedMemoryLimit": {"1": "2Gi"}}
+
+
+def alive(pid):
+    """A process that runs (an exited one not yet reaped by its new parent does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def mounted(path):
@@ -294,6 +307,56 @@ class DraMps(harness.PluginTestCase):
         self.assertTrue(os.path.exists(os.path.join(self.mps, self.mps_id(keep, ["gpu-2", "gpu-3"]),
                                                     "desired.json")))
         self.assertEqual(self.kl.unprepare(ref(c)), {keep: ""})
+
+    def test_simulated_daemon_outlives_the_plugin(self):
+        driver = os.path.join(self.tmp, "driver")
+        r = subprocess.run([harness.SIM_RENDER, "--profile", harness.profile_path("a100"),
+                            "--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
+                            "--dev-root", os.path.join(self.dev_root, "dev"), "--driver-root", driver],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        tool = os.path.join(self.bin, "nvidia-cuda-mps-control")
+        with open(tool, "w") as f:
+            f.write("#!/bin/sh\nMOCK_MPS_LOG=%s exec %s \"$@\"\n" % (
+                os.path.join(self.tmp, "mps.log"), os.path.join(driver, "usr", "bin", "nvidia-cuda-mps-control")))
+        self.start_runner()
+        self.start_dra()
+        uid = "11111111-0000-0000-0000-000000000006"
+        o = self.claim("mps-sim", uid)
+        ident = self.mps_id(uid, ["gpu-2", "gpu-3"])
+        pipe = os.path.join(self.mps, ident, "pipe")
+        pidfile = os.path.join(pipe, "nvidia-cuda-mps-control.pid")
+        self.addCleanup(self.kill_daemon, pidfile)
+        res = self.kl.prepare(ref(o))
+        self.assertEqual(res[uid]["error"], "", res)
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.assertTrue(alive(pid))
+        u = sorted([self.uuids["gpu-2"], self.uuids["gpu-3"]])
+        with open(os.path.join(pipe, "nvidia-sim-mps.state")) as f:
+            state = f.read().splitlines()
+        self.assertEqual(state[1:], ["multiuser 0", "default_active_thread_percentage 50.0",
+                                     "default_device_pinned_mem_limit %s %d" % (u[0], 1 << 30),
+                                     "default_device_pinned_mem_limit %s %d" % (u[1], 2 << 30)])
+        # the plugin killed and started again: the same daemon serves on
+        self.plugin.kill()
+        self.kl.close()
+        self.start_dra()
+        self.assertEqual(self.kl.prepare(ref(o)), res)
+        self.assertTrue(alive(pid))
+        with open(pidfile) as f:
+            self.assertEqual(int(f.read()), pid)
+        # unprepare: the daemon quits, its directory goes
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.wait(lambda: not alive(pid), "the daemon gone")
+        self.assertFalse(os.path.exists(os.path.join(self.mps, ident)))
+
+    def kill_daemon(self, pidfile):
+        try:
+            with open(pidfile) as f:
+                os.kill(int(f.read()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 if __name__ == "__main__":
