@@ -276,10 +276,16 @@ static void add_hook(struct edits *e, const struct at *a, json_t *o)
     struct hook h = { .kind = HOOK_PRESTART };
     while (h.kind < ELEMENTSOF(kinds) && strcmp(kinds[h.kind], name) != 0)
         h.kind++;
+    /* poststart/poststop run after the process starts or ends, where this applier has
+     * exec'd it and is gone: a spec may carry them (a GPU share's reset), they are skipped */
+    if (h.kind == ELEMENTSOF(kinds) && (strcmp(name, "poststart") == 0 || strcmp(name, "poststop") == 0)) {
+        fprintf(stderr, "cdi-apply-spec: %s: %s: a %s hook is not run here, skipped\n", a->file,
+                a->where, name);
+        return;
+    }
     if (h.kind == ELEMENTSOF(kinds))
-        /* poststart/poststop would run after our exec, which nothing is left to do */
-        die(EXIT_FAIL, "%s: %s.hookName: \"%s\" hooks are not run here (only prestart, "
-            "createRuntime, createContainer, startContainer)", a->file, a->where, name);
+        die(EXIT_FAIL, "%s: %s.hookName: \"%s\" is no OCI hook (prestart, createRuntime, "
+            "createContainer, startContainer, poststart, poststop)", a->file, a->where, name);
     h.path = xdup(path_at(a, o, "path", true));
     h.args = strings_at(a, o, "args", false);
     h.env = strings_at(a, o, "env", true);
