@@ -1,0 +1,349 @@
+#!/usr/bin/python3
+"""A GPU share held to its memory in a container a real containerd 1.7 builds from the share's
+CDI IDs (issue 32 item 5: "a container that allocates over its share fails and one under it
+succeeds, through containerd with the claim's CDI IDs").
+
+The real binary as the DRA plugin (`serve --dra --dra-consumable-capacity`) on the
+simulator's built-in node, 8 A100 40GB (sim/nvml/default-node.yaml: its /dev as character devices with
+NVIDIA's numbers, as test_dra_containerd.py makes them; its driver root rendered by
+`nvml-sim-render --driver-root`, given as --driver-root and --driver-root-ctr-path, with the
+nvidia-cdi-hook stand-in of tests/cdi), the fake API server at v1.36.3, a claim of one 8Gi
+share placed by the scheduler stand-in (dra_scheduler.py), and the MPS runner
+(`mps-control-daemon --dra`) with the simulator's nvidia-cuda-mps-control stand-in: the
+share's daemon listens on the pipe directory the spec mounts at /tmp/nvidia-mps.
+containerd 1.7 (tests/dra/containerd17.py), CDI on, runs the plain Debian image of
+tests/cdi (debian-rootfs.sh) with alloc-probe (tests/cdi-hook/alloc-probe.c: cuInit,
+cuMemGetInfo, cuMemAlloc of N bytes) given only the share's CDI IDs and MOCK_NVML_CONFIG.
+The libcuda stand-in from the driver root connects to the daemon through the mounted pipe
+directory and applies the client limit of the spec's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT:
+
+- 4 GiB of the 8 GiB share (of gpu-0, the scheduler's first fit): allocated;
+- 12 GiB: CUDA_ERROR_OUT_OF_MEMORY;
+- the same 12 GiB with CUDA_MPS_PIPE_DIRECTORY pointed elsewhere (not an MPS client):
+  allocated — what a container can do where only MPS's per-client limit holds the share
+  (docs/cdi-hook.md "What is enforced"), recorded so that a change of the model is seen.
+
+The share's createRuntime / poststop hooks (gpu-device-plugin-cdi-hook, installed by the
+plugin) run in this container's creation (the container starts only if the first exits 0).
+The cgroup hard limit itself needs a cgroup v2 host and an r615+ driver: runc gives a hook
+only the environment its spec entry lists, so neither the simulator's profile nor its
+overrides (MOCK_NVML_CGROUP_VERSION, MOCK_NVML_CGROUP_ROOT) can reach it here (hence the
+built-in node, whose driver is 550: NOT_SUPPORTED, the share left to MPS, exit 0; so too on
+a cgroup v1 host). tests/cdi-hook (cdi-hook) runs the hard-limit path outside a runtime.
+
+Needs root, the simulator, alloc-probe and, the first time, Debian's archive. Skips (exit 77)
+with the reason when it cannot run, except under CI=true, where that fails.
+
+usage: test_dra_shares_containerd.py <fake-apiserver> <alloc-probe>"""
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+import unittest
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "kube"))
+sys.path.insert(0, os.path.join(HERE, "..", "cdi"))
+import kubetest as kt  # noqa: E402
+from kubetest import scratch  # noqa: E402
+import skip  # noqa: E402  (tests/common/skip.py)
+import containerd17  # noqa: E402
+from containerd17 import decode, ld, vi  # noqa: E402
+import test_dra_containerd as dra  # noqa: E402  (its node and kubelet helpers)
+import test_cdi_containerd as cdi  # noqa: E402  (its driver root and output sections)
+from dra_scheduler import Pool  # noqa: E402
+
+# The simulator's built-in node (8 A100 40GB), written out: the share hook's NVML, run by runc
+# with only the environment its spec entry lists (none), has no MOCK_NVML_CONFIG and
+# simulates exactly this node, so it finds the share's GPU.
+PROFILE = os.path.normpath(os.path.join(HERE, "..", "..", "sim", "nvml", "default-node.yaml"))
+dra.PROFILE = cdi.PROFILE = PROFILE  # their node, driver root and plugin: this one
+UUID0 = "GPU-12345678-1234-1234-1234-123456780000"
+NODE = dra.NODE
+DRIVER = dra.DRIVER
+KIND = "k8s.gpu.nvidia.com/claim"
+IMAGE = "localhost/gdp-shares/debian:1"
+CTR_PROFILE = "/etc/nvml-sim/profile.yaml"
+GI = 1 << 30
+FAKE = PROBE = ROOTFS = CONTAINERD_BIN = CONTAINERD_VERSION = None
+SCRIPT = r"""sec() { n=$1; shift; echo "== $n"; "$@" 2>&1; echo "== rc $?"; }
+sec under alloc-probe %d
+sec over alloc-probe %d
+sec escape env CUDA_MPS_PIPE_DIRECTORY=/nonexistent alloc-probe %d
+sec mps cat /tmp/mps-debug
+sec env busybox env
+echo "== end"
+""" % (4 * GI, 12 * GI, 12 * GI)
+SMI = """#!/bin/sh
+{ printf 'nvidia-smi'; for a in "$@"; do printf ' %%s' "$a"; done; echo; } >> %s
+"""
+MPS_WRAP = """#!/bin/sh
+MOCK_MPS_LOG=%s exec %s "$@"
+"""
+
+
+def cannot_run(why):
+    skip.cannot_run("test_dra_shares_containerd", why, "skipped")
+
+
+class ShareInContainer(unittest.TestCase):
+    def setUp(self):
+        self.t0 = time.monotonic()
+        self.tmp = scratch.mkdtemp("gdp-shr-ctr-")
+        self.addCleanup(scratch.remove, self.tmp)  # last: after every child is gone
+        self.host = dra.render_node(self.tmp)
+        self.drv = os.path.join(self.tmp, "driver")
+        cdi.render_driver_root(self.drv)
+        bindir = os.path.join(self.tmp, "bin")
+        os.mkdir(bindir)
+        self.cdi_hook = os.path.join(bindir, "nvidia-cdi-hook")
+        shutil.copy2(cdi.HOOK_STANDIN, self.cdi_hook)
+        self.cdi = os.path.join(self.tmp, "cdi")
+        os.mkdir(self.cdi)
+        self.mps_log = os.path.join(self.tmp, "mps.log")
+        for tool, text in (("nvidia-smi", SMI % os.path.join(self.tmp, "smi.log")),
+                           ("nvidia-cuda-mps-control", MPS_WRAP % (
+                               self.mps_log, os.path.join(self.drv, "usr", "bin", "nvidia-cuda-mps-control")))):
+            with open(os.path.join(bindir, tool), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(bindir, tool), stat.S_IRWXU)
+
+        d = scratch.socket_dir("gdp-ctrd-")
+        self.cgroup_parent = "/gdp-shr-ctr-" + uuid.uuid4().hex[:8]
+        self.ctrd = containerd17.Containerd(CONTAINERD_BIN, d, self.cdi, self.cgroup_parent, IMAGE)
+        self.addCleanup(self.stop_containerd)
+        self.import_image()
+
+        self.srv, kubeconfig, _ = kt.fake_apiserver(self, FAKE, {})
+        self.cmd("add " + NODE)
+        self.cmd("version v1.36.3")
+        socks = scratch.socket_dir("gs-")  # the daemon's socket path within 108 bytes
+        self.reg_dir = os.path.join(socks, "reg")
+        self.plugins = os.path.join(socks, "plugins")
+        self.mps = os.path.join(self.plugins, DRIVER, "mps")
+        self.addCleanup(self.unmount_mps)
+        common = ["--sysfs-root", os.path.join(self.tmp, "sys"),
+                  "--proc-root", os.path.join(self.tmp, "proc"), "--dev-root", self.host]
+        # the runner of the MPS daemons (argv[0] mps-control-daemon), NVIDIA's tools on PATH
+        env = dict(os.environ, LD_LIBRARY_PATH=dra.SIM_DIR, MOCK_NVML_CONFIG=PROFILE,
+                   PATH=bindir + ":/usr/bin:/bin")
+        self.runner_log = open(os.path.join(self.tmp, "runner.log"), "w+")
+        self.addCleanup(self.runner_log.close)
+        self.runner = scratch.adopt(subprocess.Popen(
+            [sys.executable, "-c", "import os, sys; os.execv(sys.argv[1], ['mps-control-daemon'] + "
+             "sys.argv[2:])", dra.PLUGIN, *common, "--dra", "--kubelet-plugins-directory-path",
+             self.plugins], stdin=subprocess.DEVNULL, stdout=self.runner_log,
+            stderr=subprocess.STDOUT, env=env))
+        self.addCleanup(self.stop, self.runner, self.runner_log)
+        # the plugin, NVML from the driver root as on a node
+        self.dra_plugin = cdi.Plugin([
+            "--dra", "--dra-consumable-capacity", "--node-name", NODE, "--kubeconfig", kubeconfig,
+            "--cdi-root", self.cdi, "--kubelet-registrar-directory-path", self.reg_dir,
+            "--kubelet-plugins-directory-path", self.plugins,
+            "--kubelet-socket", os.path.join(self.tmp, "dp", "kubelet.sock"),
+            "--cdi-spec-dir", os.path.join(self.tmp, "cdi-dp"), *common,
+            "--driver-root", self.drv, "--driver-root-ctr-path", self.drv,
+            "--nvidia-cdi-hook-path", self.cdi_hook, "-v", "1"], os.path.join(self.tmp, "plugin.log"))
+        self.plugin = self.dra_plugin.proc
+        self.addCleanup(self.stop_plugin)
+
+    # -- processes
+    def stop(self, p, log):
+        if p.poll() is None:
+            p.terminate()
+        try:
+            code = p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            code = p.wait()
+        log.flush()
+        log.seek(0)
+        self.assertEqual(code, 0, log.read()[-4000:])
+
+    def stop_plugin(self):
+        code, text = self.dra_plugin.stop()
+        self.assertEqual(code, 0, "the plugin's exit status; its log:\n" + text[-4000:])
+
+    def plugin_tail(self):
+        return self.dra_plugin.text()[-4000:]
+
+    def unmount_mps(self):
+        pid = os.path.join(self.mps, "shares-" + UUID0, "pipe", "nvidia-cuda-mps-control.pid")
+        try:
+            with open(pid) as f:
+                os.kill(int(f.read()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                if line.split()[1].startswith(self.mps):
+                    os.system("umount -l %s" % line.split()[1])
+
+    def stop_containerd(self):
+        self.ctrd.stop()
+        self.assertEqual(containerd17.pids_naming(self.ctrd.sock), [])
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split()[4] for line in f if line.split()[4].startswith(self.tmp)]
+        self.assertEqual(mounts, [], "mounts left under the test's directory")
+
+    def import_image(self):
+        root = os.path.join(self.tmp, "image-root")
+        shutil.copytree(ROOTFS, root, symlinks=True)
+        os.makedirs(os.path.join(root, "usr", "local", "bin"), exist_ok=True)
+        dst = os.path.join(root, "usr", "local", "bin", "alloc-probe")
+        shutil.copyfile(PROBE, dst)
+        os.chmod(dst, 0o755)
+        subprocess.run(["/sbin/ldconfig", "-r", root], check=True)
+        out = os.path.join(self.tmp, "image.tar")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "..", "e2e", "oci-image.py"),
+                            "--rootfs", root, "--name", IMAGE, "--out", out, "--env",
+                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                            "--cmd", '["/usr/bin/busybox", "sleep", "600"]'],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise AssertionError("oci-image.py: " + r.stderr)
+        self.ctrd.ctr("images", "import", "--snapshotter", "native", out)
+        shutil.rmtree(root)
+        os.unlink(out)
+
+    kubelet_dials = dra.ContainerdInjectsPreparedClaim.kubelet_dials
+    cmd = dra.ContainerdInjectsPreparedClaim.cmd
+
+    def slices(self):
+        end = time.monotonic() + 30
+        while True:
+            self.srv.send("rs-dump")
+            out = []
+            while True:
+                m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
+                if m.group(1):
+                    self.srv.expect(r"^ok rs-dump$")
+                    break
+                out.append(json.loads(m.group(3)))
+            if any(s["spec"].get("devices") for s in out):
+                return out
+            if time.monotonic() > end:
+                self.fail("no ResourceSlice published; plugin log:\n" + self.plugin_tail())
+            time.sleep(0.1)
+
+    def run_pod(self):
+        meta = ld(1, "shares-ctr") + ld(2, uuid.uuid4().hex) + ld(3, "default")
+        self.logs = os.path.join(self.tmp, "logs")
+        os.mkdir(self.logs)
+        self.podcfg = (ld(1, meta) + ld(3, self.logs) +
+                       ld(8, ld(1, self.cgroup_parent) + ld(2, ld(1, dra.NS_OPTS))))
+        self.sid = decode(self.ctrd.cri("RunPodSandbox", ld(1, self.podcfg), 60))[1][0].decode()
+        self.addCleanup(self.remove_pod)
+
+    def remove_pod(self):
+        self.ctrd.cri("StopPodSandbox", ld(1, self.sid), 60)
+        self.ctrd.cri("RemovePodSandbox", ld(1, self.sid), 60)
+
+    def run_container(self, name, cdi_ids):
+        mount = ld(1, CTR_PROFILE) + ld(2, os.path.realpath(PROFILE)) + vi(3, 1)
+        env = (ld(6, ld(1, "MOCK_NVML_CONFIG") + ld(2, CTR_PROFILE)) +
+               ld(6, ld(1, "MOCK_CUDA_MPS_DEBUG") + ld(2, "/tmp/mps-debug")))
+        cfg = (ld(1, ld(1, name)) + ld(2, ld(1, IMAGE)) + ld(3, "/bin/sh") + ld(3, "-c") +
+               ld(3, SCRIPT) + env + ld(7, mount) + ld(11, name + ".log") +
+               ld(15, ld(2, ld(3, dra.NS_OPTS))) + b"".join(ld(17, ld(1, i)) for i in cdi_ids))
+        cid = decode(self.ctrd.cri("CreateContainer", ld(1, self.sid) + ld(2, cfg) +
+                                   ld(3, self.podcfg), 60))[1][0].decode()
+        self.ctrd.cri("StartContainer", ld(1, cid), 60)
+        code, lines = self.ctrd.wait_exited(cid, os.path.join(self.logs, name + ".log"))
+        self.ctrd.cri("RemoveContainer", ld(1, cid), 60)
+        self.assertEqual(code, 0, "%s's exit code; output: %s" % (name, lines))
+        self.assertEqual(lines[-1:], ["== end"], lines)
+        return cdi.parse_sections(lines)
+
+    def test_share_held_to_its_memory(self):
+        ch = self.kubelet_dials()
+        self.addCleanup(ch.close)
+        pool = Pool(self.slices())
+        r = pool.allocate_results([('type == "gpu"', {"memory": "8Gi"})])
+        self.assertEqual((r[0]["device"], r[0]["consumedCapacity"]),
+                         ("gpu-0", {"memory": "8Gi", "compute": "10"}))
+        with open(dra.CLAIM) as f:
+            o = json.load(f)
+        md = o["metadata"]
+        md["uid"], md["name"] = str(uuid.uuid4()), "share-8gi"
+        base = o["status"]["allocation"]["devices"]["results"][0]
+        o["status"]["allocation"]["devices"]["results"] = [dict(base, pool=NODE, request="gpus", **r[0])]
+        o["spec"]["devices"]["requests"] = [
+            dict(o["spec"]["devices"]["requests"][0], name="gpus")]
+        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
+        res = dra.prepare_result(ch.unary_unary(dra.DRA + "NodePrepareResources")(
+            dra.claim_msg(md["namespace"], md["uid"], md["name"]), timeout=60))
+        err, devs = res[md["uid"]]
+        self.assertEqual(err, "", self.plugin_tail())
+        ids = ["%s=%s-gpu-0-%s" % (KIND, md["uid"], r[0]["shareID"])]
+        self.assertEqual(devs, [("gpu-0", ids)])
+
+        self.run_pod()
+        got = self.run_container("share", ids)
+        for sec in ("under", "over", "escape", "mps"):
+            for line in got[sec][1]:
+                print("  %s: %s" % (sec, line))
+        env = dict(kv.partition("=")[::2] for kv in got["env"][1])
+        self.assertEqual(env.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=8192M")
+        self.assertEqual(env.get("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps")
+        total = "total %d" % (40 * GI)  # an MPS limit leaves the whole GPU as total
+        self.assertEqual(got["under"], (0, [total, "alloc ok"]))
+        self.assertEqual(got["over"], (3, [total, "alloc failed CUDA_ERROR_OUT_OF_MEMORY"]))
+        self.assertEqual(got["escape"], (0, [total, "alloc ok"]))
+        mps = got["mps"][1]
+        self.assertEqual(got["mps"][0], 0, mps)
+        self.assertEqual(len([ln for ln in mps if ln.startswith("mps /tmp/nvidia-mps server ")]), 2, mps)
+        self.assertEqual(mps.count("device 0 %s pinned %d thread 10.0" % (UUID0, 8 * GI)), 2, mps)
+        self.assertIn("mps /nonexistent none", mps)
+        # the daemon saw its clients (its log), and one daemon started
+        with open(self.mps_log) as f:
+            starts = [ln for ln in f.read().splitlines() if ln == "nvidia-cuda-mps-control -d"]
+        self.assertEqual(len(starts), 1)
+
+        # Unprepared: the daemon stopped, its directory gone.
+        ch.unary_unary(dra.DRA + "NodeUnprepareResources")(
+            dra.claim_msg(md["namespace"], md["uid"], md["name"]), timeout=60)
+        self.assertFalse(os.path.exists(os.path.join(self.mps, "shares-" + UUID0)))
+        print("containerd %s: a share's container held to 8 GiB by MPS in %.1f s" % (
+            CONTAINERD_VERSION, time.monotonic() - self.t0))
+
+
+def main():
+    global FAKE, PROBE, ROOTFS, CONTAINERD_BIN, CONTAINERD_VERSION
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    FAKE, PROBE = sys.argv.pop(1), os.path.abspath(sys.argv.pop(1))
+    if os.geteuid() != 0:
+        cannot_run("needs root (containerd, runc, mknod, the daemon's tmpfs)")
+    for p in (dra.PLUGIN, cdi.RENDER, FAKE, PROBE, "/sbin/ldconfig"):
+        if not os.path.exists(p):
+            cannot_run("missing %s" % p)
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        cannot_run("no python3-grpcio")
+    CONTAINERD_BIN, why = containerd17.fetch()
+    if why:
+        cannot_run(why)
+    CONTAINERD_VERSION = containerd17.version(CONTAINERD_BIN)
+    r = subprocess.run(["sh", os.path.join(HERE, "..", "cdi", "debian-rootfs.sh")],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        cannot_run(r.stderr.strip() or "debian-rootfs.sh failed")
+    ROOTFS = r.stdout.strip()
+    containerd17.install_signal_handlers()
+    try:
+        unittest.main(verbosity=2)
+    finally:
+        for c in list(containerd17._live):
+            c.stop(fast=True)
+
+
+if __name__ == "__main__":
+    main()
