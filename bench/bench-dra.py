@@ -45,16 +45,32 @@ directory, NodePrepareResources / NodeUnprepareResources with grpcio).
            unprepared (instances destroyed, MIG mode off again), paced as above, from
            grpcio and from grpc-go.
 
+  shares   GPU shares (issue 32; --only shares, --dra-consumable-capacity, API server v1.36.3)
+           on sim/profiles/dynamic/h100-8-mig-off.yaml without DynamicMIG (8 full H100 80GB,
+           each offered as shares), with the MPS runner (`mps-control-daemon --dra`, the
+           simulator's nvidia-cuda-mps-control stand-in from the rendered driver root, a
+           no-op nvidia-smi on its PATH): one 8Gi share per GPU prepared first and kept, so
+           every GPU's daemon is up (the first share's Prepare, which starts the daemon and
+           waits for it, timed apart); then --claims claims of one 8Gi share of
+           gpu-<i mod 8> each (shareID, consumedCapacity as the scheduler writes them),
+           prepared, prepared again, unprepared, paced as above, from grpcio and from
+           grpc-go; VmRSS / RssAnon after the start settled, with the 8 daemons' shares
+           held, and after the round (median of --runs starts); context switches over
+           --idle seconds with the 8 shares held (no health stream), beside the same
+           profile's `serve --dra` without shares, and the runner's own.
+
 A benchmark: it prints figures and asserts nothing. Goals (issue 20): the whole daemon with
 DRA on <= 3.5 MiB on this profile; no idle wakeups without a health stream; Prepare of a
 1-GPU claim <= 2 ms p50. Issue 31 (DynamicMIG): Prepare of a 1g placement <= 3 ms p50,
-the 8xH100 pool published <= 50 ms from start, RSS with 8 MIG-capable GPUs <= 4 MiB.
+the 8xH100 pool published <= 50 ms from start, RSS with 8 MIG-capable GPUs <= 4 MiB. Issue 32
+(shares): Prepare of a share <= 5 ms p50 when its GPU's daemon is up, no idle wakeups added,
+RSS with 8 GPUs shared <= 4 MiB.
 
 The load average at the start and at the end is printed with the figures (the machine may
 be shared: the latencies are upper bounds under that load).
 
 Usage: bench-dra.py --build DIR [--runs N] [--idle S] [--claims N] [--pace S]
-                    [--only rss,prepare,idle,mig] [--plugin-arg ARG ...] [--json]
+                    [--only rss,prepare,idle,mig,shares] [--plugin-arg ARG ...] [--json]
 """
 
 import argparse
@@ -63,6 +79,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.normpath(os.path.join(HERE, ".."))
@@ -93,6 +110,7 @@ def switches(pid):
 
 
 MIG_PROFILE = os.path.join(SOURCE, "sim", "profiles", "dynamic", "h100-8-mig-off.yaml")
+SHARES_PROFILE = MIG_PROFILE  # without DynamicMIG: 8 full H100 80GB
 UP_TO_DATE = "ResourceSlices of node %s are up to date" % NODE
 
 
@@ -109,7 +127,7 @@ def log_time(line):
 
 
 class Bench:
-    def __init__(self, build, profile, plugin_args=(), mig=False):
+    def __init__(self, build, profile, plugin_args=(), mig=False, shares=False):
         self.build = build
         self.host = bl.Host(build, profile)
         if mig:
@@ -129,9 +147,15 @@ class Bench:
         kc = kt.write_kubeconfig(os.path.join(d, "kubeconfig"), "https://127.0.0.1:%d" % port,
                                  ca=os.path.join(d, "ca.crt"), token="tok1")
         self.api_args = ["--kubeconfig", kc, "--node-name", NODE]
-        socks = kt.scratch.socket_dir("gdp-bench-dra-")  # the DRA directories' 78-byte bound
-        self.registrar = os.path.join(socks, "reg")
-        self.plugins_dir = os.path.join(socks, "plugins")
+        if shares:
+            # an MPS daemon's socket, <plugins>/gpu.nvidia.com/mps/shares-<UUID>/pipe/control,
+            # within 108 bytes (as /var/lib/kubelet/plugins/... is, at 104)
+            socks = kt.scratch.socket_dir("gs-")
+            self.registrar, self.plugins_dir = os.path.join(socks, "r"), os.path.join(socks, "p")
+        else:
+            socks = kt.scratch.socket_dir("gdp-bench-dra-")  # the DRA directories' 78-byte bound
+            self.registrar = os.path.join(socks, "reg")
+            self.plugins_dir = os.path.join(socks, "plugins")
         self.dra_args = self.api_args + [
             "--dra", "--kubelet-registrar-directory-path", self.registrar,
             "--kubelet-plugins-directory-path", self.plugins_dir,
@@ -223,6 +247,7 @@ class Bench:
             close()
 
     device = "gpu-%d"  # the device of claim i: % (i mod 8)
+    share = None  # shares: each claim's consumedCapacity (a shareID each)
 
     def load_claims(self, n, first_uid=0):
         base = ds.obj("resourceclaim-from-template-allocated")
@@ -230,6 +255,9 @@ class Bench:
         for i in range(first_uid, first_uid + n):
             o = ds.on_node(base, name="bench-%d" % i, uid="bbbbbbbb-0000-0000-0000-%012d" % i)
             o["status"]["allocation"]["devices"]["results"][0]["device"] = self.device % (i % 8)
+            if self.share:
+                o["status"]["allocation"]["devices"]["results"][0].update(
+                    shareID=str(uuid.uuid4()), consumedCapacity=dict(self.share))
             self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
             refs.append(ds.ref(o))
         return refs
@@ -366,6 +394,148 @@ class Bench:
                               "max_ms": round(max(v), 3)} for k, v in prep.items() if v}
         return out
 
+    def start_runner(self):
+        """mps-control-daemon --dra on this host's plugins directory, the simulator's MPS
+        stand-in and a no-op nvidia-smi on its PATH: (process, closer)."""
+        host = self.host
+        bindir = os.path.join(host.tmp, "mps-bin")
+        if not os.path.isdir(bindir):
+            os.mkdir(bindir)
+            mps = os.path.join(host.driver_root or "", "usr", "bin", "nvidia-cuda-mps-control")
+            if not os.path.exists(mps):
+                mps = os.path.join(self.build, "sim", "cuda", "nvidia-cuda-mps-control")
+            os.symlink(mps, os.path.join(bindir, "nvidia-cuda-mps-control"))
+            with open(os.path.join(bindir, "nvidia-smi"), "w") as f:
+                f.write("#!/bin/sh\nexit 0\n")
+            os.chmod(os.path.join(bindir, "nvidia-smi"), 0o755)
+        log_path = os.path.join(host.tmp, "runner.log")
+        log = open(log_path, "wb")
+        proc = kt.scratch.adopt(subprocess.Popen(
+            [sys.executable, "-c", "import os, sys; os.execv(sys.argv[1], ['mps-control-daemon'] + "
+             "sys.argv[2:])", host.plugin, "--sysfs-root", host.roots["sys"], "--proc-root",
+             host.roots["proc"], "--dev-root", host.roots["dev"], "--dra",
+             "--kubelet-plugins-directory-path", self.plugins_dir],
+            env=host.env({"PATH": bindir + ":/usr/bin:/bin", "GDP_SYSFS_ROOT": host.roots["sys"],
+                          "GDP_MPS_CONTAINER_ROOT": os.path.join(host.tmp, "mpsroot")}),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=log, close_fds=True))
+
+        def close():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            log.close()
+            # what the daemons mounted (their shm), whatever state they were left in
+            with open("/proc/self/mounts") as f:
+                for line in f:
+                    if line.split()[1].startswith(self.plugins_dir):
+                        subprocess.run(["umount", "-l", line.split()[1]])
+        end = time.monotonic() + bl.WAIT
+        while True:
+            with open(log_path, "rb") as f:
+                if b"running the MPS control daemons of claims" in f.read():
+                    break
+            if proc.poll() is not None or time.monotonic() > end:
+                close()
+                raise bl.BenchError("the MPS runner did not start; its log:\n" +
+                                    open(log_path).read()[-3000:])
+            time.sleep(0.01)
+        return proc, close
+
+    def shares(self, runs, settle, n, pace, idle):
+        """GPU shares on 8 H100s (see the module's doc)."""
+        self.cmd("version v1.36.3")
+        self.share = {"memory": "8Gi", "compute": "10"}
+        out = {}
+        rss, rss_held, rss_after, cold = [], [], [], []
+        prep = None
+        for run in range(runs):
+            runner, close_runner = self.start_runner()
+            try:
+                p, kl, close = self.start_dra()
+                try:
+                    if run == 0:
+                        self.srv.send("rs-dump")
+                        devs = []
+                        while True:
+                            m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
+                            if m.group(1):
+                                self.srv.expect(r"^ok rs-dump$")
+                                break
+                            devs += json.loads(m.group(3))["spec"].get("devices") or []
+                        shared = [d["name"] for d in devs if d.get("allowMultipleAllocations")]
+                        if len(shared) != 8:
+                            raise bl.BenchError("not 8 shared GPUs: %s" % shared)
+                    time.sleep(settle)
+                    rss.append(self.rss_of(p))
+                    kl.prepare()  # the channel is connected before timing starts
+                    # one share kept per GPU: its daemon started (and waited for) once
+                    keepers = self.load_claims(8, first_uid=9000000 + run * 10)
+                    for r in keepers:
+                        time.sleep(pace)
+                        t0 = time.perf_counter()
+                        res = kl.prepare(r)
+                        cold.append((time.perf_counter() - t0) * 1e3)
+                        if res[r[2]]["error"]:
+                            raise bl.BenchError("prepare %s: %s" % (r[1], res[r[2]]["error"]))
+                    time.sleep(settle)
+                    rss_held.append(self.rss_of(p))
+                    if run == 0:
+                        first, again, unprep = self.prepare_round(kl, n, pace)
+                        go = self.go_round(n, pace, first_uid=n)
+                        prep = {"prepare of a share (GET, CDI spec, checkpoint; daemon up)": first,
+                                "prepare again (from the checkpoint)": again,
+                                "unprepare (the daemon kept: another share holds it)": unprep,
+                                "grpc-go: prepare of a share (daemon up)": go and go[0],
+                                "grpc-go: prepare again": go and go[1],
+                                "grpc-go: unprepare": go and go[2]}
+                        if idle > 0:
+                            time.sleep(1.0)
+                            c0, r0 = switches(p.pid), switches(runner.pid)
+                            time.sleep(idle)
+                            out["idle"] = {"seconds": idle, "serve --dra, 8 shares held": switches(p.pid) - c0,
+                                           "mps-control-daemon --dra, 8 daemons": switches(runner.pid) - r0}
+                    else:
+                        self.prepare_round(kl, min(n, 50), pace / 10, first_uid=2 * n + run * 100)
+                    time.sleep(settle)
+                    rss_after.append(self.rss_of(p))
+                    kl.unprepare(*keepers)  # the daemons stopped: the next run starts clean
+                finally:
+                    close()
+            finally:
+                close_runner()
+        self.share = None
+        if idle > 0:
+            # the same profile without shares, for the comparison
+            args = self.dra_args
+            self.dra_args = [x for x in args if x != "--dra-consumable-capacity"]
+            try:
+                p, kl, close = self.start_dra()
+            finally:
+                self.dra_args = args
+            try:
+                time.sleep(1.0)
+                c0 = switches(p.pid)
+                time.sleep(idle)
+                out["idle"]["serve --dra, no shares (same profile)"] = switches(p.pid) - c0
+            finally:
+                close()
+
+        def row(v):
+            return {"VmRSS_KiB": median([x[0] for x in v]), "RssAnon_KiB": median([x[1] for x in v]),
+                    "runs_VmRSS_KiB": [x[0] for x in v]}
+        out["rss"] = {"serve --dra, 8 H100 shared": row(rss),
+                      "... 8 shares held (8 daemons)": row(rss_held),
+                      "... after a prepare round": row(rss_after)}
+        prep["prepare of a GPU's first share (daemon started)"] = cold
+        out["prepare"] = {k: {"n": len(v), "p50_ms": round(bl.pct(v, 50), 3), "p99_ms": round(bl.pct(v, 99), 3),
+                              "max_ms": round(max(v), 3)} for k, v in prep.items() if v}
+        return out
+
     def prepare(self, n, pace):
         p, kl, close = self.start_dra()
         try:
@@ -405,7 +575,7 @@ def main():
     ap.add_argument("--pace", type=float, default=0.25,
                     help="seconds between two claims (> 1/--kube-api-qps: each GET finds a token)")
     ap.add_argument("--only", default="rss,prepare,idle",
-                    help="comma-separated figures to run: rss, prepare, idle, mig")
+                    help="comma-separated figures to run: rss, prepare, idle, mig, shares")
     ap.add_argument("--plugin-arg", action="append", default=[],
                     help="one more argument for serve --dra (repeat it), e.g. "
                          "--plugin-arg=--kube-api-qps=1000 for back to back GETs")
@@ -420,6 +590,14 @@ def main():
         finally:
             b.close()
         only = [o for o in only if o != "mig"]
+    if "shares" in only:
+        b = Bench(os.path.abspath(a.build), SHARES_PROFILE,
+                  a.plugin_arg + ["--dra-consumable-capacity"], shares=True)
+        try:
+            out["shares"] = b.shares(a.runs, a.settle, a.claims, a.pace, a.idle)
+        finally:
+            b.close()
+        only = [o for o in only if o != "shares"]
     b = Bench(os.path.abspath(a.build), a.profile, a.plugin_arg)
     try:
         if "rss" in only:
@@ -459,6 +637,20 @@ def main():
         for k, v in m["prepare"].items():
             print("  %-52s n %d  p50 %.3f  p99 %.3f  max %.3f" % (k, v["n"], v["p50_ms"],
                                                                 v["p99_ms"], v["max_ms"]))
+    if "shares" in out:
+        m = out["shares"]
+        print("GPU shares, 8 H100 (sim/profiles/dynamic/h100-8-mig-off.yaml, no DynamicMIG, "
+              "--dra-consumable-capacity, API server v1.36.3; 8Gi shares):")
+        for k, v in m["rss"].items():
+            print("  %-34s VmRSS %5d (%.2f MiB)  RssAnon %5d  runs %s" % (
+                k, v["VmRSS_KiB"], v["VmRSS_KiB"] / 1024, v["RssAnon_KiB"], v["runs_VmRSS_KiB"]))
+        for k, v in m["prepare"].items():
+            print("  %-58s n %d  p50 %.3f  p99 %.3f  max %.3f" % (k, v["n"], v["p50_ms"],
+                                                                v["p99_ms"], v["max_ms"]))
+        if "idle" in m:
+            i = m["idle"]
+            print("  idle context switches over %.0f s (all threads, no health stream): %s" % (
+                i["seconds"], ", ".join("%s %d" % (k, v) for k, v in i.items() if k != "seconds")))
     if "idle" in out:
         i = out["idle"]
         print("Idle context switches over %.0f s (all threads): %d with no health stream, %d with "
