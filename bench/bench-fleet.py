@@ -2,8 +2,9 @@
 """What a fleet of plugins costs the control plane (issue 18 item 8): N plugin processes, each
 its own simulated node (the simulated NVML, a node name of its own, labels patched onto its
 Node, per-node config, Events on; no kubelet: registration retries, which the API never
-sees), against ONE real kube-apiserver v1.20 + etcd (the kube-apiserver test suite's
-fixture, with an audit log of every request), and a kubelet-like status writer PATCHing
+sees), against ONE real kube-apiserver + etcd (the kube-apiserver test suite's fixture:
+the e2e cache's v1.20, or $KUBE_BIN_DIR's, any release 1.20-1.36; with an audit log of
+every request), and a kubelet-like status writer PATCHing
 each Node's status (conditions + images, ~10 KB) every --status-period seconds.
 
 Measured (figures only, nothing judged; a Markdown table at the end):
@@ -339,8 +340,8 @@ def run(a, cluster, plugin, sim, procs):
 
     minutes = (t1 - t0) / 60.0
     total = sum(steady.values())
-    print("\n## Fleet: %d plugins, one kube-apiserver v1.20 + etcd, %d s steady, status writer "
-          "every %g s\n" % (n, a.steady, a.status_period))
+    print("\n## Fleet: %d plugins, one kube-apiserver v%d.%d + etcd, %d s steady, status writer "
+          "every %g s\n" % ((n,) + ta.apiserver_version(cluster.apiserver) + (a.steady, a.status_period)))
     print("| figure | value |")
     print("|---|---|")
     print("| requests per node per minute, steady (all verbs) | %.3f |" % (total / n))
