@@ -83,6 +83,22 @@ int claims_device(const struct dra_claims *c, const char *device, const struct i
  * the same device, or on a GPU DynamicMIG carves, the full GPU and any placement, or two
  * placements sharing a memory slice. */
 bool claims_devices_conflict(const struct dra_claims *c, const char *a, const char *b);
+/* Planning (dra-claims-plan.c). The other claim holding a device of claim (prepared, or
+ * its configs being applied or its GPUs reset), or NULL, *device naming it. */
+struct dra_claim;
+const struct dra_ckpt_claim *claims_overlap(const struct dra_claims *c, const struct dra_claim *claim,
+                                            const char **device);
+/* The record of a claim about to be prepared, and the spec's devices (deduplicated). */
+int claims_plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_ckpt_claim *rec,
+                const struct dra_device **devs, size_t *n_devs, struct error *err);
+/* Whether preparing rec changes anything outside its CDI spec (a sharing config): only then
+ * is PrepareStarted recorded first. */
+bool claims_changes_devices(const struct dra_claims *c, const struct dra_ckpt_claim *rec);
+/* DynamicMIG: whether devs has a placement, and their MIG devices made into made[] and
+ * recorded in uid's record (what was made destroyed again on failure). */
+bool claims_any_placement(const struct dra_device **devs, size_t n);
+int claims_carve(struct dra_claims *c, const char *uid, const struct dra_device **devs,
+                 struct inv_mig *made, size_t n, struct error *err);
 /* The claim whose unprepare resets (now, or next) a device that rec has a sharing config
  * for, or NULL; *device: that device. Preparing rec meanwhile could set the GPU just
  * before the reset puts it back. */

@@ -1,5 +1,5 @@
-/* The claim engine, its calls, and prepare (see dra-claims.h; unprepare is in
- * dra-claims-unprepare.c). */
+/* The claim engine, its calls, and prepare (see dra-claims.h; a prepare's planning is in
+ * dra-claims-plan.c, unprepare in dra-claims-unprepare.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -215,149 +215,6 @@ int claims_device(const struct dra_claims *c, const char *device, const struct i
 
 /* ---- prepare ---------------------------------------------------------------------------- */
 
-bool claims_devices_conflict(const struct dra_claims *c, const char *a, const char *b)
-{
-    if (streq(a, b))
-        return true;
-    const struct dra_device *x = dra_devices_find(c->devices, a), *y = dra_devices_find(c->devices, b);
-    /* DynamicMIG: a carved GPU is either one full device or MIG devices on disjoint memory
-     * slices (what the scheduler's counters say, checked again: a forged or stale claim) */
-    if (!x || !y || x->gpu != y->gpu || !x->counters || !y->counters)
-        return false;
-    if (x->type != DRA_DEVICE_MIG_PLACEMENT || y->type != DRA_DEVICE_MIG_PLACEMENT)
-        return true;
-    const struct inv_gpu *g = &c->inv->gpus[x->gpu];
-    const struct inv_placement *p = &g->mig_profiles[x->mig].placements[x->placement];
-    const struct inv_placement *q = &g->mig_profiles[y->mig].placements[y->placement];
-    return p->start < q->start + q->size && q->start < p->start + p->size;
-}
-
-/* The MIG devices of rec's placements among devs, made in order into made[] and recorded
- * in uid's record (in memory; saved when it completes). On failure what was made is
- * destroyed again. */
-static int carve(struct dra_claims *c, const char *uid, const struct dra_device **devs,
-                 struct inv_mig *made, size_t n, struct error *err)
-{
-    size_t i;
-    int r = 0;
-    for (i = 0; i < n && r == 0; i++) {
-        if (devs[i]->type != DRA_DEVICE_MIG_PLACEMENT)
-            continue;
-        const struct inv_gpu *g = &c->inv->gpus[devs[i]->gpu];
-        if ((r = dra_mig_create(c->inv, devs[i], c->cfg->proc_root, &made[i], err)) < 0)
-            break;
-        struct dra_ckpt_mig m = { .parent_uuid = (char *)g->uuid, .uuid = made[i].uuid,
-                                  .gi_id = made[i].gi_id, .ci_id = made[i].ci_id };
-        if ((r = dra_checkpoint_set_mig(&c->ckpt, uid, devs[i]->name, &m, err)) < 0) {
-            i++;
-            break;
-        }
-    }
-    if (r == 0)
-        return 0;
-    while (i-- > 0) {
-        struct error e = { 0 };
-        if (made[i].uuid[0] && dra_mig_destroy(&c->inv->gpus[devs[i]->gpu], made[i].gi_id,
-                                               made[i].uuid, &e) < 0)
-            log_warning("undoing the prepare of claim %s: %s", uid, e.msg);
-    }
-    return r;
-}
-
-static bool any_placement(const struct dra_device **devs, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (devs[i]->type == DRA_DEVICE_MIG_PLACEMENT)
-            return true;
-    return false;
-}
-
-/* The other claim holding a device of claim (prepared, or its configs being applied or its
- * GPUs reset), or NULL. */
-static const struct dra_ckpt_claim *overlap(const struct dra_claims *c, const struct dra_claim *claim,
-                                            const char **device)
-{
-    for (size_t k = 0; k < c->ckpt.n_claims; k++) {
-        const struct dra_ckpt_claim *o = &c->ckpt.claims[k];
-        if (streq(o->uid, claim->uid) ||
-            (o->state != DRA_CKPT_PREPARE_COMPLETED && !claims_busy(c, o->uid)))
-            continue;
-        for (size_t i = 0; i < claim->n_allocs; i++) {
-            if (claim->allocs[i].admin_access)
-                continue;
-            for (size_t j = 0; j < o->n_devices; j++)
-                if (!o->devices[j].admin_access &&
-                    !dra_shares_coexist(o->devices[j].device, o->devices[j].share_id,
-                                        claim->allocs[i].device, claim->allocs[i].share_id) &&
-                    claims_devices_conflict(c, o->devices[j].device, claim->allocs[i].device)) {
-                    *device = claim->allocs[i].device;
-                    return o;
-                }
-        }
-    }
-    return NULL;
-}
-
-/* The record of a claim about to be prepared, and the spec's devices (deduplicated:
- * an admin-access result may name a device twice, a CDI spec may not). */
-static int plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_ckpt_claim *rec,
-                const struct dra_device **devs, size_t *n_devs, struct error *err)
-{
-    *rec = (struct dra_ckpt_claim){ .uid = xstrdup(claim->uid), .namespace_ = xstrdup(claim->namespace_),
-                                    .name = xstrdup(claim->name), .state = DRA_CKPT_PREPARE_STARTED };
-    rec->devices = xcalloc(claim->n_allocs + 1, sizeof(*rec->devices));
-    *n_devs = 0;
-    for (size_t i = 0; i < claim->n_allocs; i++) {
-        const struct dra_alloc *a = &claim->allocs[i];
-        const struct dra_device *d = dra_devices_find(c->devices, a->device);
-        if (!d)
-            return error_set(err, -ENODEV, "device %s is not a device of node %s", a->device,
-                             c->node_name);
-        struct dra_ckpt_device *rd = &rec->devices[rec->n_devices++];
-        *rd = (struct dra_ckpt_device){
-            .device = xstrdup(a->device),
-            .pool = xstrdup(c->node_name),
-            .request = xstrdup(a->base_request),
-            .cdi_id = dra_cdi_device_id(claim->uid, a->device),
-            .admin_access = a->admin_access,
-            .config = a->config,
-        };
-        int r = dra_shares_record(c->inv, d, a, rd, err);
-        if (r < 0)
-            return r;
-        if (rd->share_id) {
-            rd->cdi_id = dra_cdi_share_device_id(claim->uid, a->device, rd->share_id);
-            /* a share is enforced through MPS: no other sharing on top of it */
-            if (a->config.sharing != DRA_SHARING_NONE)
-                return error_set(err, -EINVAL, "share %s of device %s: a GPU offered as shares is "
-                                 "shared through MPS, %s cannot apply to a share", rd->share_id,
-                                 a->device, dra_sharing_name(a->config.sharing));
-            /* its GPU's one MPS control daemon, which every share of it uses */
-            dra_shares_mps(&c->inv->gpus[d->gpu], &rd->config);
-        }
-        bool seen = false;
-        for (size_t k = 0; k < *n_devs && !seen; k++)
-            seen = devs[k] == d;
-        if (!seen)
-            devs[(*n_devs)++] = d;
-    }
-    /* MPS: each group's daemon and devices, its keys checked against them (dra-mps.h) */
-    return dra_mps_plan(claim->uid, rec->devices, rec->n_devices, c->inv, c->devices, err);
-}
-
-/* Whether preparing rec changes anything outside its CDI spec (a sharing config applied to
- * a GPU): only then is PrepareStarted recorded first, so a crash in between can be rolled
- * back. A claim without one has the spec as its only effect, which an unprepare removes by
- * UID with or without a record, and a repeated prepare writes again: it is recorded once,
- * completed, after the spec (one checkpoint write per Prepare instead of two). */
-static bool changes_devices(const struct dra_claims *c, const struct dra_ckpt_claim *rec)
-{
-    for (size_t i = 0; c->apply_config && i < rec->n_devices; i++)
-        if (rec->devices[i].config.sharing != DRA_SHARING_NONE)
-            return true;
-    return false;
-}
-
 /* Best effort: what is left is found again by the kubelet's next prepare or unprepare. */
 static void undo(struct dra_claims *c, const char *uid)
 {
@@ -504,23 +361,23 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
         r = error_set(err, -EAGAIN, "devices not discovered yet");
         goto out;
     }
-    if ((other = overlap(c, &claim, &dev))) {
+    if ((other = claims_overlap(c, &claim, &dev))) {
         r = error_set(err, -EBUSY, "device %s is already prepared for claim %s/%s:%s; a device is "
                                    "never given to two claims (pods share a GPU by sharing one claim)",
                       dev, other->namespace_, other->name, other->uid);
         goto out;
     }
-    if ((r = plan(c, &claim, &rec, devs, &n_devs, err)) < 0)
+    if ((r = claims_plan(c, &claim, &rec, devs, &n_devs, err)) < 0)
         goto out;
-    if (changes_devices(c, &rec) && (other = claims_reset_overlap(c, &rec, &dev))) {
+    if (claims_changes_devices(c, &rec) && (other = claims_reset_overlap(c, &rec, &dev))) {
         r = error_set(err, -EBUSY, "device %s is being reset by the unprepare of claim %s/%s:%s; "
                                    "try again", dev, other->namespace_, other->name, other->uid);
         goto out;
     }
-    if (any_placement(devs, n_devs)) {
+    if (claims_any_placement(devs, n_devs)) {
         /* DynamicMIG: recorded PrepareStarted before anything is made, so that what a
          * killed run made is found at start (dra_mig_sweep) or by the next try */
-        if (changes_devices(c, &rec)) {
+        if (claims_changes_devices(c, &rec)) {
             r = error_set(err, -EOPNOTSUPP, "a sharing config on a MIG device made on demand is not supported");
             goto out;
         }
@@ -528,7 +385,7 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
             goto out;
         rec = (struct dra_ckpt_claim){ 0 };
         made = xcalloc(n_devs, sizeof(*made));
-        if ((r = carve(c, uid, devs, made, n_devs, err)) < 0) {
+        if ((r = claims_carve(c, uid, devs, made, n_devs, err)) < 0) {
             undo(c, uid);
             goto out;
         }
@@ -554,7 +411,7 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
     }
     dra_mps_cdi_edits(spec, uid, rec.devices, rec.n_devices, c->ckpt.dir);
     dra_shares_spec(spec, c->cfg, c->inv, c->devices, &rec);
-    if (!changes_devices(c, &rec)) {
+    if (!claims_changes_devices(c, &rec)) {
         rec.state = DRA_CKPT_PREPARE_COMPLETED;
         if ((r = dra_cdi_write(c->cdi_root, uid, spec, &p->stage, err)) < 0)
             goto out;
