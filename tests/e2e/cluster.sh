@@ -3,7 +3,7 @@
 # kube-scheduler, containerd + runc (through sim-runtime.py, the stand-in for the NVIDIA
 # container runtime), a bridge CNI and the kubelet on its real default root /var/lib/kubelet.
 # Certificates and tokens are made per run. The Kubernetes binaries are any release from 1.20
-# to 1.35 (CI: Debian's 1.20, kube-build.sh); the flags each takes are chosen by the version
+# to 1.36 (CI: Debian's 1.20, kube-build.sh); the flags each takes are chosen by the version
 # it reports (choose_kube_flags). The rest is Debian 12's, containerd optionally not.
 #
 #   cluster.sh up <kube bin dir> <log dir> <nvml sim library> <profile>
@@ -89,7 +89,7 @@ ctr_() { "$CTR" --address "$SOCK" "$@"; }
 # --- versions: the one place that maps a release to its flags and config fields -------------
 #
 # Every binary is asked for its own version (a kubelet and a control plane may differ), and
-# sets what that release takes. Kubernetes 1.20 to 1.35 are meant; the flags not listed
+# sets what that release takes. Kubernetes 1.20 to 1.36 are meant; the flags not listed
 # here are the same across that range.
 
 # kube_minor BINARY: N of the "Kubernetes v1.N.x" the binary prints.
@@ -97,7 +97,7 @@ kube_minor() {
     v=$("$1" --version 2>/dev/null | sed -n 's/^Kubernetes v1\.\([0-9][0-9]*\)\..*/\1/p')
     [ -n "$v" ] || die "$1 --version does not say 'Kubernetes v1.N.x' (a build without the version ldflags?)"
     [ "$v" -ge 20 ] || die "$1 is Kubernetes 1.$v: this cluster needs 1.20 or newer"
-    [ "$v" -le 35 ] || say "$1 is Kubernetes 1.$v: newer than the 1.35 this script knows; trying anyway"
+    [ "$v" -le 36 ] || say "$1 is Kubernetes 1.$v: newer than the 1.36 this script knows; trying anyway"
     echo "$v"
 }
 
@@ -364,6 +364,10 @@ up() {
     # cache, containerd's fixed runtime directory (shim sockets, runc state), the sandboxes'
     # netns directory and the kubelet's pod logs.
     ls /var/run/netns 2>/dev/null >"$STATE/netns.before" || true
+    # The CDI specs already there (the directories may exist, another test's): down
+    # removes the plugin's specs this run left (a claim's whose pod was never unprepared,
+    # the device plugin's), and no other file.
+    find /etc/cdi /var/run/cdi -maxdepth 1 -type f 2>/dev/null >"$STATE/cdi.before" || true
     for d in /run/nvidia /run/nvidia/mps /etc/kubernetes /etc/kubernetes/node-feature-discovery \
         /etc/cdi /var/run/cdi /var/lib/cni /run/containerd /var/run/netns /var/log/pods /var/log/containers; do
         [ -e "$d" ] || echo "$d" >>"$STATE/made-dirs"
@@ -488,6 +492,18 @@ down() {
         rm -f "/var/run/netns/$ns"
     done
     ip link del "$BRIDGE" 2>/dev/null || true
+    # CDI specs of the plugin (gpu.nvidia.com's claims, staged ones too, and the device
+    # plugin's) that were not there before the run: a run stopped or failed before its
+    # pods were unprepared leaves no spec behind for the next containerd to apply.
+    for f in /etc/cdi/*nvidia.com* /etc/cdi/.*nvidia.com* /var/run/cdi/*nvidia.com* /var/run/cdi/.*nvidia.com*; do
+        [ -f "$f" ] || continue
+        case ${f##*/} in
+        k8s.gpu.nvidia.com-claim_* | .k8s.gpu.nvidia.com-claim_* | k8s.device-plugin.nvidia.com-*) ;;
+        *) continue ;;
+        esac
+        grep -qxF "$f" "$STATE/cdi.before" 2>/dev/null && continue
+        rm -f "$f" && say "removed $f (left by this run)"
+    done
 
     # cgroups: the kubelet's kubepods tree in every hierarchy, leaves first (a cgroup can
     # only be removed empty; the kill above emptied them, the kernel may take a moment).

@@ -1,7 +1,9 @@
 """The e2e scenario of DRA (issue 20, after nvidia_chart_scenarios.py's): our chart with
 dra.enabled on a Kubernetes >= 1.34 node (resource.k8s.io/v1), everything asserted through
-the API server and the pods. Below 1.34 it raises scenarios.py's Skip: one line, counted
-as skipped (not applicable), never as passed. Uses scenarios.py's helpers (it is __main__).
+the API server and the pods. Where the API server serves no resource.k8s.io/v1 (below
+1.34) it raises scenarios.py's Skip: one line, counted as skipped (not applicable), never
+as passed. What the cluster does is asked of it, never of the variables that set it up.
+Uses scenarios.py's helpers (it is __main__).
 
   dra  the chart's DRA mode (health.quietPeriod 15s, the simulated node's device nodes as
        character devices under a dev root passed as NVIDIA_DEV_ROOT): the ResourceSlice of
@@ -9,12 +11,15 @@ as skipped (not applicable), never as passed. Uses scenarios.py's helpers (it is
        DeviceClasses; a pod with a claim for one GPU and one with a claim for two GPUs
        selected by CEL on productName Running, their claims allocated to our devices, and
        `ls /dev` in each shows exactly the claimed GPUs' nodes (CDI); an Xid withdraws the
-       device from the slice (no DRADeviceTaints gate; with it, cluster.sh's
-       GDP_E2E_FEATURE_GATES, taints it) and recovery restores it (with ResourceHealthStatus
-       on, an Xid on the GPU of a claim held by a pod shows in the pod's
-       status, then clears); a kubelet
-       restart and a plugin pod restart keep the slice and the pods (a new claim is
-       prepared by the new plugin pod); deleting a pod removes its claim's CDI spec.
+       device from the slice where the API server drops device taints (DRADeviceTaints
+       off), taints it where the server keeps them (a tainted slice written with
+       --dry-run=server says which), and recovery restores it (where the API server and
+       the kubelet report ResourceHealthStatus on, an Xid on the GPU of a claim held by a
+       pod shows in the pod's status, then clears); a kubelet restart (waited for until
+       the new kubelet holds the pods and serves exec in them) and a plugin pod restart
+       keep the slice and the pods (a new claim is prepared by the new plugin pod);
+       deleting a pod removes its claim's CDI spec. A failed run removes what it made,
+       claim specs left in the CDI root included.
   dra-cuda  the driver in the container (issue 29): the chart's DRA mode given a driver
        root rendered by nvml-sim-render --driver-root, the nvidia-cdi-hook stand-in as
        cdi.nvidiaHookPath; pods of a plain Debian image with cuda-probe (tests/cdi/), one
@@ -181,10 +186,54 @@ def cdi_spec(uid):
     return os.path.join(CDI_ROOT, f"k8s.gpu.nvidia.com-claim_{uid}.yaml")
 
 
-def gates():
-    """The feature gates cluster.sh gave every component (GDP_E2E_FEATURE_GATES)."""
-    pairs = [g.split("=", 1) for g in os.environ.get("GDP_E2E_FEATURE_GATES", "").split(",") if "=" in g]
-    return {k: v.lower() == "true" for k, v in pairs}
+# --- what this cluster does, asked of the cluster ------------------------------------------
+#
+# Not of GDP_E2E_FEATURE_GATES: that variable says only what was passed, and a release's
+# defaults change under it (1.36 turns DRADeviceTaints and ResourceHealthStatus on).
+
+
+def served_versions(group):
+    """The versions of an API group the API server serves (its discovery), [] for none."""
+    r = subprocess.run([h.A.kubectl, "--kubeconfig", h.A.kubeconfig, "get", "--raw", f"/apis/{group}"],
+                       capture_output=True, text=True, timeout=120)
+    return [v["version"] for v in json.loads(r.stdout).get("versions", [])] if r.returncode == 0 else []
+
+
+TAINT_PROBE = "gdp-e2e-taint-probe"
+
+
+def taints_kept():
+    """Whether the API server keeps a device's taints (its DRADeviceTaints gate): a
+    ResourceSlice with one tainted device, written with --dry-run=server (defaulted, the
+    fields of a disabled feature dropped and validated as for a real write; nothing is
+    stored), and what came back. With taints kept the plugin taints an unhealthy device;
+    without, it withdraws it from the slice."""
+    probe = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+             "metadata": {"name": TAINT_PROBE},
+             "spec": {"driver": "probe.gdp-e2e.example.com", "nodeName": h.NODE,
+                      "pool": {"name": TAINT_PROBE, "generation": 1, "resourceSliceCount": 1},
+                      "devices": [{"name": "probe", "taints": [
+                          {"key": "gdp-e2e.example.com/probe", "value": "1", "effect": "NoSchedule"}]}]}}
+    got = json.loads(h.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
+                               stdin=json.dumps(probe)))
+    return bool(got["spec"]["devices"][0].get("taints"))
+
+
+def feature_enabled(metrics, gate):
+    """A component's own word on a feature gate: kubernetes_feature_enabled in its /metrics
+    (every component from 1.26). None when it does not say."""
+    got = [v for labels, v in h.metric_samples(metrics, "kubernetes_feature_enabled")
+           if labels.get("name") == gate]
+    return bool(got[0]) if got else None
+
+
+def health_in_pod_status():
+    """Whether an unhealthy device shows in its pod's status (ResourceHealthStatus): the
+    kubelet writes allocatedResourcesStatus only with the gate on, and the API server keeps
+    the field only with the gate on; each is asked for its own."""
+    api = feature_enabled(h.kubectl("get", "--raw", "/metrics"), "ResourceHealthStatus")
+    kubelet = feature_enabled(h.kubelet_get("/metrics"), "ResourceHealthStatus")
+    return bool(api and kubelet), f"ResourceHealthStatus: kube-apiserver {api}, kubelet {kubelet}"
 
 
 def device_taints():
@@ -262,15 +311,63 @@ def describe_ids(before, after):
     return "the same object, not written"
 
 
-def s_dra(ctx):
+def need_resource_v1():
+    """The server's version, after checking that it serves resource.k8s.io/v1 (else Skip)."""
     git_version, version = server_version()
-    served = subprocess.run([h.A.kubectl, "--kubeconfig", h.A.kubeconfig, "get", "--raw",
-                             "/apis/resource.k8s.io/v1"], capture_output=True).returncode == 0
-    if not served or version is None or version < (1, 34):
-        if served or (version or (1, 0)) >= (1, 34):  # one without the other: say so, fail
-            raise h.Fail(f"server {git_version!r}, resource.k8s.io/v1 served: {served}")
-        raise h.Skip(f"skipped: Kubernetes < 1.34 has no resource.k8s.io/v1 (server {git_version})")
+    served = served_versions("resource.k8s.io")
+    if "v1" not in served:
+        raise h.Skip(f"skipped: no resource.k8s.io/v1 served (resource.k8s.io versions served: "
+                     f"{', '.join(served) or 'none'}; server {git_version}): Kubernetes < 1.34 has none")
+    print(f"  {git_version}: resource.k8s.io versions served: {', '.join(served)}")
+    return git_version, version
+
+
+CLAIM_SPEC = re.compile(r"^\.?k8s\.gpu\.nvidia\.com-claim_.*")
+
+
+def claim_specs_swept(undo):
+    """Registered first, so run last: whatever claim spec (or staged one) appeared in the
+    CDI root during the scenario and is still there once its pods, claims and plugin are
+    gone (a failed run whose pods the kubelet could not unprepare, a force-deleted pod) is
+    removed, and said. A run that passes has none left by then."""
+    before = set(os.listdir(CDI_ROOT)) if os.path.isdir(CDI_ROOT) else set()
+
+    def sweep():
+        left = sorted(f for f in (os.listdir(CDI_ROOT) if os.path.isdir(CDI_ROOT) else [])
+                      if f not in before and CLAIM_SPEC.match(f))
+        for f in left:
+            os.unlink(os.path.join(CDI_ROOT, f))
+        if left:
+            print(f"  cleanup: {len(left)} claim spec(s) left in {CDI_ROOT}, removed: {', '.join(left)}")
+    undo.callback(sweep)
+
+
+def cleanup(*args, pods=()):
+    """An undo step that never raises (the next ones still run, the failure that started
+    the unwinding stays the one reported): kubectl args; for pods, a deletion through the
+    kubelet first (their claims unprepared, specs removed), forced after 60 s."""
+    def step():
+        try:
+            if pods:
+                r = subprocess.run([h.A.kubectl, "--kubeconfig", h.A.kubeconfig, "delete", "pod", *pods,
+                                    "--ignore-not-found", "--wait=true", "--timeout=60s"],
+                                   capture_output=True, text=True, timeout=120)
+                if r.returncode != 0:
+                    print(f"  cleanup: pods {', '.join(pods)} not deleted by the kubelet in 60 s "
+                          f"({r.stderr.strip()}): forced")
+                    h.kubectl("delete", "pod", *pods, "--ignore-not-found", "--grace-period=0",
+                              "--force", check=False)
+            if args:
+                h.kubectl(*args, check=False)
+        except (h.Fail, subprocess.TimeoutExpired) as e:
+            print(f"  cleanup: kubectl {' '.join(args) or 'delete pod'}: {e}")
+    return step
+
+
+def s_dra(ctx):
+    git_version, version = need_resource_v1()
     with contextlib.ExitStack() as undo:
+        claim_specs_swept(undo)
         try:
             _dra(ctx, git_version, version, undo)
         except (h.Fail, subprocess.TimeoutExpired):
@@ -301,10 +398,9 @@ def _dra(ctx, git_version, version, undo):
     chart = os.path.join(h.A.state, "dra-chart.yaml")
     with open(chart, "w") as f:
         f.write(render_dra(dev_root, git_version))
-    undo.callback(lambda: h.kubectl("delete", "resourceslices", "--field-selector",
-                                    f"spec.driver={DRIVER}", "--ignore-not-found", check=False))
-    undo.callback(lambda: h.kubectl("delete", "-f", chart, "--ignore-not-found", "--wait=true",
-                                    check=False))
+    undo.callback(cleanup("delete", "resourceslices", "--field-selector", f"spec.driver={DRIVER}",
+                          "--ignore-not-found"))
+    undo.callback(cleanup("delete", "-f", chart, "--ignore-not-found", "--wait=true"))
     ctx["charts"]["dra"] = chart
     pod = h.apply_chart(ctx, "dra")
     print(f"  plugin pod {pod['metadata']['name']} Running with dra.enabled, {git_version}")
@@ -331,10 +427,9 @@ def _dra(ctx, git_version, version, undo):
     # Claims: one GPU; two GPUs by CEL on productName.
     cel = f"device.attributes['{DRIVER}'].productName == '{product}'"
     pods = {"dra-one": ("one-gpu", 1, None), "dra-two": ("two-gpus", 2, cel)}
-    undo.callback(lambda: h.kubectl("delete", "resourceclaim", "one-gpu", "two-gpus", "three",
-                                    "--ignore-not-found", "--wait=true", check=False))
-    undo.callback(lambda: h.kubectl("delete", "pod", *pods, "dra-three", "--ignore-not-found",
-                                    "--wait=true", check=False))
+    undo.callback(cleanup("delete", "resourceclaim", "one-gpu", "two-gpus", "three",
+                          "--ignore-not-found", "--wait=true"))
+    undo.callback(cleanup(pods=[*pods, "dra-three"]))
     held = {}
     for pname, (cname, count, sel) in pods.items():
         h.kubectl("apply", "-f", "-", stdin=json.dumps(claim(cname, count, sel)))
@@ -370,21 +465,24 @@ def _dra(ctx, git_version, version, undo):
     if any(not hp or not hp.startswith(dev_root + "/") for _, hp in nodes):
         raise h.Fail(f"CDI device nodes not under the dev root {dev_root}: {nodes}")
 
-    # Health: the API server drops taints without DRADeviceTaints, so an Xid withdraws; with
-    # the gate on (GDP_E2E_FEATURE_GATES) the device is tainted. With ResourceHealthStatus
-    # on, an Xid on a held GPU shows in its pod's status.
-    g = gates()
+    # Health: an API server that drops taints (DRADeviceTaints off) makes an Xid withdraw
+    # the device; one that keeps them, taint it. Where the kubelet and the API server
+    # have ResourceHealthStatus, an Xid on a held GPU shows in its pod's status. Both
+    # asked of the cluster (above), not of the gates given to it.
+    kept = taints_kept()
+    health, health_words = health_in_pod_status()
+    print(f"  the API server {'keeps' if kept else 'drops'} device taints (a tainted ResourceSlice "
+          f"written with --dry-run=server); {health_words}")
     free = next(u for u, n in by_uuid.items() if n not in claimed)
-    xid_cycle(by_uuid[free], free, names, taints_kept=g.get("DRADeviceTaints", False))
-    if g.get("ResourceHealthStatus"):
+    xid_cycle(by_uuid[free], free, names, taints_kept=kept)
+    if health:
         # Which claims the kubelet reports on depends on its version: 1.34 matches the
         # container's claim name against the ResourceClaim's own name (so the pod names
         # its claim "health", as the object is named); later kubelets look the claim up in
         # status.resourceClaimStatuses, which lists only claims made from a template.
-        undo.callback(lambda: h.kubectl("delete", "resourceclaimtemplate,resourceclaim", "health",
-                                        "--ignore-not-found", check=False))
-        undo.callback(lambda: h.kubectl("delete", "pod", "dra-health", "--ignore-not-found", "--wait=true",
-                                        check=False))
+        undo.callback(cleanup("delete", "resourceclaimtemplate,resourceclaim", "health",
+                              "--ignore-not-found"))
+        undo.callback(cleanup(pods=["dra-health"]))
         from_template = version > (1, 34)
         pod = claim_pod("dra-health", "health", template=from_template)
         pod["spec"]["resourceClaims"][0]["name"] = "health"
@@ -399,30 +497,30 @@ def _dra(ctx, git_version, version, undo):
         print(f"  pod dra-health Running with claim {made}"
               f"{' (from template health)' if from_template else ''}: {dev}")
         xid_cycle(dev, next(u for u, n in by_uuid.items() if n == dev), names,
-                  taints_kept=g.get("DRADeviceTaints", False), pod="dra-health", claim_uid=uid)
+                  taints_kept=kept, pod="dra-health", claim_uid=uid)
         h.kubectl("delete", "pod", "dra-health", "--wait=true")
+        # Unprepared before the kubelet restart below: the pod object can be gone before
+        # its claim is unprepared, and a kubelet restarted meanwhile never unprepared it
+        # (1.36.3, 2026-12-07: its spec was left in the CDI root).
+        spec = cdi_spec(uid)
+        h.wait(f"{spec} removed after dra-health was deleted", lambda: not os.path.exists(spec))
         h.kubectl("delete", "resourceclaimtemplate,resourceclaim", "health", "--ignore-not-found",
                   "--wait=true")
         h.wait(f"claim {made} gone", lambda: not h.kjson(
             "get", "resourceclaims", "--field-selector", f"metadata.name={made}")["items"])
 
-    # A kubelet restart: the kubelet wipes the node's slices; they come back, pods untouched.
+    # A kubelet restart: the slice is kept or comes back, pods untouched. What the API
+    # server says right after it (node Ready, pods Running, the slice) is still the old
+    # kubelet's; exec answers "pod does not exist" until the new one has taken the pods
+    # over (1.35.6 on 2026-12-07, three runs of three; 1.36.3, two of four), so the wait
+    # asks the new kubelet itself (scenarios.py's restart_kubelet).
     before = h.containers_state(pods)
     plug = h.wait_one_plugin_pod()
     ids = slice_ids()
-    r = subprocess.run(["sh", h.A.cluster, "kubelet-restart"], capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        raise h.Fail(f"kubelet restart: {r.stderr.strip()}")
-    h.wait("node Ready after the kubelet restart", lambda: [
-        c for c in h.kjson("get", "node", h.NODE)["status"]["conditions"]
-        if c["type"] == "Ready" and c["status"] == "True"])
+    h.restart_kubelet([*pods, f"kube-system/{plug['metadata']['name']}"], exec_in=list(pods))
     wait_devices(names, "the slice after the kubelet restart")
     if h.containers_state(pods) != before or h.wait_one_plugin_pod()["metadata"]["uid"] != plug["metadata"]["uid"]:
         raise h.Fail("claim pods or the plugin pod changed across the kubelet restart")
-    # The node was Ready before the restart too: exec answers "pod does not exist" until
-    # the new kubelet has taken its pods over (1.35.6 on 2026-12-07, three runs of three).
-    h.wait("the restarted kubelet serving exec in the claim pods",
-           lambda: all(dev_listing(p) for p in pods))
     for pname in pods:
         check_dev(pname)
     print(f"  kubelet restarted: slice back ({describe_ids(ids, slice_ids())}), claim pods and "
@@ -718,13 +816,10 @@ def replace_plugin(ctx, variant, text):
 
 
 def s_dra_cuda(ctx):
-    git_version, version = server_version()
-    served = subprocess.run([h.A.kubectl, "--kubeconfig", h.A.kubeconfig, "get", "--raw",
-                             "/apis/resource.k8s.io/v1"], capture_output=True).returncode == 0
-    if not served or version is None or version < (1, 34):
-        raise h.Skip(f"skipped: Kubernetes < 1.34 has no resource.k8s.io/v1 (server {git_version})")
+    git_version, _ = need_resource_v1()
     _, words = need_cdi_runtime()
     with contextlib.ExitStack() as undo:
+        claim_specs_swept(undo)
         try:
             _dra_cuda(ctx, git_version, words, undo)
         except (h.Fail, subprocess.TimeoutExpired):
@@ -741,10 +836,9 @@ def _dra_cuda(ctx, git_version, words, undo):
     values = h.chart_values(QUIET, dra={"enabled": True},
                             devicePlugin={"enabled": True, "enableHostNetwork": True})
     chart, plug = replace_plugin(ctx, "dra-cuda", driver_chart(n, values, git_version, api=True))
-    undo.callback(lambda: h.kubectl("delete", "resourceslices", "--field-selector",
-                                    f"spec.driver={DRIVER}", "--ignore-not-found", check=False))
-    undo.callback(lambda: h.kubectl("delete", "-f", chart, "--ignore-not-found", "--wait=true",
-                                    check=False))
+    undo.callback(cleanup("delete", "resourceslices", "--field-selector", f"spec.driver={DRIVER}",
+                          "--ignore-not-found"))
+    undo.callback(cleanup("delete", "-f", chart, "--ignore-not-found", "--wait=true"))
     print(f"  plugin pod {plug['metadata']['name']} Running: dra.enabled, nvidiaDriverRoot "
           f"{n['driver-root']}, cdi.nvidiaHookPath {n['hook']}; {git_version}, {words}")
     gpus = profile_gpus()
@@ -782,10 +876,9 @@ def _dra_cuda(ctx, git_version, words, undo):
         print(f"  the profile {os.path.basename(h.A.profile)} has no MIG device: no MIG claim "
               "(GDP_E2E_PROFILE=sim/profiles/a100-mig-mixed.yaml has some)")
     names = [p for p, _, _ in claims]
-    undo.callback(lambda: h.kubectl("delete", "resourceclaim", *[c["metadata"]["name"] for _, _, c in claims],
-                                    "--ignore-not-found", "--wait=true", check=False))
-    undo.callback(lambda: h.kubectl("delete", "pod", *names, "--ignore-not-found", "--wait=true",
-                                    check=False))
+    undo.callback(cleanup("delete", "resourceclaim", *[c["metadata"]["name"] for _, _, c in claims],
+                          "--ignore-not-found", "--wait=true"))
+    undo.callback(cleanup(pods=names))
     # One pod at a time, each deleted (its claim unprepared, its spec gone) before the next.
     for pname, what, c in claims:
         cname = c["metadata"]["name"]
@@ -848,16 +941,14 @@ def _cdi_cri(ctx, git_version, words, undo):
     # 1c.2g.10gb, as NVIDIA's plugin does).
     values = h.chart_values(QUIET, deviceListStrategy="cdi-cri")
     chart, plug = replace_plugin(ctx, "cdi-cri", driver_chart(n, values, git_version, api=False))
-    undo.callback(lambda: h.kubectl("delete", "-f", chart, "--ignore-not-found", "--wait=true",
-                                    check=False))
+    undo.callback(cleanup("delete", "-f", chart, "--ignore-not-found", "--wait=true"))
     gpus = profile_gpus()
     print(f"  plugin pod {plug['metadata']['name']} Running: deviceListStrategy cdi-cri, "
           f"nvidiaDriverRoot {n['driver-root']}, cdi.nvidiaHookPath {n['hook']}; "
           f"{git_version}, {words}")
     h.wait_node_gpus(len(gpus), len(gpus))
     h.show_node_gpus()
-    undo.callback(lambda: h.kubectl("delete", "pod", "cdi-cri", "--ignore-not-found", "--wait=true",
-                                    check=False))
+    undo.callback(cleanup(pods=["cdi-cri"]))
     pod = cuda_pod("cdi-cri", gpus=1)
     got, hooks = run_cuda_pod(n, pod)
     uid = h.kjson("get", "pod", "cdi-cri")["metadata"]["uid"]

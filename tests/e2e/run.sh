@@ -7,7 +7,7 @@
 #
 # usage: run.sh   (env: GDP_SOURCE_DIR, GDP_BUILD_DIR as meson sets them; GDP_E2E_PROFILE)
 #   KUBE_BIN_DIR=<dir>        kube-apiserver, kube-controller-manager, kube-scheduler, kubelet
-#                             and kubectl of any release 1.20-1.35, instead of kube-build.sh's
+#                             and kubectl of any release 1.20-1.36, instead of kube-build.sh's
 #   CONTAINERD_BIN_DIR=<dir>  containerd, containerd-shim-runc-v2 (and ctr) instead of PATH's
 #                             (a containerd 1.7 turns CDI on; Debian 12's 1.6 has none)
 set -eu

@@ -63,9 +63,11 @@ Order (each step builds on the cluster the previous one left):
 """
 
 import argparse
+import datetime
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -367,16 +369,123 @@ def s_plugin_pod(ctx):
     print(f"  running pods untouched; new pod gpu1b got {got[0]} from the new plugin")
 
 
+# --- a kubelet restart, and what the new kubelet must serve before the next step ---------------
+#
+# Everything the API server says about the node right after a restart is still the old
+# kubelet's: the Node is Ready, its capacity and allocatable are as they were, the pods are
+# Running. None of that says the new kubelet has taken the pods over, and until it has,
+# `kubectl exec`, `logs` and a pod's deletion (which it carries out) fail or hang: "unable
+# to upgrade connection: pod does not exist". So each wait below asks the new kubelet
+# itself for what the next step uses: on its port 10250, as the API server does (with the
+# API server's kubelet-client certificate; cluster.sh's kubelet trusts the cluster CA).
+# Not through the API server's node proxy: 1.36 refuses to proxy to the node's address,
+# 127.0.0.1 ("address not allowed").
+
+KUBELET_URL = "https://127.0.0.1:10250"
+
+
+def kubelet_get(path):
+    """GET path on this node's kubelet (its /pods, /metrics)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed
+    pki = os.path.join(A.state, "pki")
+    ctx.load_cert_chain(os.path.join(pki, "apiserver-kubelet.crt"), os.path.join(pki, "apiserver-kubelet.key"))
+    try:
+        with urllib.request.urlopen(KUBELET_URL + path, timeout=30, context=ctx) as r:
+            return r.read().decode()
+    except OSError as e:  # not up yet: refused, reset, an HTTP error
+        raise Fail(f"GET {KUBELET_URL}{path}: {e}")
+
+
+def metric_samples(text, name):
+    """[(labels, value)] of the samples called name in a Prometheus text exposition."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith(name) or line[len(name):len(name) + 1] not in ("{", " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        labels = dict((k, v.strip('"')) for k, v in (kv.split("=", 1) for kv in
+                      head[len(name):].strip("{}").split(",") if "=" in kv))
+        out.append((labels, float(value)))
+    return out
+
+
+def kubelet_started():
+    """The running kubelet's process start time (Unix seconds), as it reports itself."""
+    got = metric_samples(kubelet_get("/metrics"), "process_start_time_seconds")
+    return got[0][1] if got else None
+
+
+def lease_renewed():
+    """When the node's Lease was last renewed (Unix seconds): only a live kubelet renews it."""
+    t = kjson("get", "lease", "-n", "kube-node-lease", NODE)["spec"].get("renewTime", "")
+    return datetime.datetime.strptime(t.rstrip("Z") + ("" if "." in t else ".0"), "%Y-%m-%dT%H:%M:%S.%f").replace(
+        tzinfo=datetime.timezone.utc).timestamp() if t else 0.0
+
+
+def kubelet_pod_uids():
+    """The UIDs of the pods the kubelet itself holds (its pod manager: what exec, logs and
+    a deletion go through)."""
+    return {p["metadata"]["uid"] for p in json.loads(kubelet_get("/pods")).get("items") or []}
+
+
+def restart_kubelet(pods, exec_in=(), resources=()):
+    """cluster.sh kubelet-restart (the old kubelet stopped by PID, a new one started, its
+    /healthz answering), then wait until the new kubelet serves what the next steps need:
+    it answers on its port (its start time after the restart began); it renewed
+    the node's Lease; it holds every pod of pods (default namespace) under the same UID;
+    `kubectl exec` answers in every pod of exec_in, three times in a row; and every device
+    plugin resource of resources has registered with it. Returns the new kubelet's start.
+    A pod is "name" (namespace default) or "namespace/name"."""
+    uids = {kjson("get", "pod", "-n", *(p.split("/") if "/" in p else ("default", p)))["metadata"]["uid"]: p
+            for p in pods}
+    t0 = time.time()
+    r = subprocess.run(["sh", A.cluster, "kubelet-restart"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise Fail(f"kubelet restart: {r.stderr.strip()}")
+    t1 = time.time()  # the old kubelet is gone, the new one answers its /healthz
+    # Its start time from /proc, whose boot time has whole seconds: hence the second's slack
+    # (the old kubelet had run for minutes).
+    started = wait("the new kubelet answering on its port",
+                   lambda: (lambda s: s if s and s >= t0 - 1 else None)(kubelet_started()))
+    # A renewal after the restart command returned is the new kubelet's (within 10 s: it
+    # renews every quarter of the Lease's 40 s).
+    wait("the node's Lease renewed by the new kubelet", lambda: lease_renewed() > t1)
+    wait("node Ready", lambda: [c for c in kjson("get", "node", NODE)["status"]["conditions"]
+                                if c["type"] == "Ready" and c["status"] == "True"])
+    wait(f"the new kubelet holding {', '.join(sorted(pods)) or 'its pods'}",
+         lambda: set(uids) <= kubelet_pod_uids())
+    for p in exec_in:
+        streak = [0]
+
+        def execs(p=p, streak=streak):
+            try:
+                kubectl("exec", p, "--", "ls", "/")
+            except Fail:
+                streak[0] = 0
+                raise
+            streak[0] += 1
+            return streak[0] >= 3
+        wait(f"kubectl exec answering in {p}", execs)
+    for res in resources:
+        wait(f"{res} registered with the new kubelet", lambda res=res: any(
+            labels.get("resource_name") == res and v >= 1 for labels, v in
+            metric_samples(kubelet_get("/metrics"), "kubelet_device_plugin_registration_total")))
+    print(f"  kubelet restarted (the new one started {started - t0:.1f} s after the restart began, "
+          f"ready for the next step {time.time() - t0:.1f} s after): "
+          f"Lease renewed, {len(uids)} pods held, exec answering in {len(exec_in)}, "
+          f"{', '.join(resources) or 'no device plugin resource'} registered")
+    return started
+
+
 def s_kubelet(ctx):
     before = containers_state(ctx["held"])
     plug = wait_one_plugin_pod()
     plug_restarts = plug["status"]["containerStatuses"][0]["restartCount"]
-    r = subprocess.run(["sh", A.cluster, "kubelet-restart"], capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        raise Fail(f"kubelet restart: {r.stderr.strip()}")
-    wait("node Ready after the kubelet restart", lambda: [
-        c for c in kjson("get", "node", NODE)["status"]["conditions"]
-        if c["type"] == "Ready" and c["status"] == "True"])
+    # Next: the node's GPUs as the re-registered plugin gives them, then the held pods
+    # deleted (by the new kubelet: it must hold them).
+    restart_kubelet([*ctx["held"], f"kube-system/{plug['metadata']['name']}"], resources=[RES])
     wait_node_gpus(ctx["ngpus"], ctx["ngpus"])
     show_node_gpus()
     after = containers_state(ctx["held"])
