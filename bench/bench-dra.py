@@ -148,7 +148,7 @@ class Bench:
                                  ca=os.path.join(d, "ca.crt"), token="tok1")
         self.api_args = ["--kubeconfig", kc, "--node-name", NODE]
         if shares:
-            # an MPS daemon's socket, <plugins>/gpu.nvidia.com/mps/shares-<UUID>/pipe/control,
+            # an MPS daemon's socket, <plugins>/gpu.nvidia.com/mps/share-<16 hex>/pipe/control,
             # within 108 bytes (as /var/lib/kubelet/plugins/... is, at 104)
             socks = kt.scratch.socket_dir("gs-")
             self.registrar, self.plugins_dir = os.path.join(socks, "r"), os.path.join(socks, "p")

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/digest.h"
 #include "dra/dra-cdi.h"
 #include "dra/dra-share-hook.h"
 #include "dra/dra-shares.h"
@@ -106,7 +107,12 @@ static int by_bus_id(const void *a, const void *b)
     return strcmp(x->bus_id, y->bus_id);
 }
 
-#define SHARES_MPS_PREFIX "shares-"
+/* "share-" and 16 hex digits of the SHA-256 of the GPU's UUID: short, as the daemon's
+ * socket <plugins dir>/gpu.nvidia.com/mps/<id>/pipe/control must fit a Unix socket address
+ * (108 bytes) under plugins directories of k0s or MicroK8s too (the UUID itself, 47 bytes
+ * with a prefix, left 27 for the directory) */
+#define SHARES_MPS_PREFIX "share-"
+#define SHARES_MPS_HEX 16
 
 void dra_shares_mps(const struct inv_gpu *gpu, struct dra_config *out)
 {
@@ -115,18 +121,19 @@ void dra_shares_mps(const struct inv_gpu *gpu, struct dra_config *out)
     out->mps.thread_pct = -1;
     out->mps.pinned_mib = -1;
     out->mps.n_group = 1;
-    /* a GPU UUID is 40 characters: both fit (bounded all the same) */
+    /* a GPU UUID is 40 characters: it fits (bounded all the same) */
     snprintf(out->mps.group[0], sizeof(out->mps.group[0]), "%.*s",
              (int)sizeof(out->mps.group[0]) - 1, gpu->uuid);
-    snprintf(out->mps.id, sizeof(out->mps.id), SHARES_MPS_PREFIX "%.*s",
-             (int)sizeof(out->mps.group[0]) - 1, gpu->uuid);
+    char hex[65];
+    digest_sha256_hex(gpu->uuid, strlen(gpu->uuid), hex);
+    snprintf(out->mps.id, sizeof(out->mps.id), SHARES_MPS_PREFIX "%.*s", SHARES_MPS_HEX, hex);
 }
 
 bool dra_shares_mps_id_valid(const char *id)
 {
     size_t p = strlen(SHARES_MPS_PREFIX), n = strlen(id);
-    return n > p && n - p < DRA_MPS_KEY_MAX && strncmp(id, SHARES_MPS_PREFIX, p) == 0 &&
-           strspn(id + p, "abcdefABCDEF0123456789-GPU") == n - p;
+    return n == p + SHARES_MPS_HEX && strncmp(id, SHARES_MPS_PREFIX, p) == 0 &&
+           strspn(id + p, "abcdef0123456789") == SHARES_MPS_HEX;
 }
 
 void dra_shares_spec(json_t *spec, const struct config *cfg, const struct inventory *inv,

@@ -38,10 +38,11 @@ int dra_shares_fit(const struct inventory *inv, const struct dra_device_set *set
 void dra_shares_spec(json_t *spec, const struct config *cfg, const struct inventory *inv,
                      const struct dra_device_set *set, const struct dra_ckpt_claim *rec);
 /* The sharing config of a share of gpu: MPS, through the GPU's one control daemon
- * ("shares-<UUID>", every share of the GPU uses it; the last one's unprepare stops it),
+ * ("share-<16 hex of the SHA-256 of its UUID>", every share of the GPU uses it; the last
+ * one's unprepare stops it),
  * with no daemon-wide limits: each share's are its client's (above) and its cgroup's. */
 void dra_shares_mps(const struct inv_gpu *gpu, struct dra_config *out);
-/* Whether id is a shared GPU's daemon id ("shares-" and a UUID's characters). */
+/* Whether id is a shared GPU's daemon id ("share-" and 16 lower-case hex digits). */
 bool dra_shares_mps_id_valid(const char *id);
 /* Whether two recorded devices (names a, b; share IDs sa, sb, NULL: whole) may be held at
  * once: two shares of one device may. */

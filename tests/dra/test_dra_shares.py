@@ -14,7 +14,7 @@ at start (the build's gpu-device-plugin-cdi-hook, beside the binary).
 - ten claims asking 8Gi each, each a distinct shareID, all prepared (one call each); the
   eleventh finds no room in the scheduler; one forged past it (an eleventh share in the
   API server) refused by Prepare naming the numbers; the MPS log shows one daemon
-  (`shares-<UUID>`) started, EXCLUSIVE_PROCESS set once; a share's CDI spec (name with the
+  (`share-<16 hex>`) started, EXCLUSIVE_PROCESS set once; a share's CDI spec (name with the
   shareID, the client limits, the daemon's pipe and shm, the hooks) and share_id in the
   answer;
 - the plugin SIGKILLed with ten shares prepared: the daemon runs on (no quit), repeated
@@ -24,6 +24,7 @@ at start (the build's gpu-device-plugin-cdi-hook, beside the binary).
 - threads, fds and RSS flat around two rounds of ten shares.
 
 usage: test_dra_shares.py <fake-apiserver>"""
+import hashlib
 import json
 import os
 import signal
@@ -48,7 +49,7 @@ from dra_scheduler import Pool  # noqa: E402
 FAKE = None
 PROFILE = os.path.join(harness.SOURCE, "sim", "profiles", "dynamic", "h100-1-mig-off.yaml")
 UUID0 = "GPU-0d100000-0000-4000-8000-000000000000"
-MPS_ID = "shares-" + UUID0
+MPS_ID = "share-" + hashlib.sha256(UUID0.encode()).hexdigest()[:16]  # dra-shares.c
 HOOK = "gpu-device-plugin-cdi-hook"
 GI, MI = 1 << 30, 1 << 20
 UP_TO_DATE = "ResourceSlices of node %s are up to date" % NODE
@@ -97,7 +98,7 @@ class DraShares(harness.PluginTestCase):
                                               ca=os.path.join(d, "ca.crt"), token="tok1")
         self.cmd("add " + NODE)
         self.cmd("version v1.36.3")
-        # short: <plugins>/gpu.nvidia.com/mps/shares-<UUID>/pipe/control within 108 bytes
+        # short: <plugins>/gpu.nvidia.com/mps/share-<16 hex>/pipe/control within 108 bytes
         socks = scratch.socket_dir("gs-")
         self.addCleanup(scratch.remove, socks)
         self.registrar = os.path.join(socks, "reg")
@@ -414,19 +415,12 @@ class DraShares(harness.PluginTestCase):
         self.assertEqual(self.kl.unprepare(ref(forged)), {fuid: ""})
         self.assertFalse(os.path.exists(self.daemon_dir))
 
-    @unittest.expectedFailure
     def test_plugins_dir_of_36_bytes(self):
-        """BUG (src/dra/dra-shares.c dra_shares_mps, the id "shares-<GPU UUID>", 47 bytes;
-        src/mps/mps-dra.c control(), the pipe directory <plugins>/gpu.nvidia.com/mps/<id>/pipe):
-        the daemon's socket <plugins dir>/gpu.nvidia.com/mps/shares-<UUID>/pipe/control is the
-        plugins directory plus 80 bytes, so it fits a sockaddr_un (107 bytes) only when the
-        plugins directory has at most 27: /var/lib/kubelet/plugins (24) does, k0s's
-        /var/lib/k0s/kubelet/plugins (28) or MicroK8s's
-        /var/snap/microk8s/common/var/lib/kubelet/plugins (45) do not, though
-        --kubelet-plugins-directory-path takes up to 78. The daemon cannot bind, the runner
-        retries every 30 s, and every share's Prepare fails after its wait with "MPS control
-        daemon is not yet ready" (nothing at start says why). Remove expectedFailure once
-        fixed (a shorter id or pipe path, or a refusal at start naming the bound)."""
+        """A plugins directory of 36 bytes (k0s's /var/lib/k0s/kubelet/plugins is 28,
+        MicroK8s's 45): the shared GPU's daemon id is short ("share-" and 16 hex digits), so
+        its socket <plugins>/gpu.nvidia.com/mps/<id>/pipe/control fits a Unix socket address
+        (the GPU's UUID in the id, 47 bytes, left 27 for the directory: every share's
+        Prepare failed "not yet ready")."""
         socks = scratch.socket_dir("gs-")
         self.addCleanup(scratch.remove, socks)
         self.plugins = os.path.join(socks, "kubelet-plugins-dir")  # 36 bytes here

@@ -35,6 +35,7 @@ Needs root, the simulator, alloc-probe and, the first time, Debian's archive. Sk
 with the reason when it cannot run, except under CI=true, where that fails.
 
 usage: test_dra_shares_containerd.py <fake-apiserver> <alloc-probe>"""
+import hashlib
 import json
 import os
 import shutil
@@ -173,7 +174,7 @@ class ShareInContainer(unittest.TestCase):
         return self.dra_plugin.text()[-4000:]
 
     def unmount_mps(self):
-        pid = os.path.join(self.mps, "shares-" + UUID0, "pipe", "nvidia-cuda-mps-control.pid")
+        pid = os.path.join(self.mps, "share-" + hashlib.sha256(UUID0.encode()).hexdigest()[:16], "pipe", "nvidia-cuda-mps-control.pid")
         try:
             with open(pid) as f:
                 os.kill(int(f.read()), signal.SIGKILL)
@@ -308,7 +309,7 @@ class ShareInContainer(unittest.TestCase):
         # Unprepared: the daemon stopped, its directory gone.
         ch.unary_unary(dra.DRA + "NodeUnprepareResources")(
             dra.claim_msg(md["namespace"], md["uid"], md["name"]), timeout=60)
-        self.assertFalse(os.path.exists(os.path.join(self.mps, "shares-" + UUID0)))
+        self.assertFalse(os.path.exists(os.path.join(self.mps, "share-" + hashlib.sha256(UUID0.encode()).hexdigest()[:16])))
         print("containerd %s: a share's container held to 8 GiB by MPS in %.1f s" % (
             CONTAINERD_VERSION, time.monotonic() - self.t0))
 
