@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include "core/digest.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -80,6 +83,54 @@ static char *path_of(const struct mps_dra *m, const char *id, const char *file)
     return file ? xasprintf("%s/%s/%s", m->root, id, file) : xasprintf("%s/%s", m->root, id);
 }
 
+/* The daemon binds <pipe>/control (and its servers their sockets beside it), and a socket's
+ * path must fit sun_path: under a long plugins directory (MicroK8s's is 45 bytes) the pipe
+ * directory does not leave room. The daemon is then given a short name for it, a symlink
+ * in a directory of ours (root's, 0700, checked not to be someone else's), as NVIDIA's
+ * daemon sees its pipe at /driver-root/tmp/nvidia-mps in its own pod. The workloads see
+ * the directory itself bind-mounted at /tmp/nvidia-mps. *out: the path to give the daemon
+ * (malloc'd). */
+#define SHORT_PIPES "/tmp/gpu-device-plugin-mps"
+#define PIPE_SOCKET_ROOM sizeof("/control_privileged") /* the longest socket it makes there */
+static int pipe_for_daemon(const char *id, const char *pipe, char **out, struct error *err)
+{
+    if (strlen(pipe) + PIPE_SOCKET_ROOM < sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        *out = xstrdup(pipe);
+        return 0;
+    }
+    struct stat st;
+    if (mkdir(SHORT_PIPES, 0700) < 0 && errno != EEXIST)
+        return error_set(err, -errno, "creating %s: %s", SHORT_PIPES, strerror(errno));
+    if (lstat(SHORT_PIPES, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 0077))
+        return error_set(err, -EPERM, "%s is not a directory of ours alone (a link, another "
+                         "owner, or open to others): not naming MPS pipes there", SHORT_PIPES);
+    char hex[65];
+    digest_sha256_hex(id, strlen(id), hex);
+    _cleanup_free_ char *link = xasprintf(SHORT_PIPES "/%.12s", hex);
+    _cleanup_free_ char *tmp = xasprintf(SHORT_PIPES "/.%.12s.tmp", hex);
+    (void)unlink(tmp);
+    if (symlink(pipe, tmp) < 0 || rename(tmp, link) < 0) {
+        int e = errno;
+        (void)unlink(tmp);
+        return error_set(err, -e, "naming the MPS pipe directory of %s as %s: %s", id, link,
+                         strerror(e));
+    }
+    *out = TAKE_PTR(link);
+    return 0;
+}
+
+/* The short name of id's pipe directory, if it got one, goes with the directory. */
+static void drop_short_pipe(const char *id)
+{
+    char hex[65];
+    digest_sha256_hex(id, strlen(id), hex);
+    _cleanup_free_ char *link = xasprintf(SHORT_PIPES "/%.12s", hex);
+    struct stat st;
+    if (lstat(link, &st) == 0 && S_ISLNK(st.st_mode))
+        (void)unlink(link);
+}
+
 /* nvidia-cuda-mps-control for id's daemon: started (-d, and -M for multiUser), or with
  * command on its stdin. */
 static int control(const struct mps_dra *m, const char *id, const struct desired *d,
@@ -95,7 +146,11 @@ static int control(const struct mps_dra *m, const char *id, const struct desired
     if (len >= sizeof(visible))
         return error_set(err, -E2BIG, "CUDA_VISIBLE_DEVICES of %s: too long", id);
     const char *path = getenv("PATH");
-    _cleanup_free_ char *e0 = xasprintf("CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
+    _cleanup_free_ char *short_pipe = NULL;
+    int pr = pipe_for_daemon(id, pipe, &short_pipe, err);
+    if (pr < 0)
+        return pr;
+    _cleanup_free_ char *e0 = xasprintf("CUDA_MPS_PIPE_DIRECTORY=%s", short_pipe);
     _cleanup_free_ char *e1 = xasprintf("CUDA_MPS_LOG_DIRECTORY=%s", log);
     _cleanup_free_ char *e2 = xasprintf("CUDA_VISIBLE_DEVICES=%s", visible);
     _cleanup_free_ char *e3 = xasprintf("PATH=%s", path ? path : "/usr/bin:/bin");
@@ -232,8 +287,10 @@ static int stop_daemon(const struct mps_dra *m, const char *id, bool teardown, s
             r = error_set(err, -errno, "error unmounting %s: %s", shm, strerror(errno));
         if (r >= 0 && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
             r = error_set(err, -errno, "removing %s: %s", dir, strerror(errno));
-        if (r >= 0)
+        if (r >= 0) {
+            drop_short_pipe(id);
             log_info("Stopped MPS control daemon %s (its claim was unprepared)", id);
+        }
     }
     json_decref(root);
     return r;

@@ -66,6 +66,15 @@ def mounted(path):
         return any(line.split()[1] == path for line in f)
 
 
+
+def daemon_pipe(pipe):
+    """The pipe directory as the runner names it to the daemon (src/mps/mps-dra.c,
+    pipe_for_daemon): itself, or where its sockets would not fit sun_path, a short link."""
+    if len(pipe) + len("/control_privileged") + 1 < 108:
+        return pipe
+    ident = os.path.basename(os.path.dirname(pipe))
+    return "/tmp/gpu-device-plugin-mps/" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+
 class DraMps(harness.PluginTestCase):
     def setUp(self):
         super().setUp()
@@ -193,7 +202,7 @@ class DraMps(harness.PluginTestCase):
         with open(os.path.join(d, "log", "startup.log")) as f:
             self.assertEqual(f.read(), "startup complete\n")
         self.assertTrue(mounted(os.path.join(d, "shm")))
-        env = " | pipe=%s/pipe log=%s/log visible=%s" % (d, d, ",".join(u))
+        env = " | pipe=%s log=%s/log visible=%s" % (daemon_pipe(d + "/pipe"), d, ",".join(u))
         self.assertEqual(self.calls_made(), [
             "nvidia-smi -i %s -c EXCLUSIVE_PROCESS" % u[0],
             "nvidia-smi -i %s -c EXCLUSIVE_PROCESS" % u[1],
@@ -265,7 +274,7 @@ class DraMps(harness.PluginTestCase):
         self.start_runner()
         res = self.kl.prepare(ref(o))
         self.assertEqual(res[uid]["error"], "", res)
-        self.assertIn("nvidia-cuda-mps-control -d -M | pipe=%s/pipe" % os.path.join(self.mps, ident),
+        self.assertIn("nvidia-cuda-mps-control -d -M | pipe=%s" % daemon_pipe(os.path.join(self.mps, ident, "pipe")),
                       "\n".join(self.calls_made()))
         self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
         self.assertFalse(os.path.exists(os.path.join(self.mps, ident)))
@@ -350,6 +359,45 @@ class DraMps(harness.PluginTestCase):
         self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
         self.wait(lambda: not alive(pid), "the daemon gone")
         self.assertFalse(os.path.exists(os.path.join(self.mps, ident)))
+
+    def test_long_plugins_directory(self):
+        """A plugins directory of 70 bytes (MicroK8s's is 45; the flag takes 78): the daemon's
+        socket <plugins>/gpu.nvidia.com/mps/<id>/pipe/control would be past sun_path's 108
+        bytes, so the runner names the pipe directory to the daemon by a short link of its
+        own (/tmp/gpu-device-plugin-mps/<12 hex>); the claim is prepared, the daemon serves
+        from the real directory, and the link goes with it at unprepare."""
+        socks = os.path.dirname(self.plugins)
+        self.plugins = os.path.join(socks, "p" * max(1, 70 - len(socks) - 1))
+        self.assertLessEqual(len(self.plugins), 78)
+        self.mps = os.path.join(self.plugins, DRIVER, "mps")
+        driver = os.path.join(self.tmp, "driver")
+        r = subprocess.run([harness.SIM_RENDER, "--profile", harness.profile_path("a100"),
+                            "--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
+                            "--dev-root", os.path.join(self.dev_root, "dev"), "--driver-root", driver],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        tool = os.path.join(self.bin, "nvidia-cuda-mps-control")
+        with open(tool, "w") as f:
+            f.write("#!/bin/sh\nexec %s \"$@\"\n" % os.path.join(driver, "usr", "bin", "nvidia-cuda-mps-control"))
+        self.start_runner()
+        self.start_dra()
+        uid = "11111111-0000-0000-0000-000000000007"
+        o = self.claim("mps-long", uid)
+        ident = self.mps_id(uid, ["gpu-2", "gpu-3"])
+        pipe = os.path.join(self.mps, ident, "pipe")
+        self.assertGreater(len(pipe) + len("/control"), 107)
+        pidfile = os.path.join(pipe, "nvidia-cuda-mps-control.pid")
+        self.addCleanup(self.kill_daemon, pidfile)
+        res = self.kl.prepare(ref(o))
+        self.assertEqual(res[uid]["error"], "", res)
+        self.assertTrue(os.path.exists(os.path.join(pipe, "control")))
+        link = os.path.join("/tmp/gpu-device-plugin-mps", hashlib.sha256(ident.encode()).hexdigest()[:12])
+        self.assertEqual(os.readlink(link), pipe)
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.wait(lambda: not alive(pid), "the daemon gone")
+        self.assertFalse(os.path.lexists(link))
 
     def kill_daemon(self, pidfile):
         try:
