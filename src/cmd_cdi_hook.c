@@ -11,8 +11,8 @@
  * through nvmlDeviceSetMemoryLimits_v1 (driver r615+), before the workload starts.
  *
  * Exit 0: done; or the driver or host cannot limit memory per cgroup (driver before r615,
- * cgroup v1, MIG): one line on stderr says the share is held by MPS's per-client limit
- * only, and the container starts. Exit 1 with one line on stderr: anything else; the
+ * cgroup v1, MIG, or no NVML the hook can load under the driver root): one line on stderr
+ * says the share is held by MPS's per-client limit only, and the container starts. Exit 1 with one line on stderr: anything else; the
  * runtime then fails the container's start, which is right: on a host that can enforce a
  * share, a share that could not be enforced must not run unbounded next to the others.
  * Exit 2: bad arguments.
@@ -533,7 +533,10 @@ int cmd_cdi_hook(int argc, char **argv)
     }
     snprintf(ns, sizeof(ns), CGROUP_MOUNT "%s", cg);
     r = apply(&a, ns, &err);
-    if (r == -ENOTSUP || r == -ENOSYS) {
+    /* no NVML to ask (-ELIBACC: a host whose driver the hook cannot find) says nothing of
+     * what the host could enforce: as a driver without the call, the share starts held by
+     * MPS alone, with the line saying so, instead of every share pod failing */
+    if (r == -ENOTSUP || r == -ENOSYS || r == -ELIBACC) {
         if (!a.reset)
             fprintf(stderr, "%s: share of %s: no per-cgroup memory limit with this driver or "
                     "host (%s); the share is enforced by MPS's per-client limit only\n",

@@ -170,7 +170,8 @@ class CdiHook(unittest.TestCase):
         cases = [("driver 550", Host(driver="550.163.01"), {}, GPU0),
                  ("cgroup v1 (NVML)", Host(), {"MOCK_NVML_CGROUP_VERSION": "1"}, GPU0),
                  ("cgroup v1 host (no 0:: line)", Host(v2=False), {}, GPU0),
-                 ("MIG mode on", Host(), {}, GPU1)]
+                 ("MIG mode on", Host(), {}, GPU1),
+                 ("no NVML under the driver root", Host(), {"LD_LIBRARY_PATH": ""}, GPU0)]
         cases[2][1].proc(PID, "12:memory:/kubepods/pod1\n1:name=systemd:/kubepods/pod1\n")
         for name, h, env, gpu in cases:
             with self.subTest(name):
