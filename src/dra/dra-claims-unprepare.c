@@ -27,6 +27,24 @@ static bool to_reset(const struct dra_claims *c, const struct dra_ckpt_claim *re
     const char *device = rec->devices[k].device;
     if (rec->devices[k].config.sharing == DRA_SHARING_NONE)
         return false;
+    /* MPS: what is reset is a daemon, by its id; it stops when no other record uses it
+     * (a GPU's shares share one; two claims holding one GPU through adminAccess each have
+     * their own, and each one's goes with its claim) */
+    const char *mps = rec->devices[k].config.sharing == DRA_SHARING_MPS ? rec->devices[k].config.mps.id : NULL;
+    if (mps && *mps) {
+        for (size_t j = 0; j < k; j++)
+            if (streq(rec->devices[j].config.mps.id, mps) &&
+                rec->devices[j].config.sharing == DRA_SHARING_MPS)
+                return false;
+        for (size_t i = 0; i < c->ckpt.n_claims; i++) {
+            const struct dra_ckpt_claim *o = &c->ckpt.claims[i];
+            for (size_t j = 0; o != rec && j < o->n_devices; j++)
+                if (o->devices[j].config.sharing == DRA_SHARING_MPS &&
+                    streq(o->devices[j].config.mps.id, mps))
+                    return false;
+        }
+        return true;
+    }
     for (size_t j = 0; j < k; j++)
         if (has_config(&rec->devices[j], device))
             return false;

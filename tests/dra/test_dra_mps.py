@@ -290,6 +290,30 @@ class DraMps(harness.PluginTestCase):
         self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
         self.assertFalse(os.path.exists(os.path.join(self.mps, ident)))
 
+    def test_admin_access_claims_each_their_daemon(self):
+        """Two claims holding gpu-2 and gpu-3 at once (the second through adminAccess), each
+        with an MPS config: each has its own daemon, and the first one's unprepare stops the
+        first one's (it was left running while the other claim held the devices)."""
+        self.start_runner()
+        self.start_dra()
+        first, admin = "11111111-0000-0000-0000-000000000008", "11111111-0000-0000-0000-000000000009"
+        a = self.claim("mps-first", first)
+        self.assertEqual(self.kl.prepare(ref(a))[first]["error"], "")
+        b = on_node(obj("resourceclaim-two-gpus-allocated"), name="mps-admin", uid=admin)
+        for r, dev in zip(b["status"]["allocation"]["devices"]["results"], ("gpu-2", "gpu-3")):
+            r["device"] = dev
+            r["adminAccess"] = True
+        b["status"]["allocation"]["devices"]["config"] = a["status"]["allocation"]["devices"]["config"]
+        self.load(b)
+        self.assertEqual(self.kl.prepare(ref(b))[admin]["error"], "")
+        ida, idb = self.mps_id(first, ["gpu-2", "gpu-3"]), self.mps_id(admin, ["gpu-2", "gpu-3"])
+        self.assertNotEqual(ida, idb)
+        self.assertEqual(self.kl.unprepare(ref(a)), {first: ""})
+        self.wait(lambda: not os.path.exists(os.path.join(self.mps, ida)), "the first daemon stopped")
+        self.assertTrue(os.path.exists(os.path.join(self.mps, idb, "desired.json")))
+        self.assertEqual(self.kl.unprepare(ref(b)), {admin: ""})
+        self.wait(lambda: not os.path.exists(os.path.join(self.mps, idb)), "the second daemon stopped")
+
     def test_claim_forgotten_while_down(self):
         self.start_runner()
         self.start_dra()
