@@ -126,6 +126,18 @@ print(json.dumps(state))
 '''
 
 
+
+def asan_preload():
+    """A sanitizer build's simulator needs its runtime first in the Python probe that loads
+    it (ASan refuses to start otherwise)."""
+    with open(os.path.join(harness.SIM_DIR, "libnvidia-ml.so.1"), "rb") as f:
+        if b"libasan" not in f.read():
+            return {}
+    lib = subprocess.run(["cc", "-print-file-name=libasan.so"], capture_output=True,
+                         text=True).stdout.strip()
+    return {"LD_PRELOAD": lib, "ASAN_OPTIONS": "detect_leaks=0"}
+
+
 class DraMig(harness.PluginTestCase):
     def setUp(self):
         super().setUp()
@@ -170,7 +182,7 @@ class DraMig(harness.PluginTestCase):
         """The host's MIG state as NVML reports it to another process, after cmd (op
         "create": gpu, index (GI profile index), start, size; MIG mode switched on first): [{mode, migs: [{uuid, gi,
         ci, profileId, start, size}]}] per GPU."""
-        env = dict(os.environ, LD_LIBRARY_PATH=harness.SIM_DIR, **self.nvml_env())
+        env = dict(os.environ, LD_LIBRARY_PATH=harness.SIM_DIR, **self.nvml_env(), **asan_preload())
         env.pop("MOCK_NVML_CONTROL", None)
         r = subprocess.run([sys.executable, "-c", NVML_PROBE, json.dumps(dict(cmd, op=cmd.get("op", "list")))],
                            env=env, capture_output=True, text=True, timeout=30)

@@ -459,7 +459,8 @@ class DraShares(harness.PluginTestCase):
         after = attacklib.settled(self.plugin.pid, before)
         print("after: %s" % after)
         attacklib.assert_flat(self, before, after, what="GPU shares lifecycle")
-        self.assertLess(after.rss - before.rss, 1 << 20, "RSS grew by 1 MiB or more")
+        if not after.sanitized:  # a sanitizer's quarantine holds what is freed
+            self.assertLess(after.rss - before.rss, 1 << 20, "RSS grew by 1 MiB or more")
         self.assertEqual(len([b for b in mps_blocks(self.mps_log) if b[0].endswith(" -d")]), 2)
 
 
