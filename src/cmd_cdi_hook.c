@@ -441,7 +441,7 @@ static int parse_args(int argc, char **argv, struct hook_args *a)
 {
     for (int i = 2; i < argc; i++) {
         const char *val = NULL, *bytes = NULL;
-        int f;
+        int f = 0;
         if (streq(argv[i], "--reset"))
             a->reset = true;
         else if ((f = flag(argc, argv, &i, "--gpu", &val)) != 0)

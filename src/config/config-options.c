@@ -548,9 +548,12 @@ const struct config_option_def config_options[_OPT_MAX] = {
         "(file: dra.shareComputeDefault)", NULL,
         .set = config_dra_option_set, .value = config_dra_share_value,
         .print = "extensions.dra.shareComputeDefault", .start_only = true },
-    [OPT_HELP] = { { "help", "h" }, { NULL }, KIND_ACTION, G_MISC, NULL, "show help", NULL },
+    /* no storage: actions, named so that clang's -Wmissing-field-initializers sees the
+     * rest left zero on purpose */
+    [OPT_HELP] = { { "help", "h" }, { NULL }, KIND_ACTION, G_MISC, NULL, "show help", NULL,
+        .stored = false },
     [OPT_VERSION] = { { "version" }, { NULL }, KIND_ACTION, G_MISC, NULL,
-        "print the version (-v is klog verbosity here, not --version)", NULL },
+        "print the version (-v is klog verbosity here, not --version)", NULL, .stored = false },
 };
 
 const char *const config_option_groups[] = { G_CORE, G_DEV, G_SHARE, G_HEALTH, G_LABELS, G_EXT,
