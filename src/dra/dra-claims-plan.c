@@ -17,6 +17,13 @@ bool claims_devices_conflict(const struct dra_claims *c, const char *a, const ch
 {
     if (streq(a, b))
         return true;
+    /* only devices of one GPU can exclude each other, and the name says which GPU
+     * ("gpu-<minor>", "gpu-<minor>-mig-..."): no lookup for the others, which is every
+     * pair a Prepare compares against the checkpoint but a few */
+    size_t pa = strspn(a + (strncmp(a, "gpu-", 4) ? 0 : 4), "0123456789"),
+           pb = strspn(b + (strncmp(b, "gpu-", 4) ? 0 : 4), "0123456789");
+    if (pa != pb || strncmp(a, b, 4 + pa) != 0)
+        return false;
     const struct dra_device *x = dra_devices_find(c->devices, a), *y = dra_devices_find(c->devices, b);
     /* DynamicMIG: a carved GPU is either one full device or MIG devices on disjoint memory
      * slices (what the scheduler's counters say, checked again: a forged or stale claim) */

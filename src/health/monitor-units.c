@@ -25,6 +25,13 @@ int health_monitor_set_migs(struct health_monitor *m, int gpu, const struct inv_
     if (!m || gpu < 0 || (size_t)gpu >= m->n_gpus)
         return -ENOENT;
     struct hm_gpu *g = &m->gpus[gpu];
+    /* called after every DRA call: unchanged (the common case) costs no allocation */
+    bool same = g->n_migs == n;
+    for (size_t i = 0; same && i < n; i++)
+        same = streq(g->migs[i].uuid, migs[i].uuid) && g->migs[i].gi == migs[i].gi_id &&
+               g->migs[i].ci == migs[i].ci_id;
+    if (same)
+        return 0;
     struct hm_gpu old = *g;
     hm_set_migs(g, migs, n, &old);
     free(old.migs);
