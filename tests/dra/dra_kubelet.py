@@ -225,3 +225,42 @@ class Kubelet:
 
 
 UNHEALTHY, HEALTHY = 2, 1
+
+
+class FakeApi:
+    """The fake API server of tests/kube (tests/kube/fake-apiserver) for a test case (a
+    mixin: self.tmp and addCleanup are the case's): started with this node added, and its
+    commands. kubetest is found on the path the test set up."""
+
+    def start_fake_api(self, fake, version=None):
+        import kubetest as kt
+        d = os.path.join(self.tmp, "api")
+        os.mkdir(d)
+        self.srv = kt.LineProc([fake, d])
+        self.addCleanup(self.srv.stop)
+        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
+        self.kubeconfig = kt.write_kubeconfig(os.path.join(d, "kubeconfig"),
+                                              "https://127.0.0.1:%d" % port,
+                                              ca=os.path.join(d, "ca.crt"), token="tok1")
+        self.cmd("add " + NODE)
+        if version:
+            self.cmd("version " + version)
+
+    def cmd(self, line):
+        self.srv.send(line)
+        self.srv.expect(r"^ok %s$" % line.split()[0])
+
+    def load(self, o):
+        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
+        return o
+
+    def slices(self):
+        """name -> object of every slice the server holds."""
+        self.srv.send("rs-dump")
+        out = {}
+        while True:
+            m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
+            if m.group(1):
+                self.srv.expect(r"^ok rs-dump$")
+                return out
+            out[m.group(2)] = json.loads(m.group(3))

@@ -35,9 +35,8 @@ sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "attack"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attacklib  # noqa: E402
-import kubetest as kt  # noqa: E402
 from kubetest import scratch  # noqa: E402
-from dra_kubelet import (CDI_KIND, DRIVER, HEALTHY, NODE, UNHEALTHY, Kubelet, obj,  # noqa: E402
+from dra_kubelet import (FakeApi, CDI_KIND, DRIVER, HEALTHY, NODE, UNHEALTHY, Kubelet, obj,  # noqa: E402
                          on_node, ref)
 from dra_scheduler import Pool  # noqa: E402
 
@@ -138,19 +137,10 @@ def asan_preload():
     return {"LD_PRELOAD": lib, "ASAN_OPTIONS": "detect_leaks=0"}
 
 
-class DraMig(harness.PluginTestCase):
+class DraMig(FakeApi, harness.PluginTestCase):
     def setUp(self):
         super().setUp()
-        d = os.path.join(self.tmp, "api")
-        os.mkdir(d)
-        self.srv = kt.LineProc([FAKE, d])
-        self.addCleanup(self.srv.stop)
-        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
-        self.kubeconfig = kt.write_kubeconfig(os.path.join(d, "kubeconfig"),
-                                              "https://127.0.0.1:%d" % port,
-                                              ca=os.path.join(d, "ca.crt"), token="tok1")
-        self.cmd("add " + NODE)
-        self.cmd("version v1.36.3")
+        self.start_fake_api(FAKE, "v1.36.3")
         socks = scratch.socket_dir("gdp-mig-")
         self.addCleanup(scratch.remove, socks)
         self.registrar = os.path.join(socks, "plugins_registry")
@@ -194,23 +184,6 @@ class DraMig(harness.PluginTestCase):
         return {(m["profileId"], m["start"]): m for m in self.nvml()[gpu]["migs"]}
 
     # -- fake API server
-    def cmd(self, line):
-        self.srv.send(line)
-        self.srv.expect(r"^ok %s$" % line.split()[0])
-
-    def load(self, o):
-        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
-        return o
-
-    def slices(self):
-        self.srv.send("rs-dump")
-        out = {}
-        while True:
-            m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
-            if m.group(1):
-                self.srv.expect(r"^ok rs-dump$")
-                return out
-            out[m.group(2)] = json.loads(m.group(3))
 
     def pool(self):
         return Pool(list(self.slices().values()))

@@ -34,9 +34,8 @@ import time
 sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "integration"))
 import harness  # noqa: E402
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
-import kubetest as kt  # noqa: E402
 from kubetest import scratch  # noqa: E402
-from dra_kubelet import CDI_KIND, DRIVER, NODE, Kubelet, cdi_errors, obj, on_node, ref  # noqa: E402
+from dra_kubelet import FakeApi, CDI_KIND, DRIVER, NODE, Kubelet, cdi_errors, obj, on_node, ref  # noqa: E402
 
 FAKE = None
 TOOL = """#!/bin/sh
@@ -75,20 +74,12 @@ def daemon_pipe(pipe):
     ident = os.path.basename(os.path.dirname(pipe))
     return "/tmp/gpu-device-plugin-mps/" + hashlib.sha256(ident.encode()).hexdigest()[:12]
 
-class DraMps(harness.PluginTestCase):
+class DraMps(FakeApi, harness.PluginTestCase):
     def setUp(self):
         super().setUp()
         self.render("a100")
         self.uuids = {"gpu-%d" % g["index"]: g["uuid"] for g in harness.load_profile("a100")}
-        d = os.path.join(self.tmp, "api")
-        os.mkdir(d)
-        self.srv = kt.LineProc([FAKE, d])
-        self.addCleanup(self.srv.stop)
-        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
-        self.kubeconfig = kt.write_kubeconfig(os.path.join(d, "kubeconfig"),
-                                              "https://127.0.0.1:%d" % port,
-                                              ca=os.path.join(d, "ca.crt"), token="tok1")
-        self.cmd("add " + NODE)
+        self.start_fake_api(FAKE)
         socks = scratch.socket_dir("gdp-mps-")
         self.addCleanup(scratch.remove, socks)
         self.registrar = os.path.join(socks, "plugins_registry")
@@ -114,13 +105,6 @@ class DraMps(harness.PluginTestCase):
                 if line.split()[1].startswith(self.mps):
                     os.system("umount -l %s" % line.split()[1])
 
-    def cmd(self, line):
-        self.srv.send(line)
-        self.srv.expect(r"^ok %s$" % line.split()[0])
-
-    def load(self, o):
-        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
-        return o
 
     def claim(self, name, uid, mps=MPS, devices=("gpu-2", "gpu-3")):
         o = on_node(obj("resourceclaim-two-gpus-allocated"), name=name, uid=uid)

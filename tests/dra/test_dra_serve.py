@@ -28,9 +28,8 @@ import harness  # noqa: E402
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "attack"))
 import attacklib  # noqa: E402
-import kubetest as kt  # noqa: E402
 from kubetest import scratch  # noqa: E402
-from dra_kubelet import (CDI_KIND, DRIVER, HEALTHY, NODE, UNHEALTHY, Kubelet, cdi_errors,  # noqa: E402
+from dra_kubelet import (FakeApi, CDI_KIND, DRIVER, HEALTHY, NODE, UNHEALTHY, Kubelet, cdi_errors,  # noqa: E402
                          obj, on_node, ref)
 
 FAKE = None
@@ -42,20 +41,12 @@ FAST_HEALTH = {"GDP_HEALTH_QUIET_PERIOD": "200ms", "GDP_HEALTH_MAX_QUIET_PERIOD"
                "GDP_HEALTH_FLAP_WINDOW": "1m", "GDP_HEALTH_WAIT_TIMEOUT": "100ms"}
 
 
-class DraServe(harness.PluginTestCase):
+class DraServe(FakeApi, harness.PluginTestCase):
     def setUp(self):
         super().setUp()
         self.render("a100")
         self.uuids = [g["uuid"] for g in harness.load_profile("a100")]
-        d = os.path.join(self.tmp, "api")
-        os.mkdir(d)
-        self.srv = kt.LineProc([FAKE, d])
-        self.addCleanup(self.srv.stop)
-        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
-        self.kubeconfig = kt.write_kubeconfig(os.path.join(d, "kubeconfig"),
-                                              "https://127.0.0.1:%d" % port,
-                                              ca=os.path.join(d, "ca.crt"), token="tok1")
-        self.cmd("add " + NODE)
+        self.start_fake_api(FAKE)
         socks = scratch.socket_dir("gdp-dra-")  # the DRA directories' bound (78 bytes)
         self.registrar = os.path.join(socks, "plugins_registry")
         self.plugins = os.path.join(socks, "plugins")
@@ -64,24 +55,6 @@ class DraServe(harness.PluginTestCase):
         self.addCleanup(self.kl.close)  # before the plugin's finish (cleanups run LIFO)
 
     # -- fake API server
-    def cmd(self, line):
-        self.srv.send(line)
-        self.srv.expect(r"^ok %s$" % line.split()[0])
-
-    def load(self, o):
-        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
-        return o
-
-    def slices(self):
-        """name -> object of every slice the server holds."""
-        self.srv.send("rs-dump")
-        out = {}
-        while True:
-            m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
-            if m.group(1):
-                self.srv.expect(r"^ok rs-dump$")
-                return out
-            out[m.group(2)] = json.loads(m.group(3))
 
     def slice_devices(self):
         return {d["name"]: d for s in self.slices().values() for d in s["spec"]["devices"]}

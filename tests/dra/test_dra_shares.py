@@ -41,9 +41,8 @@ sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "kube"))
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "attack"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attacklib  # noqa: E402
-import kubetest as kt  # noqa: E402
 from kubetest import scratch  # noqa: E402
-from dra_kubelet import CDI_KIND, DRIVER, NODE, Kubelet, cdi_errors, obj, on_node, ref  # noqa: E402
+from dra_kubelet import FakeApi, CDI_KIND, DRIVER, NODE, Kubelet, cdi_errors, obj, on_node, ref  # noqa: E402
 from dra_scheduler import Pool  # noqa: E402
 
 FAKE = None
@@ -85,19 +84,10 @@ def mps_blocks(path):
     return out
 
 
-class DraShares(harness.PluginTestCase):
+class DraShares(FakeApi, harness.PluginTestCase):
     def setUp(self):
         super().setUp()
-        d = os.path.join(self.tmp, "api")
-        os.mkdir(d)
-        self.srv = kt.LineProc([FAKE, d])
-        self.addCleanup(self.srv.stop)
-        port = int(self.srv.expect(r"^listening (\d+)$").group(1))
-        self.kubeconfig = kt.write_kubeconfig(os.path.join(d, "kubeconfig"),
-                                              "https://127.0.0.1:%d" % port,
-                                              ca=os.path.join(d, "ca.crt"), token="tok1")
-        self.cmd("add " + NODE)
-        self.cmd("version v1.36.3")
+        self.start_fake_api(FAKE, "v1.36.3")
         # short: <plugins>/gpu.nvidia.com/mps/share-<16 hex>/pipe/control within 108 bytes
         socks = scratch.socket_dir("gs-")
         self.addCleanup(scratch.remove, socks)
@@ -146,23 +136,6 @@ class DraShares(harness.PluginTestCase):
         except (OSError, ValueError):
             pass
 
-    def cmd(self, line):
-        self.srv.send(line)
-        self.srv.expect(r"^ok %s$" % line.split()[0])
-
-    def load(self, o):
-        self.cmd("rc-json " + json.dumps(o, separators=(",", ":")))
-        return o
-
-    def slices(self):
-        self.srv.send("rs-dump")
-        out = {}
-        while True:
-            m = self.srv.expect(r"^rs(-count)? (\S+)(?: (.*))?$")
-            if m.group(1):
-                self.srv.expect(r"^ok rs-dump$")
-                return out
-            out[m.group(2)] = json.loads(m.group(3))
 
     # -- the two processes
     def nvml_env(self):
