@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mount.h>
@@ -105,8 +106,10 @@ static int pipe_for_daemon(const char *id, const char *pipe, char **out, struct 
         (st.st_mode & 0077))
         return error_set(err, -EPERM, "%s is not a directory of ours alone (a link, another "
                          "owner, or open to others): not naming MPS pipes there", SHORT_PIPES);
+    /* named after the directory itself: two runners (or two plugins directories) never
+     * share a name */
     char hex[65];
-    digest_sha256_hex(id, strlen(id), hex);
+    digest_sha256_hex(pipe, strlen(pipe), hex);
     _cleanup_free_ char *link = xasprintf(SHORT_PIPES "/%.12s", hex);
     _cleanup_free_ char *tmp = xasprintf(SHORT_PIPES "/.%.12s.tmp", hex);
     (void)unlink(tmp);
@@ -120,14 +123,15 @@ static int pipe_for_daemon(const char *id, const char *pipe, char **out, struct 
     return 0;
 }
 
-/* The short name of id's pipe directory, if it got one, goes with the directory. */
-static void drop_short_pipe(const char *id)
+/* The short name of a pipe directory, if it got one, goes with the directory (only a
+ * link to it: nothing else of that name is ours). */
+static void drop_short_pipe(const char *pipe)
 {
-    char hex[65];
-    digest_sha256_hex(id, strlen(id), hex);
+    char hex[65], target[PATH_MAX];
+    digest_sha256_hex(pipe, strlen(pipe), hex);
     _cleanup_free_ char *link = xasprintf(SHORT_PIPES "/%.12s", hex);
-    struct stat st;
-    if (lstat(link, &st) == 0 && S_ISLNK(st.st_mode))
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n > 0 && (target[n] = 0, streq(target, pipe)))
         (void)unlink(link);
 }
 
@@ -280,7 +284,8 @@ static int stop_daemon(const struct mps_dra *m, const char *id, bool teardown, s
         log_warning("MPS control daemon %s: %s, ignoring (it may have ended already)", id, e.msg);
     int r = 0;
     if (teardown) {
-        _cleanup_free_ char *dir = path_of(m, id, NULL), *shm = path_of(m, id, "shm");
+        _cleanup_free_ char *dir = path_of(m, id, NULL), *shm = path_of(m, id, "shm"),
+                            *pipe = path_of(m, id, "pipe");
         if (root)
             r = compute_mode(&d, "DEFAULT", err);
         if (r >= 0 && umount2(shm, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
@@ -288,7 +293,7 @@ static int stop_daemon(const struct mps_dra *m, const char *id, bool teardown, s
         if (r >= 0 && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
             r = error_set(err, -errno, "removing %s: %s", dir, strerror(errno));
         if (r >= 0) {
-            drop_short_pipe(id);
+            drop_short_pipe(pipe);
             log_info("Stopped MPS control daemon %s (its claim was unprepared)", id);
         }
     }

@@ -71,8 +71,7 @@ def daemon_pipe(pipe):
     pipe_for_daemon): itself, or where its sockets would not fit sun_path, a short link."""
     if len(pipe) + len("/control_privileged") + 1 < 108:
         return pipe
-    ident = os.path.basename(os.path.dirname(pipe))
-    return "/tmp/gpu-device-plugin-mps/" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+    return "/tmp/gpu-device-plugin-mps/" + hashlib.sha256(pipe.encode()).hexdigest()[:12]
 
 class DraMps(FakeApi, harness.PluginTestCase):
     def setUp(self):
@@ -399,7 +398,7 @@ class DraMps(FakeApi, harness.PluginTestCase):
         res = self.kl.prepare(ref(o))
         self.assertEqual(res[uid]["error"], "", res)
         self.assertTrue(os.path.exists(os.path.join(pipe, "control")))
-        link = os.path.join("/tmp/gpu-device-plugin-mps", hashlib.sha256(ident.encode()).hexdigest()[:12])
+        link = daemon_pipe(pipe)
         self.assertEqual(os.readlink(link), pipe)
         with open(pidfile) as f:
             pid = int(f.read())
