@@ -211,6 +211,16 @@ _public_ nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDevic
     return NVML_SUCCESS;
 }
 
+_public_ nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device,
+                                                      nvmlGpuVirtualizationMode_t *mode)
+{
+    DEV(device, SIM_QUERY);
+    NONNULL(mode);
+    const struct sim_device *g = d->is_mig ? d->parent : d;
+    *mode = (nvmlGpuVirtualizationMode_t)g->virt_mode; /* a number from the profile passes as is */
+    return NVML_SUCCESS;
+}
+
 static void fill_pci(const struct sim_device *d, nvmlPciInfo_t *pci)
 {
     memset(pci, 0, sizeof(*pci));

@@ -82,6 +82,9 @@ struct sim_device {
     /* nvmlDeviceGetAddressingMode's answer (GPU only; a MIG device answers its parent's):
      * an nvmlDeviceAddressingModeType_t value, or SIM_ADDRESSING_UNSUPPORTED */
     unsigned addressing_mode;
+    /* nvmlDeviceGetVirtualizationMode's answer (GPU only; a MIG device answers its
+     * parent's): an nvmlGpuVirtualizationMode_t value, NONE unless the profile says */
+    unsigned virt_mode;
     /* fault flags, under sim_lock */
     bool lost, probe_fail;
     /* settings (GPU only), under sim_lock: the compute mode last set, and the code that

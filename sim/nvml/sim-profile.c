@@ -42,6 +42,12 @@ static const struct {
 }, addressing_modes[] = {
     { "none", NVML_DEVICE_ADDRESSING_MODE_NONE }, { "hmm", NVML_DEVICE_ADDRESSING_MODE_HMM },
     { "ats", NVML_DEVICE_ADDRESSING_MODE_ATS },   { "unsupported", SIM_ADDRESSING_UNSUPPORTED },
+}, virt_modes[] = { /* NVIDIA's mock profiles spell them none, passthrough, vgpu */
+    { "none", NVML_GPU_VIRTUALIZATION_MODE_NONE },
+    { "passthrough", NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH },
+    { "vgpu", NVML_GPU_VIRTUALIZATION_MODE_VGPU },
+    { "host_vgpu", NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU },
+    { "host_vsga", NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA },
 };
 
 #define get_named(c, n, what, table, v) get_named_(c, n, what, table, ELEMENTSOF(table), v)
@@ -174,6 +180,8 @@ static int parse_device(struct yp_ctx *c, yaml_node_t *dn, yaml_node_t *defs, un
     d->addressing_mode = d->arch < NVML_DEVICE_ARCH_TURING ? SIM_ADDRESSING_UNSUPPORTED
                                                            : NVML_DEVICE_ADDRESSING_MODE_HMM;
     FIELD("addressing_mode", get_named, addressing_modes, &d->addressing_mode);
+    d->virt_mode = NVML_GPU_VIRTUALIZATION_MODE_NONE;
+    FIELD("virtualization.mode", get_named, virt_modes, &d->virt_mode);
 
     if ((n = yp_path_get(c, dn, "pci.bus_id"))) {
         if (yp_bdf(c, n, "pci.bus_id", &d->bdf) < 0)

@@ -85,6 +85,13 @@ typedef enum nvmlComputeMode_enum {
     NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
     NVML_COMPUTEMODE_COUNT = 4,
 } nvmlComputeMode_t;
+typedef enum nvmlGpuVirtualizationMode_enum {
+    NVML_GPU_VIRTUALIZATION_MODE_NONE = 0,
+    NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH = 1,
+    NVML_GPU_VIRTUALIZATION_MODE_VGPU = 2,
+    NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU = 3,
+    NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA = 4,
+} nvmlGpuVirtualizationMode_t;
 typedef unsigned int nvmlDeviceArchitecture_t;
 typedef enum nvmlClockType_enum {
     NVML_CLOCK_GRAPHICS = 0,
@@ -551,6 +558,7 @@ nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode);
 nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode);
 nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode);
+nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t *pVirtualMode);
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count);
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice);
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device);
@@ -615,6 +623,7 @@ _Static_assert(sizeof(nvmlReturn_t) == 4 && _Alignof(nvmlReturn_t) == 4, "nvmlRe
 _Static_assert(sizeof(nvmlEnableState_t) == 4 && _Alignof(nvmlEnableState_t) == 4, "nvmlEnableState_t");
 _Static_assert(sizeof(nvmlBrandType_t) == 4 && _Alignof(nvmlBrandType_t) == 4, "nvmlBrandType_t");
 _Static_assert(sizeof(nvmlComputeMode_t) == 4 && _Alignof(nvmlComputeMode_t) == 4, "nvmlComputeMode_t");
+_Static_assert(sizeof(nvmlGpuVirtualizationMode_t) == 4 && _Alignof(nvmlGpuVirtualizationMode_t) == 4, "nvmlGpuVirtualizationMode_t");
 _Static_assert(sizeof(nvmlDeviceArchitecture_t) == 4 && _Alignof(nvmlDeviceArchitecture_t) == 4, "nvmlDeviceArchitecture_t");
 _Static_assert(sizeof(nvmlClockType_t) == 4 && _Alignof(nvmlClockType_t) == 4, "nvmlClockType_t");
 _Static_assert(sizeof(nvmlTemperatureSensors_t) == 4 && _Alignof(nvmlTemperatureSensors_t) == 4, "nvmlTemperatureSensors_t");
@@ -990,6 +999,11 @@ _Static_assert(NVML_COMPUTEMODE_EXCLUSIVE_THREAD == 1, "NVML_COMPUTEMODE_EXCLUSI
 _Static_assert(NVML_COMPUTEMODE_PROHIBITED == 2, "NVML_COMPUTEMODE_PROHIBITED");
 _Static_assert(NVML_COMPUTEMODE_EXCLUSIVE_PROCESS == 3, "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS");
 _Static_assert(NVML_COMPUTEMODE_COUNT == 4, "NVML_COMPUTEMODE_COUNT");
+_Static_assert(NVML_GPU_VIRTUALIZATION_MODE_NONE == 0, "NVML_GPU_VIRTUALIZATION_MODE_NONE");
+_Static_assert(NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH == 1, "NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH");
+_Static_assert(NVML_GPU_VIRTUALIZATION_MODE_VGPU == 2, "NVML_GPU_VIRTUALIZATION_MODE_VGPU");
+_Static_assert(NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU == 3, "NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU");
+_Static_assert(NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA == 4, "NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA");
 _Static_assert(NVML_CLOCK_GRAPHICS == 0, "NVML_CLOCK_GRAPHICS");
 _Static_assert(NVML_CLOCK_SM == 1, "NVML_CLOCK_SM");
 _Static_assert(NVML_CLOCK_MEM == 2, "NVML_CLOCK_MEM");

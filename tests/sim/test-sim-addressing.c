@@ -1,6 +1,7 @@
-/* Tests of the simulated libnvidia-ml.so.1, continued: nvmlDeviceGetAddressingMode and the
- * profile's addressing_mode (tests/sim/profiles/addressing-modes.yaml). sim-test.h has the
- * helpers. */
+/* Tests of the simulated libnvidia-ml.so.1, continued: the per-GPU modes a profile sets,
+ * nvmlDeviceGetAddressingMode from addressing_mode (tests/sim/profiles/addressing-modes.yaml)
+ * and nvmlDeviceGetVirtualizationMode from virtualization.mode
+ * (tests/sim/profiles/virtualization-modes.yaml). sim-test.h has the helpers. */
 #include "sim-test.h"
 
 static nvmlReturn_t mode_of(nvmlDevice_t d, unsigned *value)
@@ -57,11 +58,48 @@ static void case_addressing_turing(void)
     OK(N(nvmlShutdown)());
 }
 
+static unsigned virt_of(nvmlDevice_t d)
+{
+    nvmlGpuVirtualizationMode_t m = 12345;
+    OK(N(nvmlDeviceGetVirtualizationMode)(d, &m));
+    return (unsigned)m;
+}
+
+static void case_virtualization(void)
+{
+    setenv("MOCK_NVML_CONFIG", path_of("GDP_SOURCE_DIR", "tests/sim/profiles/virtualization-modes.yaml"), 1);
+    load();
+    OK(N(nvmlInit_v2)());
+    CHECK(virt_of(dev(0)) == NVML_GPU_VIRTUALIZATION_MODE_NONE); /* without the key */
+    CHECK(virt_of(dev(1)) == NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH);
+    CHECK(virt_of(dev(2)) == NVML_GPU_VIRTUALIZATION_MODE_VGPU);
+    CHECK(virt_of(dev(3)) == NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU);
+    CHECK(virt_of(dev(4)) == NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA);
+    CHECK(virt_of(dev(5)) == 9); /* a number passes through */
+    CHECK(virt_of(dev(6)) == NVML_GPU_VIRTUALIZATION_MODE_VGPU);
+    CHECK(virt_of(mig(dev(6), 0)) == NVML_GPU_VIRTUALIZATION_MODE_VGPU); /* its GPU's */
+    RET(N(nvmlDeviceGetVirtualizationMode)(dev(0), NULL), NVML_ERROR_INVALID_ARGUMENT);
+    OK(N(nvmlShutdown)());
+}
+
+/* An unknown name fails init (a case of its own: the library keeps the first profile it
+ * read). NVIDIA's own profiles say "none" and load (sim-profile-a100). */
+static void case_virtualization_bad(void)
+{
+    load();
+    setenv("MOCK_NVML_CONFIG", write_tmp("bad-virt.yaml", "devices:\n  - {uuid: GPU-1, name: T4, "
+                                         "compute_capability: {major: 7},\n     virtualization: "
+                                         "{mode: sometimes}}\n"), 1);
+    RET(N(nvmlInit_v2)(), NVML_ERROR_UNKNOWN);
+}
+
 int main(int argc, char **argv)
 {
     static const struct sim_case cases[] = {
         { "addressing", case_addressing },
         { "addressing-turing", case_addressing_turing },
+        { "virtualization", case_virtualization },
+        { "virtualization-bad", case_virtualization_bad },
     };
     return sim_test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
