@@ -122,6 +122,23 @@ static int discover_migs(const struct discover_options *opt, nvml_device dev, st
     return 0;
 }
 
+/* A vGPU guest's GPU takes no part in DynamicMIG, as in NVIDIA's driver: without its
+ * profiles the GPU is published plain (dra_mig_gpu_dynamic). A driver without the call, or
+ * one that cannot tell, is taken as no guest (NVIDIA's behaviour on bare metal). */
+static bool vgpu_guest(nvml_device dev, const struct inv_gpu *g)
+{
+    struct error e = { 0 };
+    bool guest = false;
+    int r = nvml_device_vgpu_guest(dev, &guest, &e);
+    if (r == -ENOSYS || r == -ENOTSUP)
+        log_debug("GPU %u (%s): %s, taken as no vGPU guest", g->index, g->uuid, e.msg);
+    else if (r < 0)
+        log_warning("GPU %u (%s): %s, taken as no vGPU guest, ignoring", g->index, g->uuid, e.msg);
+    else if (guest)
+        log_info("GPU %u (%s): vGPU guest detected — skipping DynamicMIG", g->index, g->uuid);
+    return guest;
+}
+
 /* What DynamicMIG may create on g, named as go-nvlib names a profile whose compute
  * instance spans the GPU instance ("1g.10gb", never "1c.2g.20gb"). */
 static int discover_mig_profiles(nvml_device dev, struct inv_gpu *g, struct error *err)
@@ -217,7 +234,7 @@ static int discover_gpu(unsigned index, const struct discover_options *opt, nvml
         *err = mig_err;
         return error_prefix(err, "GPU %s", g->uuid);
     }
-    if (opt->with_mig_profiles && g->mig_capable &&
+    if (opt->with_mig_profiles && g->mig_capable && !vgpu_guest(dev, g) &&
         (r = discover_mig_profiles(dev, g, err)) < 0)
         return r;
     if (opt->with_mig && g->mig_enabled)

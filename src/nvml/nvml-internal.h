@@ -45,6 +45,7 @@
     X(nvmlDeviceGetBrand, 0, NULL)                                                            \
     X(nvmlDeviceGetArchitecture, 0, NULL)                                                     \
     X(nvmlDeviceGetAddressingMode, 0, NULL)                                                   \
+    X(nvmlDeviceGetVirtualizationMode, 0, NULL)                                               \
     X(nvmlDeviceGetMigMode, 0, NULL)                                                          \
     X(nvmlDeviceGetComputeMode, 0, NULL)                                                      \
     X(nvmlDeviceGetMemoryLimits_v1, 0, NULL)                                                  \

@@ -284,6 +284,14 @@ int nvml_device_addressing_mode(nvml_device dev, char *buf, size_t len, struct e
     return n < 0 || (size_t)n >= len ? error_set(err, -ENOBUFS, "addressing mode too long") : 0;
 }
 
+int nvml_device_vgpu_guest(nvml_device dev, bool *guest, struct error *err)
+{
+    nvmlGpuVirtualizationMode_t m = NVML_GPU_VIRTUALIZATION_MODE_NONE;
+    int r = NVML_CALL(err, nvmlDeviceGetVirtualizationMode, to_nvml(dev), &m);
+    *guest = r == 0 && m == NVML_GPU_VIRTUALIZATION_MODE_VGPU;
+    return r;
+}
+
 int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err)
 {
     unsigned current = 0, pending = 0;

@@ -56,6 +56,10 @@ int nvml_device_architecture(nvml_device dev, char *buf, size_t len, struct erro
  * addressingMode. -ENOTSUP: NVML reports no mode (before Turing, or not Linux); -ENOSYS:
  * a driver older than the call; -ENOENT: a mode NVML added after us. */
 int nvml_device_addressing_mode(nvml_device dev, char *buf, size_t len, struct error *err);
+/* Whether the GPU is a vGPU guest's (virtualization mode VGPU: a VM given a vGPU, not
+ * passthrough), which NVIDIA's DRA driver leaves out of DynamicMIG. *guest is false on any
+ * error; -ENOSYS: a driver without the call. */
+int nvml_device_vgpu_guest(nvml_device dev, bool *guest, struct error *err);
 /* -ENOTSUP / -ENOSYS: not MIG capable. */
 int nvml_device_mig_mode(nvml_device dev, bool *enabled, struct error *err);
 

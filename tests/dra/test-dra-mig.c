@@ -184,6 +184,34 @@ static void case_publish_h100(void)
     json_decref(sets);
 }
 
+/* A vGPU guest's GPU (virtualization mode VGPU) is left out as NVIDIA leaves it: no
+ * profiles read, its full GPU plain (no counters), no placement, no counter set; the
+ * other H100 carved as usual. */
+static void case_publish_vgpu_guest(void)
+{
+    if (node("h100-vgpu-guest.yaml") < 0)
+        return;
+    CHECK(inv.n_gpus == 2);
+    CHECK(inv.gpus[1].mig_capable && inv.gpus[1].n_mig_profiles == 0);
+    CHECK(dra_mig_gpu_dynamic(&inv.gpus[0]) && !dra_mig_gpu_dynamic(&inv.gpus[1]));
+    CHECK(set.n == 26 + 1);
+    const struct dra_device *g1 = device("gpu-1");
+    CHECK(g1 && g1->type == DRA_DEVICE_GPU && !g1->counters);
+    CHECK(device("gpu-0") && device("gpu-0")->counters);
+    for (size_t i = 0; i < set.n; i++)
+        CHECK(set.devices[i].type != DRA_DEVICE_MIG_PLACEMENT || set.devices[i].gpu == 0);
+    json_t *sets = dra_slice_counter_sets(&inv, &set);
+    CHECK(json_array_size(sets) == 1);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(sets, 0), "name")), "gpu-0-counter-set");
+    json_t *devices = dra_slice_devices(&inv, &set);
+    json_t *e = json_array_get(devices, (size_t)(g1 - set.devices));
+    CHECK(json_object_get(e, "consumesCounters") == NULL);
+    json_t *caps = json_object_get(e, "capacity");
+    CHECK(json_object_size(caps) == 1 && json_object_get(caps, "memory"));
+    json_decref(devices);
+    json_decref(sets);
+}
+
 /* All seven 1g placements of an A100 made and destroyed in random order; the GPU's state
  * checked after every step; an overlapping placement refused by the GPU. */
 static void case_carve_a100(void)
@@ -298,7 +326,7 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         { "publish-a100", case_publish_a100 }, { "publish-h100", case_publish_h100 },
         { "carve-a100", case_carve_a100 },     { "hopper-mode", case_hopper_mode },
-        { "sweep", case_sweep },
+        { "sweep", case_sweep },               { "publish-vgpu-guest", case_publish_vgpu_guest },
     };
     if (!(source_dir = getenv("GDP_SOURCE_DIR"))) {
         fprintf(stderr, "GDP_SOURCE_DIR is not set\n");
