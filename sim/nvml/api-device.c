@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "sim-env.h"
 #include "sim-state.h"
 
 _public_ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
@@ -384,7 +385,7 @@ _public_ nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFa
  * for every setting that took effect: how a test of another process sees what was set. */
 void sim_settings_log(const char *fn, const struct sim_device *d, unsigned value)
 {
-    const char *path = getenv("MOCK_NVML_SETTINGS_LOG");
+    const char *path = sim_env("MOCK_NVML_SETTINGS_LOG");
     if (!path || !*path)
         return;
     _cleanup_close_ int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);

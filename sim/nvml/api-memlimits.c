@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "sim-cgroup.h"
+#include "sim-env.h"
 #include "sim-state.h"
 
 /* First driver branch with the calls (NVML "between v610 and v615"). */
@@ -43,7 +44,7 @@ static nvmlReturn_t target(nvmlDevice_t device, const char *ns, struct sim_devic
 /* "<function> <GPU uuid> <cgroup path> <soft> <hard|max>" to MOCK_NVML_SETTINGS_LOG. */
 static void log_limits(const struct sim_device *d, const char *ns, uint64_t soft, uint64_t hard)
 {
-    const char *path = getenv("MOCK_NVML_SETTINGS_LOG");
+    const char *path = sim_env("MOCK_NVML_SETTINGS_LOG");
     if (!path || !*path)
         return;
     char line[4400], h[32];

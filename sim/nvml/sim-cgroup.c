@@ -13,13 +13,14 @@
 #include <unistd.h>
 
 #include "sim-cgroup.h"
+#include "sim-env.h"
 
 #define CG2_MAGIC 0x63677270 /* CGROUP2_SUPER_MAGIC */
 #define REC_MAX 16384
 
 const char *sim_cg_root(void)
 {
-    const char *r = getenv(SIM_CG_ROOT_ENV);
+    const char *r = sim_env(SIM_CG_ROOT_ENV);
     return r && *r ? r : SIM_CG_REAL_ROOT;
 }
 
@@ -31,7 +32,7 @@ static bool is_cgroup2(const char *path)
 
 int sim_cg_version(void)
 {
-    const char *v = getenv(SIM_CG_VERSION_ENV);
+    const char *v = sim_env(SIM_CG_VERSION_ENV);
     if (v && *v)
         return strcmp(v, "2") == 0 ? 2 : 1;
     const char *root = sim_cg_root();
@@ -216,7 +217,7 @@ int sim_cg_set(const char *dir, const char *uuid, uint64_t soft, uint64_t hard)
 
 char *sim_cg_self(void)
 {
-    const char *env = getenv(SIM_CG_PROCESS_ENV);
+    const char *env = sim_env(SIM_CG_PROCESS_ENV);
     if (env && *env)
         return trimmed(env);
     FILE *f = fopen("/proc/self/cgroup", "re");

@@ -26,6 +26,7 @@
 
 #include "core/fs.h"
 #include "sim-caps.h"
+#include "sim-env.h"
 #include "sim-migstate.h"
 #include "sim-state.h"
 
@@ -548,12 +549,12 @@ nvmlReturn_t sim_ms_init(struct sim_node *nd)
     for (unsigned i = 0; i < nd->n_devs; i++)
         if (nd->devs[i].mig_table)
             nd->devs[i].mv = xcalloc(1, sizeof(struct sim_mig_view));
-    const char *e = getenv("MOCK_NVML_PROC_ROOT");
+    const char *e = sim_env("MOCK_NVML_PROC_ROOT");
     proc_root = e && *e ? xstrdup(e) : NULL;
-    e = getenv("MOCK_NVML_DEV_ROOT");
+    e = sim_env("MOCK_NVML_DEV_ROOT");
     dev_root = e && *e ? xstrdup(e) : NULL;
     bool created = true;
-    const char *path = getenv("MOCK_NVML_STATE");
+    const char *path = sim_env("MOCK_NVML_STATE");
     if (path && *path) {
         created = false;
         if (attach(path, &created) < 0)

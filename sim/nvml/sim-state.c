@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "sim-env.h"
 #include "sim-errors.h"
 #include "sim-migstate.h"
 #include "sim-state.h"
@@ -24,7 +25,7 @@ struct sim_node *sim_profile_default(char *err, size_t errlen)
 
 static nvmlReturn_t init_locked(void)
 {
-    const char *inj = getenv("MOCK_NVML_INIT_ERROR");
+    const char *inj = sim_env("MOCK_NVML_INIT_ERROR");
     if (inj && *inj) {
         nvmlReturn_t r;
         if (sim_parse_return(inj, &r) < 0) {
@@ -36,7 +37,7 @@ static nvmlReturn_t init_locked(void)
     }
     if (!sim_node) {
         char err[512];
-        const char *path = getenv("MOCK_NVML_CONFIG");
+        const char *path = sim_env("MOCK_NVML_CONFIG");
         struct sim_node *nd = path && *path ? sim_profile_load(path, err, sizeof(err))
                                             : sim_profile_default(err, sizeof(err));
         if (!nd) {
@@ -54,9 +55,9 @@ static nvmlReturn_t init_locked(void)
     sim_refcount++;
     if (!control_started) {
         control_started = true;
-        const char *fifo = getenv("MOCK_NVML_CONTROL");
+        const char *fifo = sim_env("MOCK_NVML_CONTROL");
         if (fifo && *fifo)
-            sim_control_start(fifo, getenv("MOCK_NVML_CONTROL_ACK"));
+            sim_control_start(fifo, sim_env("MOCK_NVML_CONTROL_ACK"));
     }
     return NVML_SUCCESS;
 }

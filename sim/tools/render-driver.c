@@ -16,6 +16,7 @@
 #include "core/fs.h"
 #include "core/macro.h"
 #include "render-driver.h"
+#include "sim-env.h"
 
 static int fail(const char *call, const char *path, int err)
 {
@@ -116,6 +117,29 @@ static bool safe_relative(const char *p)
     }
 }
 
+/* The settings file (sim-env.h): one "NAME=VALUE" line each, or no file at all, so that a
+ * render without settings leaves no earlier render's behind. */
+static int write_sim_env(const char *lib, const struct driver_root_opts *o)
+{
+    _cleanup_free_ char *path = xasprintf("%s/" SIM_ENV_FILE, lib);
+    if (o->n_sim_env == 0)
+        return remove_old(path);
+    _cleanup_free_ char *text = xstrdup("# the simulator's settings (sim/nvml/sim-env.h): a variable set in\n"
+                                        "# the environment of the process that loads the library wins\n");
+    for (unsigned i = 0; i < o->n_sim_env; i++) {
+        const char *kv = o->sim_env[i], *eq = strchr(kv, '=');
+        if (!startswith(kv, "MOCK_") || !eq || strchr(kv, '\n')) {
+            fprintf(stderr, "nvml-sim-render: --sim-env %s: want MOCK_<NAME>=<value> on one line\n", kv);
+            return -EINVAL;
+        }
+        char *next = xasprintf("%s%s\n", text, kv);
+        free(text);
+        text = next;
+    }
+    int r = write_file_atomic(path, text, strlen(text), 0644, false);
+    return r < 0 ? fail("write", path, -r) : 0;
+}
+
 int render_driver_root(const char *version, const struct driver_root_opts *o)
 {
     if (!*version || strchr(version, '/') || streq(version, "..")) {
@@ -143,7 +167,7 @@ int render_driver_root(const char *version, const struct driver_root_opts *o)
         (r = link_or_remove(cuda_name, cuda1, o->host_links)) < 0 ||
         (r = link_or_remove("libcuda.so.1", cuda_dev, o->host_links)) < 0 ||
         (r = link_or_remove(ml_name, ml1, o->host_links)) < 0 || (r = copy_file(o->nvidia_smi, smi, 0755)) < 0 ||
-        (r = copy_file(o->mps_control, mps, 0755)) < 0)
+        (r = copy_file(o->mps_control, mps, 0755)) < 0 || (r = write_sim_env(lib, o)) < 0)
         return r;
     /* Firmware is only located and mounted, never read: its content does not matter. */
     _cleanup_free_ char *fw_text = xasprintf("simulated GSP firmware, driver %s\n", version);

@@ -12,6 +12,10 @@ struct driver_root_opts {
     const char *libnvidia_ml;
     const char *nvidia_smi;
     const char *mps_control; /* nvidia-cuda-mps-control */
+    /* --sim-env NAME=VALUE: the simulator's settings written beside the libraries
+     * (sim/nvml/sim-env.h), for what loads them without the test's environment */
+    const char **sim_env;
+    unsigned n_sim_env;
 };
 
 /* Returns 0, or -errno after one line on stderr naming the file and the call. */

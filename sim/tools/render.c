@@ -153,12 +153,13 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: nvml-sim-render --profile FILE [--sysfs-root DIR] [--proc-root DIR] [--dev-root DIR]\n"
                "         [--driver-root DIR [--libdir REL] [--no-host-links] [--libcuda FILE]\n"
-               "          [--libnvidia-ml FILE] [--nvidia-smi FILE] [--nvidia-cuda-mps-control FILE]]\n");
+               "          [--libnvidia-ml FILE] [--nvidia-smi FILE] [--nvidia-cuda-mps-control FILE]\n"
+               "          [--sim-env MOCK_NAME=VALUE]...]\n");
 }
 
 int main(int argc, char **argv)
 {
-    enum { OPT_LIBDIR = 256, OPT_NO_LINKS, OPT_LIBCUDA, OPT_NVML, OPT_SMI, OPT_MPS };
+    enum { OPT_LIBDIR = 256, OPT_NO_LINKS, OPT_LIBCUDA, OPT_NVML, OPT_SMI, OPT_MPS, OPT_SIM_ENV };
     static const struct option opts[] = {
         { "profile", required_argument, NULL, 'p' },    { "sysfs-root", required_argument, NULL, 's' },
         { "proc-root", required_argument, NULL, 'r' },  { "dev-root", required_argument, NULL, 'd' },
@@ -166,9 +167,11 @@ int main(int argc, char **argv)
         { "no-host-links", no_argument, NULL, OPT_NO_LINKS }, { "libcuda", required_argument, NULL, OPT_LIBCUDA },
         { "libnvidia-ml", required_argument, NULL, OPT_NVML }, { "nvidia-smi", required_argument, NULL, OPT_SMI },
         { "nvidia-cuda-mps-control", required_argument, NULL, OPT_MPS },
+        { "sim-env", required_argument, NULL, OPT_SIM_ENV },
         { "help", no_argument, NULL, 'h' },             { 0 },
     };
     const char *profile = NULL, *sysfs = NULL, *proc = NULL, *dev = NULL;
+    const char *sim_env[32];
     struct driver_root_opts drv = {
         .libdir = "usr/lib/x86_64-linux-gnu",
         .host_links = true,
@@ -176,6 +179,7 @@ int main(int argc, char **argv)
         .libnvidia_ml = SIM_STANDIN_DIR "/libnvidia-ml-driver.so",
         .nvidia_smi = SIM_STANDIN_DIR "/nvidia-smi",
         .mps_control = SIM_STANDIN_DIR "/nvidia-cuda-mps-control",
+        .sim_env = sim_env,
     };
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -191,6 +195,13 @@ int main(int argc, char **argv)
         case OPT_NVML: drv.libnvidia_ml = optarg; break;
         case OPT_SMI: drv.nvidia_smi = optarg; break;
         case OPT_MPS: drv.mps_control = optarg; break;
+        case OPT_SIM_ENV:
+            if (drv.n_sim_env == ELEMENTSOF(sim_env)) {
+                fprintf(stderr, "nvml-sim-render: at most %zu --sim-env\n", ELEMENTSOF(sim_env));
+                return 2;
+            }
+            drv.sim_env[drv.n_sim_env++] = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

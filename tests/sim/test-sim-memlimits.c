@@ -181,6 +181,63 @@ static void case_alloc(void)
     CU(cu_alloc(GiB, NULL), CUDA_SUCCESS);
 }
 
+/* A driver root rendered with --sim-env: its NVML and libcuda, loaded with none of the
+ * settings in the environment (as a runtime runs a hook), take them from the file beside
+ * them; a variable in the environment still wins. */
+static void case_driver_root(void)
+{
+    host_setup("615.20.01");
+    cgroups(true);
+    char drv[600], profile[600], settings[600], other[600], out[1024], a1[700], a2[700], a3[700];
+    snprintf(drv, sizeof(drv), "%s/driver", tmpdir);
+    snprintf(profile, sizeof(profile), "%s", getenv("MOCK_NVML_CONFIG"));
+    snprintf(settings, sizeof(settings), "%s/settings.log", tmpdir);
+    snprintf(other, sizeof(other), "%s/other.log", tmpdir);
+    snprintf(a1, sizeof(a1), "MOCK_NVML_CONFIG=%s", profile);
+    snprintf(a2, sizeof(a2), "MOCK_NVML_CGROUP_ROOT=%s", root);
+    snprintf(a3, sizeof(a3), "MOCK_NVML_SETTINGS_LOG=%s", settings);
+    const char *argv[] = { "--profile", profile, "--driver-root", drv, "--sim-env", a1, "--sim-env", a2,
+                           "--sim-env", a3, NULL };
+    CHECK(run_tool("sim/nvml/nvml-sim-render", argv, NULL, out, sizeof(out)) == 0);
+    const char *bad[] = { "--profile", profile, "--driver-root", drv, "--sim-env", "PATH=/x", NULL };
+    CHECK(run_tool("sim/nvml/nvml-sim-render", bad, NULL, out, sizeof(out)) == 1);
+    CHECK(run_tool("sim/nvml/nvml-sim-render", argv, NULL, out, sizeof(out)) == 0);
+    unsetenv("MOCK_NVML_CONFIG");
+    unsetenv("MOCK_NVML_CGROUP_ROOT");
+    unsetenv("MOCK_NVML_SETTINGS_LOG");
+    char so[800];
+    snprintf(so, sizeof(so), "%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", drv);
+    lib = dlopen(so, RTLD_NOW | RTLD_GLOBAL);
+    if (!lib)
+        FAIL("dlopen %s: %s", so, dlerror());
+    snprintf(so, sizeof(so), "%s/usr/lib/x86_64-linux-gnu/libcuda.so.1", drv);
+    cuda = dlopen(so, RTLD_NOW);
+    if (!cuda)
+        FAIL("dlopen %s: %s", so, dlerror());
+    OK(N(nvmlInit_v2)());
+    char version[96];
+    OK(N(nvmlSystemGetDriverVersion)(version, sizeof(version)));
+    TEXT_EQ(version, "615.20.01"); /* the profile's, not the built-in node's 550 */
+    OK(set(0, CTR1, 0, GiB));
+    char *r = record_of("kubepods/pod1/ctr1"), *log = slurp(settings);
+    TEXT_EQ(r, GPU0 " 0 1073741824\n");
+    TEXT_EQ(log, "nvmlDeviceSetMemoryLimits_v1 " GPU0 " " CTR1 " 0 1073741824\n");
+    free(r);
+    free(log);
+    /* the driver root's libcuda enforces it */
+    snprintf(so, sizeof(so), "%s/kubepods/pod1/ctr1", root);
+    setenv("MOCK_CUDA_CGROUP", so, 1);
+    cuda_ctx(0);
+    CU(cu_alloc(GiB, NULL), CUDA_SUCCESS);
+    CU(cu_alloc(1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    /* the environment wins over the file (read at each call, as every setting) */
+    setenv("MOCK_NVML_SETTINGS_LOG", other, 1);
+    OK(set(0, CTR1, 0, NVML_DEVICE_MEMORY_LIMIT_MAX));
+    log = slurp(other);
+    TEXT_EQ(log, "nvmlDeviceSetMemoryLimits_v1 " GPU0 " " CTR1 " 0 max\n");
+    free(log);
+}
+
 int main(int argc, char **argv)
 {
     static const struct sim_case cases[] = {
@@ -188,6 +245,7 @@ int main(int argc, char **argv)
         { "memlimits-unsupported", case_unsupported },
         { "memlimits-cgroup-v1", case_cgroup_v1 },
         { "memlimits-alloc", case_alloc },
+        { "memlimits-driver-root", case_driver_root },
     };
     return sim_test_main(argc, argv, cases, sizeof(cases) / sizeof(cases[0]));
 }
