@@ -107,9 +107,10 @@ def version(bindir):
 class Containerd:
     """containerd 1.7 under d: root, state, socket, runc root, log; CDI on, its specs read
     from cdi_dir only; the sandbox image `image`; containers' cgroups under cgroup_parent
-    (cgroupfs), which the teardown removes."""
+    (cgroupfs), which the teardown removes. runc: the runc containerd runs (BinaryName), when
+    not the one in bindir (cgroup2ns.runc_wrapper's)."""
 
-    def __init__(self, bindir, d, cdi_dir, cgroup_parent, image):
+    def __init__(self, bindir, d, cdi_dir, cgroup_parent, image, runc=None):
         self.bin, self.dir, self.cgroup_parent = bindir, d, cgroup_parent
         self.sock = os.path.join(d, "containerd.sock")
         self.runc_root = os.path.join(d, "runc")
@@ -119,7 +120,7 @@ class Containerd:
         cfg = os.path.join(d, "config.toml")
         with open(cfg, "w") as f:
             f.write(CONFIG % {"d": d, "sock": self.sock, "cdi": cdi_dir, "image": image,
-                              "runc": os.path.join(bindir, "runc"), "runc_root": self.runc_root})
+                              "runc": runc or os.path.join(bindir, "runc"), "runc_root": self.runc_root})
         self.log = open(os.path.join(d, "containerd.log"), "w+")
         env = dict(os.environ, PATH=bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
         try:

@@ -1,38 +1,47 @@
 #!/usr/bin/python3
 """A GPU share held to its memory in a container a real containerd 1.7 builds from the share's
 CDI IDs (issue 32 item 5: "a container that allocates over its share fails and one under it
-succeeds, through containerd with the claim's CDI IDs").
+succeeds, through containerd with the claim's CDI IDs"; and "the cgroup path is tested end
+to end through containerd").
 
-The real binary as the DRA plugin (`serve --dra --dra-consumable-capacity`) on the
-simulator's built-in node, 8 A100 40GB (sim/nvml/default-node.yaml: its /dev as character devices with
-NVIDIA's numbers, as test_dra_containerd.py makes them; its driver root rendered by
-`nvml-sim-render --driver-root`, given as --driver-root and --driver-root-ctr-path, with the
-nvidia-cdi-hook stand-in of tests/cdi), the fake API server at v1.36.3, a claim of one 8Gi
-share placed by the scheduler stand-in (dra_scheduler.py), and the MPS runner
-(`mps-control-daemon --dra`) with the simulator's nvidia-cuda-mps-control stand-in: the
-share's daemon listens on the pipe directory the spec mounts at /tmp/nvidia-mps.
-containerd 1.7 (tests/dra/containerd17.py), CDI on, runs the plain Debian image of
-tests/cdi (debian-rootfs.sh) with alloc-probe (tests/cdi-hook/alloc-probe.c: cuInit,
-cuMemGetInfo, cuMemAlloc of N bytes) given only the share's CDI IDs and MOCK_NVML_CONFIG.
-The libcuda stand-in from the driver root connects to the daemon through the mounted pipe
-directory and applies the client limit of the spec's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT:
-
-- 4 GiB of the 8 GiB share (of gpu-0, the scheduler's first fit): allocated;
-- 12 GiB: CUDA_ERROR_OUT_OF_MEMORY;
-- the same 12 GiB with CUDA_MPS_PIPE_DIRECTORY pointed elsewhere (not an MPS client):
-  allocated — what a container can do where only MPS's per-client limit holds the share
-  (docs/cdi-hook.md "What is enforced"), recorded so that a change of the model is seen.
+The real binary as the DRA plugin (`serve --dra --dra-consumable-capacity`) on 8 simulated
+A100 40GB (sim/nvml/default-node.yaml: its /dev as character devices with NVIDIA's numbers,
+as test_dra_containerd.py makes them; its driver root rendered by `nvml-sim-render
+--driver-root`, given as --driver-root and --driver-root-ctr-path, with the nvidia-cdi-hook
+stand-in of tests/cdi), the fake API server at v1.36.3, a claim of one 8Gi share placed by
+the scheduler stand-in (dra_scheduler.py), and the MPS runner (`mps-control-daemon --dra`)
+with the simulator's nvidia-cuda-mps-control stand-in: the share's daemon listens on the
+pipe directory the spec mounts at /tmp/nvidia-mps. containerd 1.7 (tests/dra/containerd17.py),
+CDI on, runs the plain Debian image of tests/cdi (debian-rootfs.sh) with alloc-probe
+(tests/cdi-hook/alloc-probe.c: cuInit, cuMemGetInfo, cuMemAlloc of N bytes) given only the
+share's CDI IDs and MOCK_NVML_CONFIG. The libcuda stand-in from the driver root connects to
+the daemon through the mounted pipe directory and applies the client limit of the spec's
+CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, and the hard limit on its own cgroup.
 
 The share's createRuntime / poststop hooks (gpu-device-plugin-cdi-hook, installed by the
-plugin) run in this container's creation (the container starts only if the first exits 0).
-The cgroup hard limit itself needs a cgroup v2 host and an r615+ driver: runc gives a hook
-only the environment its spec entry lists, so neither the simulator's profile nor its
-overrides (MOCK_NVML_CGROUP_VERSION, MOCK_NVML_CGROUP_ROOT) can reach it here (hence the
-built-in node, whose driver is 550: NOT_SUPPORTED, the share left to MPS, exit 0; so too on
-a cgroup v1 host). tests/cdi-hook (cdi-hook) runs the hard-limit path outside a runtime.
+plugin) run in this container's creation (the container starts only if the first exits 0)
+and removal. runc gives a hook only the environment its spec entry lists, so the hook's NVML
+(the driver root's) takes the simulator's profile and settings log from the driver root's
+settings file (`--sim-env`, sim/nvml/sim-env.h): the plugin and the hook are not told.
+The containers run on a cgroup v2 host: this one, or, where /sys/fs/cgroup is not cgroup2,
+a private mount namespace with cgroup2 mounted over it (cgroup2ns.py: runc and containerd
+then put every container in the v2 hierarchy, in its own cgroup namespace). Two cases:
 
-Needs root, the simulator, alloc-probe and, the first time, Debian's archive. Skips (exit 77)
-with the reason when it cannot run, except under CI=true, where that fails.
+- HardLimit, driver 615.x (the built-in node with an r615 driver): the hook finds the
+  container's cgroup from its pid and sets the share's hard limit on it, the limit is
+  checked on the running container's own v2 cgroup from the host (its processes' "0::"
+  line, the simulator's record on the directory, the settings log); in the container,
+  within the share allocated, 12 GiB refused, and refused too with CUDA_MPS_PIPE_DIRECTORY
+  pointed elsewhere (not an MPS client): the hard limit, not MPS, refused it; exactly the
+  share (8 GiB) still allocated. The poststop hook's reset leaves no limit behind.
+- MpsOnly, driver 550 (the built-in node): the setter is NOT_SUPPORTED, the hook says so and
+  exits 0, the share is held by MPS's per-client limit only: 12 GiB refused to the MPS
+  client, allocated outside MPS (docs/cdi-hook.md "What is enforced"), recorded so that a
+  change of the model is seen.
+
+Needs root, the simulator, alloc-probe, unshare(1) and a mountable cgroup2 (not a v2 host)
+and, the first time, Debian's archive. Skips (exit 77) with the reason when it cannot run,
+except under CI=true, where that fails.
 
 usage: test_dra_shares_containerd.py <fake-apiserver> <alloc-probe>"""
 import hashlib
@@ -54,16 +63,16 @@ import kubetest as kt  # noqa: E402
 from kubetest import scratch  # noqa: E402
 import skip  # noqa: E402  (tests/common/skip.py)
 import containerd17  # noqa: E402
+import cgroup2ns  # noqa: E402
 from containerd17 import decode, ld, vi  # noqa: E402
 import test_dra_containerd as dra  # noqa: E402  (its node and kubelet helpers)
 import test_cdi_containerd as cdi  # noqa: E402  (its driver root and output sections)
 from dra_scheduler import Pool  # noqa: E402
 
-# The simulator's built-in node (8 A100 40GB), written out: the share hook's NVML, run by runc
-# with only the environment its spec entry lists (none), has no MOCK_NVML_CONFIG and
-# simulates exactly this node, so it finds the share's GPU.
+# The simulator's built-in node (8 A100 40GB, driver 550), written out; HardLimit's copy
+# has an r615 driver (R615 below), which has the per-cgroup limits.
 PROFILE = os.path.normpath(os.path.join(HERE, "..", "..", "sim", "nvml", "default-node.yaml"))
-dra.PROFILE = cdi.PROFILE = PROFILE  # their node, driver root and plugin: this one
+R615 = (("550.163.01", "615.44.01"), ("cuda_version_major: 12", "cuda_version_major: 13"))
 UUID0 = "GPU-12345678-1234-1234-1234-123456780000"
 NODE = dra.NODE
 DRIVER = dra.DRIVER
@@ -72,14 +81,21 @@ IMAGE = "localhost/gdp-shares/debian:1"
 CTR_PROFILE = "/etc/nvml-sim/profile.yaml"
 GI = 1 << 30
 FAKE = PROBE = ROOTFS = CONTAINERD_BIN = CONTAINERD_VERSION = None
+# "escape": not an MPS client (no daemon at that pipe directory); "wait": the container
+# stays until the test has looked at its cgroup from the host (/gate/go).
 SCRIPT = r"""sec() { n=$1; shift; echo "== $n"; "$@" 2>&1; echo "== rc $?"; }
+sec cgroup cat /proc/self/cgroup
 sec under alloc-probe %d
 sec over alloc-probe %d
 sec escape env CUDA_MPS_PIPE_DIRECTORY=/nonexistent alloc-probe %d
+sec escape-share env CUDA_MPS_PIPE_DIRECTORY=/nonexistent alloc-probe %d
 sec mps cat /tmp/mps-debug
 sec env busybox env
+echo "== wait"
+while [ ! -e /gate/go ]; do busybox sleep 0.05; done
 echo "== end"
-""" % (4 * GI, 12 * GI, 12 * GI)
+""" % (4 * GI, 12 * GI, 12 * GI, 8 * GI)
+XATTR = "user.nvidia-sim.memory-limits"  # the simulator's record on a cgroup2 directory
 SMI = """#!/bin/sh
 { printf 'nvidia-smi'; for a in "$@"; do printf ' %%s' "$a"; done; echo; } >> %s
 """
@@ -88,18 +104,42 @@ MOCK_MPS_LOG=%s exec %s "$@"
 """
 
 
+def text_of(path):
+    with open(path) as f:
+        return f.read()
+
+
 def cannot_run(why):
     skip.cannot_run("test_dra_shares_containerd", why, "skipped")
 
 
-class ShareInContainer(unittest.TestCase):
+class ShareInContainer:
+    """The set-up of both cases; a case's class sets R615 and its test."""
+    R615 = False
+
     def setUp(self):
         self.t0 = time.monotonic()
         self.tmp = scratch.mkdtemp("gdp-shr-ctr-")
         self.addCleanup(scratch.remove, self.tmp)  # last: after every child is gone
+        self.profile = PROFILE
+        if self.R615:
+            with open(PROFILE) as f:
+                text = f.read()
+            for old, new in R615:
+                text = text.replace(old, new)
+            self.profile = os.path.join(self.tmp, "node-r615.yaml")
+            with open(self.profile, "w") as f:
+                f.write(text)
+        dra.PROFILE = cdi.PROFILE = self.profile  # their node, driver root and plugin: this one
         self.host = dra.render_node(self.tmp)
         self.drv = os.path.join(self.tmp, "driver")
-        cdi.render_driver_root(self.drv)
+        # What every process that loads the driver root's NVML simulates and records, the
+        # hooks' included (they get no environment from runc)
+        self.settings = os.path.join(self.tmp, "nvml-settings.log")
+        cdi.render_driver_root(self.drv, "--sim-env", "MOCK_NVML_CONFIG=" + self.profile,
+                               "--sim-env", "MOCK_NVML_SETTINGS_LOG=" + self.settings)
+        self.gate = os.path.join(self.tmp, "gate")
+        os.mkdir(self.gate)
         bindir = os.path.join(self.tmp, "bin")
         os.mkdir(bindir)
         self.cdi_hook = os.path.join(bindir, "nvidia-cdi-hook")
@@ -115,8 +155,13 @@ class ShareInContainer(unittest.TestCase):
             os.chmod(os.path.join(bindir, tool), stat.S_IRWXU)
 
         d = scratch.socket_dir("gdp-ctrd-")
-        self.cgroup_parent = "/gdp-shr-ctr-" + uuid.uuid4().hex[:8]
-        self.ctrd = containerd17.Containerd(CONTAINERD_BIN, d, self.cdi, self.cgroup_parent, IMAGE)
+        self.cgroup_parent = "/" + cgroup2ns.cgroup_prefix("gdp-shr-ctr") + uuid.uuid4().hex[:8]
+        runc = None
+        if cgroup2ns.inside():  # this host's v1 controllers are not in the v2 hierarchy
+            runc = os.path.join(bindir, "runc")
+            cgroup2ns.runc_wrapper(os.path.join(CONTAINERD_BIN, "runc"), runc)
+        self.ctrd = containerd17.Containerd(CONTAINERD_BIN, d, self.cdi, self.cgroup_parent, IMAGE,
+                                            runc=runc)
         self.addCleanup(self.stop_containerd)
         self.import_image()
 
@@ -131,7 +176,7 @@ class ShareInContainer(unittest.TestCase):
         common = ["--sysfs-root", os.path.join(self.tmp, "sys"),
                   "--proc-root", os.path.join(self.tmp, "proc"), "--dev-root", self.host]
         # the runner of the MPS daemons (argv[0] mps-control-daemon), NVIDIA's tools on PATH
-        env = dict(os.environ, LD_LIBRARY_PATH=dra.SIM_DIR, MOCK_NVML_CONFIG=PROFILE,
+        env = dict(os.environ, LD_LIBRARY_PATH=dra.SIM_DIR, MOCK_NVML_CONFIG=self.profile,
                    PATH=bindir + ":/usr/bin:/bin")
         self.runner_log = open(os.path.join(self.tmp, "runner.log"), "w+")
         self.addCleanup(self.runner_log.close)
@@ -246,22 +291,53 @@ class ShareInContainer(unittest.TestCase):
         self.ctrd.cri("RemovePodSandbox", ld(1, self.sid), 60)
 
     def run_container(self, name, cdi_ids):
-        mount = ld(1, CTR_PROFILE) + ld(2, os.path.realpath(PROFILE)) + vi(3, 1)
+        """The container's output sections and what the host saw of its cgroup while it ran
+        (host_view)."""
+        mounts = [ld(1, CTR_PROFILE) + ld(2, os.path.realpath(self.profile)) + vi(3, 1),
+                  ld(1, "/gate") + ld(2, self.gate) + vi(3, 1)]
         env = (ld(6, ld(1, "MOCK_NVML_CONFIG") + ld(2, CTR_PROFILE)) +
                ld(6, ld(1, "MOCK_CUDA_MPS_DEBUG") + ld(2, "/tmp/mps-debug")))
         cfg = (ld(1, ld(1, name)) + ld(2, ld(1, IMAGE)) + ld(3, "/bin/sh") + ld(3, "-c") +
-               ld(3, SCRIPT) + env + ld(7, mount) + ld(11, name + ".log") +
+               ld(3, SCRIPT) + env + b"".join(ld(7, m) for m in mounts) + ld(11, name + ".log") +
                ld(15, ld(2, ld(3, dra.NS_OPTS))) + b"".join(ld(17, ld(1, i)) for i in cdi_ids))
         cid = decode(self.ctrd.cri("CreateContainer", ld(1, self.sid) + ld(2, cfg) +
                                    ld(3, self.podcfg), 60))[1][0].decode()
+        log = os.path.join(self.logs, name + ".log")
         self.ctrd.cri("StartContainer", ld(1, cid), 60)
-        code, lines = self.ctrd.wait_exited(cid, os.path.join(self.logs, name + ".log"))
+        end = time.monotonic() + 30
+        while not os.path.exists(log) or "== wait\n" not in text_of(log):
+            if time.monotonic() > end:
+                self.fail("%s did not get to its wait; containerd's log:\n%s" % (
+                    name, self.ctrd.log_tail()))
+            time.sleep(0.05)
+        view = self.host_view(cid)
+        open(os.path.join(self.gate, "go"), "w").close()
+        code, lines = self.ctrd.wait_exited(cid, log)
         self.ctrd.cri("RemoveContainer", ld(1, cid), 60)
         self.assertEqual(code, 0, "%s's exit code; output: %s" % (name, lines))
         self.assertEqual(lines[-1:], ["== end"], lines)
-        return cdi.parse_sections(lines)
+        view["gone"] = not os.path.exists(view["dir"])
+        return cdi.parse_sections(lines), view
 
-    def test_share_held_to_its_memory(self):
+    def host_view(self, cid):
+        """The running container's cgroup as the host sees it: the directory runc made for it
+        (/sys/fs/cgroup/<parent>/<id>, cgroupfs), the "0::" lines of its processes, and the
+        simulator's record of limits on the directory (None: none)."""
+        d = os.path.join("/sys/fs/cgroup", self.cgroup_parent.lstrip("/"), cid)
+        view = {"cid": cid, "dir": d, "lines": [], "record": None}
+        with open(os.path.join(d, "cgroup.procs")) as f:
+            pids = f.read().split()
+        for pid in pids:
+            with open("/proc/%s/cgroup" % pid) as f:
+                view["lines"] += [ln.strip() for ln in f if ln.startswith("0::")]
+        try:
+            view["record"] = os.getxattr(d, XATTR).decode()
+        except OSError:
+            pass
+        return view
+
+    def prepare_share(self):
+        """An 8Gi share placed by the scheduler stand-in, prepared: (channel, metadata, CDI IDs)."""
         ch = self.kubelet_dials()
         self.addCleanup(ch.close)
         pool = Pool(self.slices())
@@ -283,24 +359,33 @@ class ShareInContainer(unittest.TestCase):
         self.assertEqual(err, "", self.plugin_tail())
         ids = ["%s=%s-gpu-0-%s" % (KIND, md["uid"], r[0]["shareID"])]
         self.assertEqual(devs, [("gpu-0", ids)])
+        return ch, md, ids
 
+    def run_share(self):
+        """The share's container run and checked for what both cases have in common: its
+        output sections, the host's view and the settings log's memory-limit lines."""
+        ch, md, ids = self.prepare_share()
         self.run_pod()
-        got = self.run_container("share", ids)
-        for sec in ("under", "over", "escape", "mps"):
+        got, view = self.run_container("share", ids)
+        for sec in ("under", "over", "escape", "escape-share", "mps"):
             for line in got[sec][1]:
                 print("  %s: %s" % (sec, line))
+        print("  host: %s: %s, limits %r" % (view["dir"], sorted(set(view["lines"])), view["record"]))
         env = dict(kv.partition("=")[::2] for kv in got["env"][1])
         self.assertEqual(env.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=8192M")
         self.assertEqual(env.get("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps")
-        total = "total %d" % (40 * GI)  # an MPS limit leaves the whole GPU as total
-        self.assertEqual(got["under"], (0, [total, "alloc ok"]))
-        self.assertEqual(got["over"], (3, [total, "alloc failed CUDA_ERROR_OUT_OF_MEMORY"]))
-        self.assertEqual(got["escape"], (0, [total, "alloc ok"]))
+        # a cgroup v2 host: the container in its own cgroup namespace; from the host its
+        # processes are in the v2 cgroup runc made under the pod's parent
+        self.assertEqual(got["cgroup"][0], 0, got["cgroup"])
+        self.assertEqual([ln for ln in got["cgroup"][1] if ln.startswith("0::")], ["0::/"])
+        self.assertTrue(view["lines"], view)
+        self.assertEqual(set(view["lines"]), {"0::%s/%s" % (self.cgroup_parent, view["cid"])})
+        self.assertTrue(view["gone"], "the container's cgroup outlived its removal")
         mps = got["mps"][1]
         self.assertEqual(got["mps"][0], 0, mps)
         self.assertEqual(len([ln for ln in mps if ln.startswith("mps /tmp/nvidia-mps server ")]), 2, mps)
         self.assertEqual(mps.count("device 0 %s pinned %d thread 10.0" % (UUID0, 8 * GI)), 2, mps)
-        self.assertIn("mps /nonexistent none", mps)
+        self.assertEqual(mps.count("mps /nonexistent none"), 2, mps)
         # the daemon saw its clients (its log), and one daemon started
         with open(self.mps_log) as f:
             starts = [ln for ln in f.read().splitlines() if ln == "nvidia-cuda-mps-control -d"]
@@ -310,8 +395,58 @@ class ShareInContainer(unittest.TestCase):
         ch.unary_unary(dra.DRA + "NodeUnprepareResources")(
             dra.claim_msg(md["namespace"], md["uid"], md["name"]), timeout=60)
         self.assertFalse(os.path.exists(os.path.join(self.mps, "share-" + hashlib.sha256(UUID0.encode()).hexdigest()[:16])))
-        print("containerd %s: a share's container held to 8 GiB by MPS in %.1f s" % (
-            CONTAINERD_VERSION, time.monotonic() - self.t0))
+        limits = []
+        if os.path.exists(self.settings):
+            with open(self.settings) as f:
+                limits = [ln for ln in f.read().splitlines()
+                          if ln.startswith("nvmlDeviceSetMemoryLimits_v1 ")]
+        for line in limits:
+            print("  settings: " + line)
+        return got, view, limits
+
+    def done(self, what):
+        print("containerd %s: a share's container %s in %.1f s" % (
+            CONTAINERD_VERSION, what, time.monotonic() - self.t0))
+
+
+class HardLimit(ShareInContainer, unittest.TestCase):
+    R615 = True
+
+    def test_share_held_by_its_cgroup(self):
+        got, view, limits = self.run_share()
+        ns = "/sys/fs/cgroup%s/%s" % (self.cgroup_parent, view["cid"])
+        # the createRuntime hook set the share on the container's own v2 cgroup
+        self.assertEqual(view["record"], "%s 0 %d\n" % (UUID0, 8 * GI))
+        # ... once. The poststop hook's reset records nothing: runc (1.1) removes the
+        # container's cgroup before it runs poststop hooks, so the reset (the same path, from
+        # the bundle's linux.cgroupsPath) finds no cgroup, which the hook takes as done (exit
+        # 0); the limit went with the directory (checked: view["gone"]). A runtime that ran
+        # poststop first would add "... 0 max" here.
+        self.assertEqual(limits, ["nvmlDeviceSetMemoryLimits_v1 %s %s 0 %d" % (UUID0, ns, 8 * GI)])
+        total = "total %d" % (8 * GI)  # the hard limit of its own cgroup is the total it sees
+        oom = (3, [total, "alloc failed CUDA_ERROR_OUT_OF_MEMORY"])
+        self.assertEqual(got["under"], (0, [total, "alloc ok"]))
+        self.assertEqual(got["over"], oom)
+        # not an MPS client: the hard limit, not MPS, refuses over the share, and allows it
+        self.assertEqual(got["escape"], oom)
+        self.assertEqual(got["escape-share"], (0, [total, "alloc ok"]))
+        self.done("held to 8 GiB by its cgroup's hard limit (and MPS)")
+
+
+class MpsOnly(ShareInContainer, unittest.TestCase):
+    R615 = False
+
+    def test_share_held_by_mps_only(self):
+        got, view, limits = self.run_share()
+        # driver 550: the setter is NOT_SUPPORTED, the hook exits 0, nothing is recorded
+        self.assertIsNone(view["record"])
+        self.assertEqual(limits, [])
+        total = "total %d" % (40 * GI)  # an MPS limit leaves the whole GPU as total
+        self.assertEqual(got["under"], (0, [total, "alloc ok"]))
+        self.assertEqual(got["over"], (3, [total, "alloc failed CUDA_ERROR_OUT_OF_MEMORY"]))
+        self.assertEqual(got["escape"], (0, [total, "alloc ok"]))
+        self.assertEqual(got["escape-share"], (0, [total, "alloc ok"]))
+        self.done("held to 8 GiB by MPS only (driver 550)")
 
 
 def main():
@@ -319,6 +454,7 @@ def main():
     if len(sys.argv) < 3:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
+    argv = list(sys.argv)
     FAKE, PROBE = sys.argv.pop(1), os.path.abspath(sys.argv.pop(1))
     if os.geteuid() != 0:
         cannot_run("needs root (containerd, runc, mknod, the daemon's tmpfs)")
@@ -338,6 +474,13 @@ def main():
     if r.returncode != 0:
         cannot_run(r.stderr.strip() or "debian-rootfs.sh failed")
     ROOTFS = r.stdout.strip()
+    if not cgroup2ns.host_is_v2():
+        if cgroup2ns.inside():
+            sys.exit("test_dra_shares_containerd: /sys/fs/cgroup is not cgroup2 in the namespace")
+        if not shutil.which("unshare"):
+            cannot_run("/sys/fs/cgroup is not cgroup2 and there is no unshare(1) to make a "
+                       "namespace where it is")
+        sys.exit(cgroup2ns.rerun(argv, cannot_run))
     containerd17.install_signal_handlers()
     try:
         unittest.main(verbosity=2)
