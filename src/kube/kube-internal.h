@@ -295,3 +295,10 @@ const char *kube_verb(enum kube_method m, const char *path);
 /* Resource named by an API path ("nodes", "nodes/status", "events"), and its API group
  * ("" for the core group), written into the buffers. */
 void kube_path_resource(const char *path, char *resource, size_t rlen, char *group, size_t glen);
+
+/* kube-watch-objects.c: a string of obj's metadata (borrowed) or NULL; what a watch keeps
+ * of an object (its kind and metadata without managedFields, shallow); its
+ * "namespace/name" key (malloc'd). */
+const char *kube_meta_str(json_t *obj, const char *key);
+json_t *kube_watch_known_copy(json_t *obj);
+char *kube_watch_obj_key(json_t *obj);

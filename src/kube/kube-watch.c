@@ -27,6 +27,10 @@ struct kube_watch {
     char *name;            /* "metadata.name=NAME" asked for; NULL: any name matches */
     struct ratelimit foreign_log; /* objects ignored for not matching the selector */
     bool metadata_only;    /* kube_watch_options */
+    bool stream_list;      /* kube_watch_options; cleared when the server cannot */
+    bool forbidden_ends;   /* kube_watch_options */
+    bool in_initial;       /* a streaming list's initial events are coming */
+    struct loop_timer *initial_timer; /* their end bookmark must come by then */
     kube_watch_fn fn;
     void *userdata;
     char *rv;              /* resume point, NULL before the first list */
@@ -55,64 +59,10 @@ unsigned kube_watch_timeout_s(void)
 static void start_list(struct kube_watch *w);
 static void start_watch(struct kube_watch *w);
 
-int kube_watch_parse_line(const char *line, size_t len, json_t **event, const char **type,
-                          json_t **object, struct error *err)
-{
-    json_error_t jerr;
-    json_t *ev = json_loadb(line, len, 0, &jerr);
-    if (!ev)
-        return error_set(err, -EBADMSG, "watch event: not JSON: %s", jerr.text);
-    json_t *t = json_object_get(ev, "type"), *o = json_object_get(ev, "object");
-    if (!json_is_string(t) || !json_is_object(o)) {
-        json_decref(ev);
-        return error_set(err, -EBADMSG, "watch event: no \"type\" string and \"object\" mapping");
-    }
-    const char *ts = json_string_value(t);
-    if (!streq(ts, "ADDED") && !streq(ts, "MODIFIED") && !streq(ts, "DELETED") &&
-        !streq(ts, "BOOKMARK") && !streq(ts, "ERROR")) {
-        error_set(err, -EBADMSG, "watch event: unknown type \"%.40s\"", ts);
-        json_decref(ev);
-        return -EBADMSG;
-    }
-    *event = ev;
-    *type = ts;
-    *object = o;
-    return 0;
-}
-
-static const char *meta_str(json_t *obj, const char *key)
-{
-    json_t *v = json_object_get(json_object_get(obj, "metadata"), key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-/* What is kept of an object for reporting it DELETED after a relist: its kind and
- * metadata without managedFields. A real Node's spec, status (images, conditions) and
- * managedFields are tens of KiB as JSON and several times that as a jansson tree; keeping
- * them would hold that much per watched object for the watch's life. The copy is shallow:
- * the kept members are shared with the event, the rest is freed with it. */
-static json_t *known_copy(json_t *obj)
-{
-    json_t *keep = json_object();
-    const char *fields[] = { "apiVersion", "kind" };
-    for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
-        json_t *v = json_object_get(obj, fields[i]);
-        if (v)
-            json_object_set(keep, fields[i], v);
-    }
-    json_t *meta = json_object_get(obj, "metadata");
-    if (json_is_object(meta)) {
-        json_t *m = json_copy(meta);
-        json_object_del(m, "managedFields");
-        json_object_set_new(keep, "metadata", m);
-    }
-    return keep;
-}
-
 /* Whether obj is one the selector can match; rate-limited warning when it is not. */
 static bool wanted(struct kube_watch *w, json_t *obj)
 {
-    const char *name = meta_str(obj, "name");
+    const char *name = kube_meta_str(obj, "name");
     if (!w->name || (name && streq(name, w->name)))
         return true;
     unsigned left_out = 0;
@@ -127,11 +77,6 @@ static bool wanted(struct kube_watch *w, json_t *obj)
     return false;
 }
 
-static char *obj_key(json_t *obj)
-{
-    const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
-    return xasprintf("%s/%s", ns ? ns : "", name ? name : "");
-}
 
 static void set_str(char **p, const char *v)
 {
@@ -150,6 +95,7 @@ static void watch_free(struct kube_watch *w)
     kube_request_cancel(w->req);
     loop_timer_cancel(w->k->loop, w->retry_timer);
     loop_timer_cancel(w->k->loop, w->silence_timer);
+    loop_timer_cancel(w->k->loop, w->initial_timer);
     json_decref(w->known);
     json_decref(w->listed);
     free(w->collection);
@@ -205,7 +151,39 @@ static char *status_text(int status, json_t *body)
     return xasprintf("HTTP %d%s%s", status, m ? ": " : "", m ? m : "");
 }
 
+/* A 403 under forbidden_ends: said to the user, not retried (it may stop the watch). */
+static void forbidden(struct kube_watch *w, json_t *body)
+{
+    w->in_initial = false;
+    if (!emit(w, KUBE_WATCH_FORBIDDEN, body))
+        watch_free(w);
+}
+
 /* ------------------------------------------------------------------ list */
+
+/* A list (paged or streamed) is complete at rv: what was known and not listed went
+ * meanwhile (DELETED), then SYNCED. False when the user stopped the watch. */
+static bool listed_all(struct kube_watch *w, const char *rv)
+{
+    const char *key;
+    json_t *obj;
+    void *iter_tmp;
+    json_object_foreach_safe(w->known, iter_tmp, key, obj) {
+        if (json_object_get(w->listed, key))
+            continue;
+        json_incref(obj);
+        json_object_del(w->known, key);
+        bool go_on = emit(w, KUBE_WATCH_DELETED, obj);
+        json_decref(obj);
+        if (!go_on)
+            return false;
+    }
+    json_object_clear(w->listed);
+    set_str(&w->rv, rv);
+    backoff_reset(&w->backoff);
+    set_str(&w->last_error, NULL);
+    return emit(w, KUBE_WATCH_SYNCED, NULL);
+}
 
 static void list_done(struct kube *k, int status, json_t *body, void *userdata)
 {
@@ -219,7 +197,11 @@ static void list_done(struct kube *k, int status, json_t *body, void *userdata)
         return;
     }
     json_t *items = json_object_get(body, "items");
-    const char *rv = meta_str(body, "resourceVersion");
+    const char *rv = kube_meta_str(body, "resourceVersion");
+    if (status == 403 && w->forbidden_ends) {
+        forbidden(w, body);
+        return;
+    }
     if (status != 200 || !json_is_array(items) || !rv) {
         _cleanup_free_ char *t = status == 200 ? xstrdup("not a list") : status_text(status, body);
         set_str(&w->cont, NULL);
@@ -232,41 +214,22 @@ static void list_done(struct kube *k, int status, json_t *body, void *userdata)
     json_array_foreach(items, i, item) {
         if (!wanted(w, item))
             continue;
-        _cleanup_free_ char *key = obj_key(item);
+        _cleanup_free_ char *key = kube_watch_obj_key(item);
         json_object_set_new(w->listed, key, json_true());
-        json_object_set_new(w->known, key, known_copy(item));
+        json_object_set_new(w->known, key, kube_watch_known_copy(item));
         if (!emit(w, KUBE_WATCH_ADDED, item)) {
             watch_free(w);
             return;
         }
     }
-    const char *cont = meta_str(body, "continue");
+    const char *cont = kube_meta_str(body, "continue");
     if (cont && *cont) {
         set_str(&w->cont, cont);
         start_list(w);
         return;
     }
     set_str(&w->cont, NULL);
-    const char *key;
-    json_t *obj;
-    void *iter_tmp;
-    json_object_foreach_safe(w->known, iter_tmp, key, obj) {
-        if (json_object_get(w->listed, key))
-            continue;
-        json_incref(obj);
-        json_object_del(w->known, key);
-        bool go_on = emit(w, KUBE_WATCH_DELETED, obj);
-        json_decref(obj);
-        if (!go_on) {
-            watch_free(w);
-            return;
-        }
-    }
-    json_object_clear(w->listed);
-    set_str(&w->rv, rv);
-    backoff_reset(&w->backoff);
-    set_str(&w->last_error, NULL);
-    if (!emit(w, KUBE_WATCH_SYNCED, NULL)) {
+    if (!listed_all(w, rv)) {
         watch_free(w);
         return;
     }
@@ -285,8 +248,18 @@ static char *query_path(struct kube_watch *w, const char *params)
 #define ACCEPT_META_LIST "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 #define ACCEPT_META "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
+static void start_stream(struct kube_watch *w, const char *params);
+
 static void start_list(struct kube_watch *w)
 {
+    if (w->stream_list) {
+        set_str(&w->rv, NULL);
+        set_str(&w->cont, NULL);
+        json_object_clear(w->listed);
+        w->in_initial = true;
+        start_stream(w, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
+        return;
+    }
     _cleanup_free_ char *cont = w->cont ? kube_escape(w->cont) : NULL;
     _cleanup_free_ char *params = xasprintf("limit=500%s%s", cont ? "&continue=" : "", cont ? cont : "");
     _cleanup_free_ char *path = query_path(w, params);
@@ -310,6 +283,8 @@ static void end_stream(struct kube_watch *w)
     w->req = NULL;
     loop_timer_cancel(w->k->loop, w->silence_timer);
     w->silence_timer = NULL;
+    loop_timer_cancel(w->k->loop, w->initial_timer);
+    w->initial_timer = NULL;
 }
 
 static void arm_silence(struct kube_watch *w, uint64_t ms)
@@ -336,6 +311,36 @@ static void silence_cb(struct loop *l, struct loop_timer *t, void *userdata)
     kube_dispatch(w->k);
 }
 
+/* The bookmark that ends a streaming list's initial events. */
+static bool initial_end(json_t *obj)
+{
+    json_t *a = json_object_get(json_object_get(obj, "metadata"), "annotations");
+    const char *v = json_string_value(json_object_get(a, "k8s.io/initial-events-end"));
+    return v && streq(v, "true");
+}
+
+/* The server cannot list through the watch: the paged list from now on. */
+static void no_stream_list(struct kube_watch *w, const char *why)
+{
+    log_info("kube: watch %s: %s; listing page by page instead of through the watch",
+             w->collection, why);
+    w->stream_list = false;
+    w->in_initial = false;
+    loop_timer_cancel(w->k->loop, w->initial_timer);
+    w->initial_timer = NULL;
+    start_list(w);
+}
+
+static void initial_cb(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    struct kube_watch *w = userdata;
+    w->initial_timer = NULL;
+    end_stream(w);
+    char why[64];
+    snprintf(why, sizeof(why), "no end of the initial events in %u ms", KUBE_WATCH_INITIAL_MS);
+    no_stream_list(w, why);
+}
+
 /* One event line. Returns false when the stream must not be read further. */
 static bool handle_line(struct kube_watch *w, const char *line, size_t len)
 {
@@ -348,7 +353,7 @@ static bool handle_line(struct kube_watch *w, const char *line, size_t len)
         return false;
     }
     bool go_on = true;
-    const char *rv = meta_str(obj, "resourceVersion");
+    const char *rv = kube_meta_str(obj, "resourceVersion");
     if (streq(type, "ERROR")) {
         json_t *code = json_object_get(obj, "code");
         end_stream(w);
@@ -362,22 +367,36 @@ static bool handle_line(struct kube_watch *w, const char *line, size_t len)
             fail(w, "watch error event: %s", t);
         }
     } else if (streq(type, "BOOKMARK")) {
-        if (rv)
+        if (w->in_initial && initial_end(obj)) {
+            w->in_initial = false;
+            loop_timer_cancel(w->k->loop, w->initial_timer);
+            w->initial_timer = NULL;
+            go_on = listed_all(w, rv);
+        } else if (rv && !w->in_initial) {
             set_str(&w->rv, rv);
+        }
     } else if (!wanted(w, obj)) {
-        if (rv)
+        if (rv && !w->in_initial)
             set_str(&w->rv, rv);
     } else {
-        _cleanup_free_ char *key = obj_key(obj);
+        _cleanup_free_ char *key = kube_watch_obj_key(obj);
         enum kube_watch_event e = streq(type, "ADDED")      ? KUBE_WATCH_ADDED
                                   : streq(type, "MODIFIED") ? KUBE_WATCH_MODIFIED
                                                             : KUBE_WATCH_DELETED;
         if (e == KUBE_WATCH_DELETED)
             json_object_del(w->known, key);
         else
-            json_object_set_new(w->known, key, known_copy(obj));
-        if (rv)
+            json_object_set_new(w->known, key, kube_watch_known_copy(obj));
+        /* An initial event is a listed object; the stream resumes from a resourceVersion
+         * only once the list is whole (a break before restarts the list). */
+        if (w->in_initial) {
+            if (e == KUBE_WATCH_DELETED)
+                json_object_del(w->listed, key);
+            else
+                json_object_set_new(w->listed, key, json_true());
+        } else if (rv) {
             set_str(&w->rv, rv);
+        }
         backoff_reset(&w->backoff);
         go_on = emit(w, e, obj);
     }
@@ -417,10 +436,24 @@ static void watch_done(struct kube *k, int status, json_t *body, void *userdata)
     w->req = NULL;
     loop_timer_cancel(k->loop, w->silence_timer);
     w->silence_timer = NULL;
+    loop_timer_cancel(k->loop, w->initial_timer);
+    w->initial_timer = NULL;
     if (status == 410) {
         log_info("kube: watch %s: resourceVersion %s is gone (410): relisting", w->collection,
                  w->rv ? w->rv : "");
         start_list(w);
+        return;
+    }
+    if (status == 403 && w->forbidden_ends) {
+        forbidden(w, body);
+        return;
+    }
+    if (w->in_initial && (status == 400 || status == 422 || status == 200)) {
+        /* 400/422: a server before 1.27, or its WatchList gate off ("sendInitialEvents is
+         * forbidden ..."); 200: it ended the stream before the list was whole */
+        _cleanup_free_ char *t = status == 200 ? xstrdup("the stream ended before its initial events did")
+                                               : status_text(status, body);
+        no_stream_list(w, t);
         return;
     }
     if (status == -ESHUTDOWN) {
@@ -446,14 +479,25 @@ static void watch_done(struct kube *k, int status, json_t *body, void *userdata)
 static void start_watch(struct kube_watch *w)
 {
     _cleanup_free_ char *rv = kube_escape(w->rv);
-    unsigned timeout_s = kube_watch_timeout_s();
-    _cleanup_free_ char *params = xasprintf("watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%u",
-                                            rv, timeout_s);
-    _cleanup_free_ char *path = query_path(w, params);
-    w->silence_ms = kube_watch_silence_ms ? kube_watch_silence_ms
-                                          : timeout_s * 1000ull + KUBE_WATCH_SILENCE_MARGIN_MS;
+    _cleanup_free_ char *params = xasprintf("resourceVersion=%s", rv);
     /* At most once per server timeout (5-10 min) on a healthy watch. */
     log_debug("kube: watch %s: from resourceVersion %s", w->collection, w->rv);
+    start_stream(w, params);
+}
+
+/* The watch stream, with params: from a resourceVersion, or a streaming list. */
+static void start_stream(struct kube_watch *w, const char *params)
+{
+    unsigned timeout_s = kube_watch_timeout_s();
+    _cleanup_free_ char *all = xasprintf("watch=1&%s&allowWatchBookmarks=true&timeoutSeconds=%u",
+                                         params, timeout_s);
+    _cleanup_free_ char *path = query_path(w, all);
+    w->silence_ms = kube_watch_silence_ms ? kube_watch_silence_ms
+                                          : timeout_s * 1000ull + KUBE_WATCH_SILENCE_MARGIN_MS;
+    if (w->in_initial) {
+        loop_timer_cancel(w->k->loop, w->initial_timer);
+        w->initial_timer = loop_timer_add(w->k->loop, KUBE_WATCH_INITIAL_MS, initial_cb, w);
+    }
     w->req = kube_req_new(w->k, KUBE_GET, path, NULL, watch_done, w);
     kube_req_set_stream(w->req, watch_chunk, w->k->max_response);
     kube_req_set_spread(w->req);
@@ -489,6 +533,8 @@ struct kube_watch *kube_watch_start_opt(struct kube *k, const char *collection_p
     w->backoff = BACKOFF_INIT(KUBE_BACKOFF_MIN_MS, KUBE_BACKOFF_MAX_MS, 0, true);
     w->collection = xstrdup(collection_path);
     w->metadata_only = o && o->metadata_only;
+    w->stream_list = o && o->stream_list;
+    w->forbidden_ends = o && o->forbidden_ends;
     w->selector = field_selector && *field_selector ? xstrdup(field_selector) : NULL;
     /* Only the one form this client uses is enforced; any other selector is the server's. */
     if (w->selector && startswith(w->selector, "metadata.name=") && !strchr(w->selector, ','))

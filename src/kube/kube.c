@@ -299,7 +299,10 @@ static bool spread_holds(struct kube *k, struct kube_req *r)
 }
 
 /* Move queued requests onto the connection as far as the rate limit allows, in order,
- * passing over those that wait out the outage spread. */
+ * passing over those that wait out the outage spread. Watch streams take no token, as
+ * client-go does not rate-limit watches (rest.Request.Watch): a stream is one request for
+ * as long as it lasts, and its list is what costs (a list, or the initial events of a
+ * streaming watch, which the server paces with its own flow control). */
 static void pump(struct kube *k)
 {
     if (!k->queue_head)
@@ -310,14 +313,18 @@ static void pump(struct kube *k)
     }
     struct kube_req *r = k->queue_head;
     uint64_t now = loop_now_ms();
+    bool out_of_tokens = false;
     while (r && nghttp2_session_check_request_allowed(k->conn.h2)) {
         struct kube_req *next = r->next;
         if (now < r->not_before_ms || spread_holds(k, r)) { /* retry_timer or spread_timer */
             r = next;
             continue;
         }
-        if (!rate_take(k))
-            break;
+        if (!r->chunk && (out_of_tokens || !rate_take(k))) {
+            out_of_tokens = true; /* the others wait their turn; a stream behind them goes */
+            r = next;
+            continue;
+        }
         kube_queue_remove(k, r);
         if (start_stream(k, r) < 0) {
             r->error = -EIO;

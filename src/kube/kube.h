@@ -119,6 +119,10 @@ enum kube_watch_event {
      * between were delivered as DELETED (only their apiVersion, kind and metadata
      * without managedFields: the watch keeps no more per object). object is NULL. */
     KUBE_WATCH_SYNCED,
+    /* Only with kube_watch_options.forbidden_ends: the server answered 403 to the list or
+     * the watch; the watch stops trying (object: the server's Status, or NULL). The user
+     * may then stop it. */
+    KUBE_WATCH_FORBIDDEN,
 };
 
 /* object is borrowed for the call. */
@@ -143,7 +147,21 @@ struct kube_watch_options {
      * changes its labels. application/json is the fallback asked for: a server that
      * cannot serve metadata alone may send whole objects. */
     bool metadata_only;
+    /* List through the watch (a "streaming list", KEP-3157: sendInitialEvents=true): the
+     * objects come as ADDED events on the watch stream, then a bookmark marked
+     * k8s.io/initial-events-end, and the stream goes on as the watch. One request instead
+     * of a list and a watch, and, as client-go does not rate-limit watches, no token of
+     * the rate limit (client-go's informers list this way from 1.35). Served by
+     * kube-apiserver 1.34+ (WatchList, on by default; 1.32 too); a server that refuses it
+     * (400/422: older, or the gate off), ends the stream or sends no end bookmark within
+     * KUBE_WATCH_INITIAL_MS gets the paged list from then on. */
+    bool stream_list;
+    /* A 403 is reported once as KUBE_WATCH_FORBIDDEN instead of retried with backoff: for
+     * a watch that is an optimisation over a request the caller can make instead. */
+    bool forbidden_ends;
 };
+
+#define KUBE_WATCH_INITIAL_MS 10000u
 
 /* kube_watch_start with options (o may be NULL). */
 struct kube_watch *kube_watch_start_opt(struct kube *k, const char *collection_path,

@@ -58,7 +58,8 @@ type server struct {
 	gone410   string
 	muted     bool // watch streams send nothing (a silent, half-dead server)
 	tokens    map[string]bool
-	forbid    map[string]bool // HTTP methods answered 403
+	forbid    map[string]bool // HTTP methods answered 403; "WATCH": list and watch of nodes
+	uids      map[string]string // a recreated Node's UID
 	watchers  map[chan event]bool
 	conns     map[net.Conn]bool
 	listener  net.Listener
@@ -165,7 +166,12 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	sel := q.Get("fieldSelector")
 	timeout, _ := strconv.Atoi(q.Get("timeoutSeconds"))
 	s.mu.Lock()
-	if from < s.compacted {
+	initial, ok := watchListAsked(w, r)
+	if !ok {
+		s.mu.Unlock()
+		return
+	}
+	if !initial && from < s.compacted {
 		mode := s.gone410
 		s.mu.Unlock()
 		if mode == "http" {
@@ -179,6 +185,15 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ch := make(chan event, 1000)
+	if initial {
+		for _, n := range s.nodes {
+			if matches(sel, n) {
+				ch <- event{typ: "ADDED", node: n}
+			}
+		}
+		ch <- event{typ: "BOOKMARK", node: initialEventsEnd("Node", "v1", s.rv)}
+		from = s.rv
+	}
 	for _, e := range s.history {
 		if e.rv > from {
 			ch <- e
@@ -239,7 +254,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Get("User-Agent"), r.Header.Get("Content-Type"), r.Proto)
 	s.mu.Lock()
 	ok := strings.HasPrefix(who, "cert:") || s.tokens[strings.TrimPrefix(auth, "Bearer ")]
-	forbidden := s.forbid[r.Method]
+	forbidden := s.forbid[r.Method] || (s.forbid["WATCH"] && r.Method == "GET" && r.URL.Path == "/api/v1/nodes")
 	s.mu.Unlock()
 	if !ok {
 		status(w, 401, "Unauthorized", "Unauthorized")
@@ -325,6 +340,9 @@ func (s *server) record(typ string, n map[string]interface{}) {
 func (s *server) node(name string) map[string]interface{} {
 	md := map[string]interface{}{
 		"name": name, "resourceVersion": strconv.Itoa(s.rv), "uid": "uid-" + name}
+	if u := s.uids[name]; u != "" {
+		md["uid"] = u
+	}
 	if l := s.labels[name]; len(l) > 0 {
 		labels := map[string]interface{}{}
 		for k, v := range l {
@@ -392,6 +410,17 @@ func (s *server) command(line string) {
 		arg = f[1]
 	}
 	switch f[0] {
+	case "recreate":
+		// The Node deleted and created again: a new UID (what owns its objects changes).
+		s.mu.Lock()
+		s.rv++
+		s.record("DELETED", s.node(arg))
+		s.rv++
+		s.uids[arg] = fmt.Sprintf("uid-%s-%d", arg, s.rv)
+		n := s.node(arg)
+		s.nodes[arg] = n
+		s.record("ADDED", n)
+		s.mu.Unlock()
 	case "add", "modify", "delete", "vanish":
 		s.mu.Lock()
 		switch f[0] {
@@ -574,7 +603,7 @@ func main() {
 	s := &server{
 		nodes: map[string]map[string]interface{}{}, labels: map[string]map[string]string{},
 		tokens: map[string]bool{"tok1": true},
-		forbid: map[string]bool{}, watchers: map[chan event]bool{}, conns: map[net.Conn]bool{},
+		forbid: map[string]bool{}, uids: map[string]string{}, watchers: map[chan event]bool{}, conns: map[net.Conn]bool{},
 		out: &sync.Mutex{}, rv: 100,
 		tlsConf: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"},
 			ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool},

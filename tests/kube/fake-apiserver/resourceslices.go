@@ -54,7 +54,7 @@ var rs = struct {
 
 func init() {
 	routes = append(routes, rsRoute, versionRoute)
-	commands = append(commands, rsCommand, versionCommand)
+	commands = append(commands, rsCommand, versionCommand, watchListCommand)
 }
 
 // ---- GET /version (what the plugin's publisher reads to choose the counters' layout) ----
@@ -356,6 +356,20 @@ func (s *server) rsWatch(w http.ResponseWriter, r *http.Request, terms map[strin
 	timeout, _ := strconv.Atoi(q.Get("timeoutSeconds"))
 	wt := &rsWatcher{ch: make(chan nfEvent, 1000)}
 	s.mu.Lock()
+	initial, ok := watchListAsked(w, r)
+	if !ok {
+		s.mu.Unlock()
+		return
+	}
+	if initial {
+		for _, o := range rs.objs {
+			if rsMatches(terms, o) {
+				wt.ch <- nfEvent{typ: "ADDED", obj: o}
+			}
+		}
+		wt.ch <- nfEvent{typ: "BOOKMARK", obj: initialEventsEnd("ResourceSlice", "resource.k8s.io/v1", s.rv)}
+		from = s.rv
+	}
 	for _, e := range rs.history {
 		if e.rv > from {
 			wt.ch <- e
@@ -379,7 +393,7 @@ func (s *server) rsWatch(w http.ResponseWriter, r *http.Request, terms map[strin
 	for {
 		select {
 		case e := <-wt.ch:
-			if !rsMatches(terms, e.obj) {
+			if e.typ != "BOOKMARK" && !rsMatches(terms, e.obj) {
 				continue
 			}
 			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.obj})
