@@ -171,6 +171,12 @@ static void publish(struct daemon_dra *d)
     free(bad);
 }
 
+/* The publisher let go of the devices after writing them and needs them again. */
+static void publish_again(void *userdata)
+{
+    publish(userdata);
+}
+
 /* ---- the split: a GPU a claim holds stays with DRA ---- */
 
 bool daemon_dra_holds(void *ud, const struct inv_gpu *gpu)
@@ -254,6 +260,7 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
         r = error_prefix(err, "DRA");
         goto fail;
     }
+    dra_publish_set_source(d->pub, publish_again, d);
     if (cfg->dra.consumable) {
         /* the hook that puts a share's memory as a hard limit on its container's cgroup,
          * where the runtime can run it: without it shares have MPS's client limits only */

@@ -23,6 +23,7 @@ struct dra_publish {
     char *node, *driver;
     char *node_uid;                 /* NULL until the Node was read */
     struct kube_watch *watch;
+    struct kube_watch *node_watch;  /* the Node's metadata (its UID); NULL: GET instead */
     bool synced;                    /* the watch's first list is in */
     /* What is kept is text, not jansson trees: a tree takes ~9x the bytes of its compact
      * JSON (an object and hashtable per attribute), ~40 KiB per copy of 8 GPUs' devices;
@@ -30,18 +31,26 @@ struct dra_publish {
      * restore, not the steady state). */
     json_t *store;                  /* name -> dra_publish_record() of the slice as the
                                      * server holds it */
-    char *devices;                  /* what the caller gave, as compact JSON with sorted
-                                     * keys; NULL before the first set */
+    char *devices;                  /* SHA-256 (hex) of what the caller gave, as compact
+                                     * JSON with sorted keys; NULL before the first set */
+    json_t *devices_tree;           /* the caller's devices, held from a set until the
+                                     * round that writes them ends (for good without a
+                                     * source); then asked for again from the source */
+    dra_publish_source_fn source;
+    void *source_userdata;
+    bool in_source;                 /* inside source: a set does not converge */
+    size_t want_devices;            /* devices in the wanted slices */
     json_t *unhealthy;              /* device name -> its taint */
     char *counters;                 /* DynamicMIG's counter sets as compact JSON; NULL: none */
-    /* The wanted slices (at generation 0; the one written is set on a copy) and their
-     * compared content, built once per change of what is wanted, not once per request:
-     * rebuilt per step, 9 slices of 208 devices (8 carved H100s) cost 10-14 ms a write and
-     * grew with the square of the slices. wanted_changes counts the changes of the inputs
-     * (devices, counters, health, Node UID, taint and counter modes, layout).
-      * Kept as text, as the rest: the trees of such a pool took 3 MiB of RSS. Each entry
-     * of want_cache: {"name", "slice" (compact text), "content" (what is compared),
-     * "owners" (text, or absent)}. */
+    /* The wanted slices (at generation 0; the one written is set on a shallow copy) and
+     * their compared content, built once per change of what is wanted, not once per
+     * request: rebuilt per step, 9 slices of 208 devices (8 carved H100s) cost 10-14 ms a
+     * write and grew with the square of the slices. wanted_changes counts the changes of
+     * the inputs (devices, counters, health, Node UID, counter modes, layout). Each entry:
+     * {"name", "content" (what is compared, a SHA-256), "owners" (text, or absent), "slice"
+     * (the tree, sharing the caller's devices, only until the round that writes it ends:
+     * a pool of carved GPUs is ~250 KiB as text and ~9x that as trees, and both were
+     * kept for the process's life; a later write builds them again)}. */
     json_t *want_cache;
     unsigned wanted_changes, want_cache_at;
     bool version_known;             /* the layout is chosen (GET /version answered) */
@@ -84,6 +93,8 @@ bool dra_publish_steady(struct dra_publish *p);
 /* The wanted slices as want_cache describes them (borrowed, valid until the next change). */
 json_t *dra_publish_wanted(struct dra_publish *p);
 void dra_publish_wanted_clear(struct dra_publish *p);
+/* The round ended: the trees go (the names, contents and owners stay). */
+void dra_publish_wanted_release(struct dra_publish *p);
 
 /* Whether an API server of this gitVersion ("v1.34.9", "v1.35.0-rc.1") wants the
  * combined layout: below 1.35.0 in semver order, a pre-release counting below. */
@@ -95,3 +106,17 @@ bool dra_publish_has_counters(json_t *slice);
  * differs): create or update a wanted slice (*slice_out, with the resourceVersion
  * compared against), then delete the extras (*name_out); ACT_NONE ends the round. */
 enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out);
+
+/* dra-publish.c, for dra-publish-server.c: one step towards what is wanted; a request
+ * answered (the round goes on), succeeded, failed (retried with backoff: the delay). */
+void dra_publish_converge(struct dra_publish *p);
+void dra_publish_answered(struct dra_publish *p);
+void dra_publish_succeeded(struct dra_publish *p);
+uint64_t dra_publish_failed(struct dra_publish *p, const char *why);
+const char *dra_publish_status_text(int status, json_t *body, char *buf, size_t len);
+
+/* dra-publish-server.c: the Node's UID (its watch, or a GET where that is not allowed);
+ * the API server's version. */
+void dra_publish_watch_node(struct dra_publish *p);
+void dra_publish_get_node(struct dra_publish *p);
+void dra_publish_get_version(struct dra_publish *p);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/digest.h"
+#include "core/log.h"
 #include "core/macro.h"
 #include "dra/dra-publish-internal.h"
 #include "dra/dra-slice.h"
@@ -27,12 +28,14 @@ char *dra_publish_text(json_t *v)
     return t;
 }
 
+/* The devices to offer, from the caller's tree, which is not changed: a device the API
+ * server must see otherwise (counters dropped, a taint) is a shallow copy. */
 json_t *dra_publish_want(const struct dra_publish *p)
 {
     json_t *want = json_array(), *d;
-    json_t *devices = json_loads(p->devices, 0, NULL); /* our own text: always parses */
     size_t i;
-    json_array_foreach (devices, i, d) {
+    json_array_foreach (p->devices_tree, i, d) {
+        json_t *own = NULL;
         if (p->stats.partitions == DRA_PARTITIONS_DROPPED && json_object_get(d, "consumesCounters")) {
             /* the scheduler would not see what it consumes: a placement is not offered,
              * a full GPU is, as a GPU without DynamicMIG is */
@@ -40,17 +43,20 @@ json_t *dra_publish_want(const struct dra_publish *p)
                 json_object_get(json_object_get(d, "attributes"), "type"), "string"));
             if (type && streq(type, "mig"))
                 continue;
-            json_object_del(d, "consumesCounters");
+            own = json_copy(d);
+            json_object_del(own, "consumesCounters");
         }
         json_t *t = json_object_get(p->unhealthy, json_string_value(json_object_get(d, "name")));
         if (!t) {
-            json_array_append(want, d);
+            json_array_append(want, own ? own : d);
         } else if (p->stats.taints != DRA_TAINTS_DROPPED) {
-            json_object_set_new(d, "taints", json_pack("[O]", t));
-            json_array_append(want, d);
+            if (!own)
+                own = json_copy(d);
+            json_object_set_new(own, "taints", json_pack("[O]", t));
+            json_array_append(want, own);
         } /* else withdrawn: a device the scheduler cannot be told is unhealthy is not offered */
+        json_decref(own);
     }
-    json_decref(devices);
     return want;
 }
 
@@ -68,7 +74,7 @@ static char *slice_name(const struct dra_publish *p, size_t i)
 }
 
 /* The slices to hold, named, at generation gen. */
-static json_t *desired(const struct dra_publish *p, long long gen)
+static json_t *desired(struct dra_publish *p, long long gen)
 {
     json_t *counters = p->counters && p->stats.partitions != DRA_PARTITIONS_DROPPED
                            ? json_loads(p->counters, 0, NULL) : NULL; /* our own text */
@@ -77,6 +83,7 @@ static json_t *desired(const struct dra_publish *p, long long gen)
                                    .counter_sets = counters, .combined = p->combined };
     json_t *want = dra_publish_want(p);
     json_t *slices = dra_slices_build(&pool, want), *s;
+    p->want_devices = json_array_size(want);
     json_decref(want);
     json_decref(counters);
     size_t i;
@@ -216,18 +223,37 @@ void dra_publish_wanted_clear(struct dra_publish *p)
     p->want_cache = NULL;
 }
 
+/* The caller's devices, asked for again (dra_publish_set_source) once let go of. */
+static bool have_devices(struct dra_publish *p)
+{
+    if (!p->devices_tree && p->source) {
+        p->in_source = true;
+        p->source(p->source_userdata);
+        p->in_source = false;
+    }
+    return p->devices_tree != NULL;
+}
+
 json_t *dra_publish_wanted(struct dra_publish *p)
 {
     if (p->want_cache && p->want_cache_at == p->wanted_changes)
         return p->want_cache;
+    if (!have_devices(p)) {
+        /* cannot happen (set_pool keeps them without a source); an empty pool would be
+         * taken for "delete every slice" */
+        log_error("ResourceSlices of node %s: the devices are gone; keeping the slices as they are", p->node);
+        if (!p->want_cache)
+            p->want_cache = json_array();
+        return p->want_cache;
+    }
     dra_publish_wanted_clear(p);
     json_t *slices = desired(p, 0), *s;
     p->want_cache = json_array();
     size_t i;
     json_array_foreach (slices, i, s) {
-        _cleanup_free_ char *text = dra_publish_text(s), *content = content_of(s);
-        json_t *e = json_pack("{s:s, s:s, s:s}", "name", dra_publish_name_of(s), "slice", text,
-                              "content", content);
+        _cleanup_free_ char *content = content_of(s);
+        json_t *e = json_pack("{s:s, s:s, s:O}", "name", dra_publish_name_of(s), "content", content,
+                              "slice", s);
         if (owners_of(s)) {
             _cleanup_free_ char *owners = dra_publish_text(owners_of(s));
             json_object_set_new(e, "owners", json_string(owners));
@@ -237,6 +263,35 @@ json_t *dra_publish_wanted(struct dra_publish *p)
     json_decref(slices);
     p->want_cache_at = p->wanted_changes;
     return p->want_cache;
+}
+
+void dra_publish_wanted_release(struct dra_publish *p)
+{
+    json_t *e;
+    size_t i;
+    json_array_foreach (p->want_cache, i, e)
+        json_object_del(e, "slice");
+    if (p->source) {
+        json_decref(p->devices_tree);
+        p->devices_tree = NULL;
+    }
+}
+
+/* The slice to write at generation gen, over the wanted tree without changing it (the
+ * parts changed are shallow copies). */
+static json_t *slice_at(json_t *tree, long long gen, json_t *have)
+{
+    json_t *out = json_copy(tree);
+    json_t *md = json_copy(json_object_get(tree, "metadata"));
+    json_t *spec = json_copy(json_object_get(tree, "spec"));
+    json_t *pool = json_copy(json_object_get(spec, "pool"));
+    json_object_set_new(pool, "generation", json_integer(gen));
+    json_object_set_new(spec, "pool", pool);
+    json_object_set_new(out, "spec", spec);
+    if (have) /* at the version compared against: a concurrent writer gets 409 */
+        json_object_set(md, "resourceVersion", json_object_get(have, "resourceVersion"));
+    json_object_set_new(out, "metadata", md);
+    return out;
 }
 
 /* The record of what the server holds against a wanted slice (an entry of want_cache): the
@@ -310,14 +365,14 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
         if (have && same_content(have, s) && generation_of(have) == gen)
             continue;
         act = have ? ACT_UPDATE : ACT_CREATE;
-        /* our own text: always parses */
-        json_t *out = json_loads(json_string_value(json_object_get(s, "slice")), 0, NULL);
-        json_object_set_new(json_object_get(json_object_get(out, "spec"), "pool"), "generation",
-                            json_integer(gen));
-        if (have) /* at the version compared against: a concurrent writer gets 409 */
-            json_object_set(json_object_get(out, "metadata"), "resourceVersion",
-                            json_object_get(have, "resourceVersion"));
-        *slice_out = out;
+        if (!json_object_get(s, "slice")) {
+            /* let go of after the last round (dra_publish_wanted_release): built again
+             * from the same inputs, so the same slices in the same order */
+            dra_publish_wanted_clear(p);
+            slices = dra_publish_wanted(p);
+            s = json_array_get(slices, i);
+        }
+        *slice_out = slice_at(json_object_get(s, "slice"), gen, have);
         *name_out = xstrdup(want_name(s));
         break;
     }

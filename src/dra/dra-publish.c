@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/digest.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/mem.h"
@@ -12,10 +13,7 @@
 #include "dra/dra-slice.h"
 #include "kube/kube.h"
 
-static void converge(struct dra_publish *p);
 static void recheck(struct dra_publish *p, bool api_back);
-static void get_node(struct dra_publish *p);
-static void get_version(struct dra_publish *p);
 
 /* ---- requests ---- */
 
@@ -23,7 +21,7 @@ static void on_retry(struct loop *l, struct loop_timer *t, void *userdata)
 {
     struct dra_publish *p = userdata;
     p->retry = NULL;
-    converge(p);
+    dra_publish_converge(p);
 }
 
 static void request_done(struct dra_publish *p)
@@ -36,19 +34,19 @@ static void request_done(struct dra_publish *p)
 /* A request was answered: the round goes on, through the restore pacing when someone
  * else changed the server meanwhile (a peer deleting the slice right after each of our
  * writes got a write per round trip, unpaced). */
-static void answered(struct dra_publish *p)
+void dra_publish_answered(struct dra_publish *p)
 {
     bool owed = p->restore_owed;
     p->restore_owed = false;
     if (owed && !dra_publish_steady(p))
         recheck(p, false);
     else
-        converge(p);
+        dra_publish_converge(p);
 }
 
 /* A request failed with `why`: retry the whole convergence with backoff. The delay of
  * the retry (a failed GET of the Node retries that GET instead). */
-static uint64_t failed(struct dra_publish *p, const char *why)
+uint64_t dra_publish_failed(struct dra_publish *p, const char *why)
 {
     p->stats.failures++;
     p->round_gen = 0; /* the retry starts from what the server holds then */
@@ -66,13 +64,13 @@ static uint64_t failed(struct dra_publish *p, const char *why)
     return delay_ms;
 }
 
-static void succeeded(struct dra_publish *p)
+void dra_publish_succeeded(struct dra_publish *p)
 {
     if (heal_succeeded(&p->heal))
         log_info("Publishing ResourceSlices works again");
 }
 
-static const char *status_text(int status, json_t *body, char *buf, size_t len)
+const char *dra_publish_status_text(int status, json_t *body, char *buf, size_t len)
 {
     const char *msg = kube_status_message(body);
     if (status < 0)
@@ -109,8 +107,12 @@ static void learn_taints(struct dra_publish *p, json_t *body)
     enum dra_taint_mode mode = kept ? DRA_TAINTS_KEPT : DRA_TAINTS_DROPPED;
     if (mode == p->stats.taints)
         return;
+    /* The wanted slices differ only where a tainted device is withdrawn instead: the
+     * first answer of a start (not known -> kept) rebuilds nothing. */
+    if ((mode == DRA_TAINTS_DROPPED) != (p->stats.taints == DRA_TAINTS_DROPPED) &&
+        json_object_size(p->unhealthy))
+        p->wanted_changes++;
     p->stats.taints = mode;
-    p->wanted_changes++;
     if (kept)
         log_info("The API server keeps device taints (DRADeviceTaints is on): unhealthy "
                  "devices are tainted NoSchedule in the ResourceSlice");
@@ -127,8 +129,12 @@ static void learn_partitions(struct dra_publish *p, json_t *body)
     enum dra_partition_mode mode = kept ? DRA_PARTITIONS_KEPT : DRA_PARTITIONS_DROPPED;
     if (mode == p->stats.partitions)
         return;
+    /* Only dropped counters change the wanted slices (placements withdrawn): learning
+     * that they are kept rebuilds nothing (it cost a second build of 208 devices at
+     * every start). */
+    if ((mode == DRA_PARTITIONS_DROPPED) != (p->stats.partitions == DRA_PARTITIONS_DROPPED))
+        p->wanted_changes++;
     p->stats.partitions = mode;
-    p->wanted_changes++;
     if (kept)
         log_info("The API server keeps shared counters (DRAPartitionableDevices is on): MIG "
                  "placements are published for DynamicMIG");
@@ -146,7 +152,7 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
     bool tainted = p->req_tainted, counted = p->req_counters;
     request_done(p);
     if (status == 200 || status == 201) {
-        succeeded(p);
+        dra_publish_succeeded(p);
         if (body && streq_ptr(dra_publish_name_of(body), name))
             store_put(p, body);
         if (tainted && body)
@@ -163,14 +169,14 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
         /* someone wrote it (or created it) in between: the watch brings what they wrote,
          * the retry compares with that */
         p->stats.write_failures++;
-        failed(p, status_text(status, body, buf, sizeof(buf)));
+        dra_publish_failed(p, dra_publish_status_text(status, body, buf, sizeof(buf)));
         return;
     } else {
         p->stats.write_failures++;
-        failed(p, status_text(status, body, buf, sizeof(buf)));
+        dra_publish_failed(p, dra_publish_status_text(status, body, buf, sizeof(buf)));
         return;
     }
-    answered(p);
+    dra_publish_answered(p);
 }
 
 static void on_deleted(struct kube *k, int status, json_t *body, void *userdata)
@@ -181,13 +187,13 @@ static void on_deleted(struct kube *k, int status, json_t *body, void *userdata)
     request_done(p);
     if (status != 200 && status != 202 && status != 404) {
         p->stats.write_failures++;
-        failed(p, status_text(status, body, buf, sizeof(buf)));
+        dra_publish_failed(p, dra_publish_status_text(status, body, buf, sizeof(buf)));
         return;
     }
-    succeeded(p);
+    dra_publish_succeeded(p);
     if (name)
         json_object_del(p->store, name);
-    answered(p);
+    dra_publish_answered(p);
 }
 
 static bool any_taint(json_t *slice)
@@ -201,32 +207,36 @@ static bool any_taint(json_t *slice)
 }
 
 /* One step towards what is wanted; the answer makes the next. */
-static void converge(struct dra_publish *p)
+void dra_publish_converge(struct dra_publish *p)
 {
     if (p->req) {
         p->again = true;
         return;
     }
     p->again = false;
-    if (p->retry || !p->devices || !p->synced || !p->node_uid)
+    if (p->retry || !p->devices || !p->synced)
         return; /* a retry is pending, or not everything is known yet */
+    if (!p->node_uid) {
+        if (!p->node_watch)
+            dra_publish_get_node(p); /* its watch was refused while a request was out */
+        return;
+    }
     if (p->counters && !p->version_known) {
-        get_version(p);
+        dra_publish_get_version(p);
         return;
     }
     if (p->refresh_node && !dra_publish_steady(p)) {
-        get_node(p);
+        dra_publish_get_node(p);
         return;
     }
     json_t *slice = NULL;
     char *name = NULL;
     enum dra_publish_action act = dra_publish_plan(p, &slice, &name);
     if (act == ACT_NONE) {
+        dra_publish_wanted_release(p);
         if (!p->stats.converged) {
-            json_t *want = dra_publish_want(p);
             log_info("ResourceSlices of node %s are up to date (%zu devices, pool generation %lld)",
-                     p->node, json_array_size(want), p->last_gen);
-            json_decref(want);
+                     p->node, p->want_devices, p->last_gen);
             /* A round's bodies, answers and compared copies are freed now, below what
              * stays; at the start the TLS handshake and the watch's list are too. */
             mem_release_free();
@@ -270,7 +280,7 @@ static void converge(struct dra_publish *p)
     if (!p->req) {
         p->stats.write_failures++;
         request_done(p);
-        failed(p, err.msg);
+        dra_publish_failed(p, err.msg);
     }
 }
 
@@ -280,7 +290,7 @@ static void on_restore_timer(struct loop *l, struct loop_timer *t, void *userdat
 {
     struct dra_publish *p = userdata;
     p->retry = NULL;
-    converge(p);
+    dra_publish_converge(p);
 }
 
 /* The server changed under us: converge again, at most as often as the bucket allows.
@@ -312,7 +322,7 @@ static void recheck(struct dra_publish *p, bool api_back)
         p->retry = loop_timer_add(p->loop, wait_ms, on_restore_timer, p);
         return;
     }
-    converge(p);
+    dra_publish_converge(p);
 }
 
 static void say_restore(struct dra_publish *p, const char *name, const char *how)
@@ -348,7 +358,7 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
         bool first = !p->synced;
         p->synced = true;
         if (first)
-            converge(p);
+            dra_publish_converge(p);
         else
             recheck(p, true);
         return;
@@ -368,8 +378,9 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
         superseded(p, name, true);
         json_object_del(p->store, name);
         /* the garbage collector deletes them when the Node went and came back with a
-         * new UID: read it again before restoring, or they would go again */
-        p->refresh_node = true;
+         * new UID: read it again before restoring, or they would go again (the Node's
+         * watch, where allowed, tells the new UID by itself) */
+        p->refresh_node = !p->node_watch;
         if (p->synced && p->devices)
             say_restore(p, name, "deleted");
         recheck(p, false);
@@ -389,92 +400,6 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
         say_restore(p, name, "changed");
 }
 
-/* ---- the Node (owner) ---- */
-
-static void on_node_retry(struct loop *l, struct loop_timer *t, void *userdata)
-{
-    struct dra_publish *p = userdata;
-    p->retry = NULL;
-    get_node(p);
-}
-
-static void on_node(struct kube *k, int status, json_t *body, void *userdata)
-{
-    struct dra_publish *p = userdata;
-    char buf[512];
-    p->req = NULL;
-    const char *uid = json_string_value(json_object_get(json_object_get(body, "metadata"), "uid"));
-    if (status != 200 || !uid || !*uid) {
-        _cleanup_free_ char *why = xasprintf("reading Node %s (the slices' owner): %s", p->node,
-                                             status_text(status, body, buf, sizeof(buf)));
-        uint64_t delay_ms = failed(p, why);
-        loop_timer_cancel(p->loop, p->retry);
-        p->retry = loop_timer_add(p->loop, delay_ms, on_node_retry, p);
-        return;
-    }
-    succeeded(p);
-    if (p->node_uid && !streq(p->node_uid, uid))
-        log_info("Node %s has a new UID %s (was %s): its ResourceSlices get it as owner", p->node,
-                 uid, p->node_uid);
-    if (!streq_ptr(p->node_uid, uid))
-        p->wanted_changes++;
-    free(p->node_uid);
-    p->node_uid = xstrdup(uid);
-    p->refresh_node = false;
-    answered(p);
-}
-
-static void get_node(struct dra_publish *p)
-{
-    struct error err = { 0 };
-    _cleanup_free_ char *node = kube_escape(p->node);
-    _cleanup_free_ char *path = xasprintf("/api/v1/nodes/%s", node);
-    p->req = kube_request(p->kube, KUBE_GET, path, NULL, on_node, p, &err);
-    if (!p->req) {
-        uint64_t delay_ms = failed(p, err.msg);
-        loop_timer_cancel(p->loop, p->retry);
-        p->retry = loop_timer_add(p->loop, delay_ms, on_node_retry, p);
-    }
-}
-
-/* ---- the API server's version (the layout of DynamicMIG's counters) ---- */
-
-static void on_version(struct kube *k, int status, json_t *body, void *userdata)
-{
-    struct dra_publish *p = userdata;
-    char buf[512];
-    p->req = NULL;
-    const char *v = json_string_value(json_object_get(body, "gitVersion"));
-    if (status != 200 || !v) {
-        /* not worth holding the slices back for: 1.35+ is what serves resource.k8s.io/v1
-         * with counters by default, and a refusal of the split layout is logged */
-        log_warning("Reading the API server's version: %s; publishing the split layout of "
-                    "Kubernetes 1.35+", status_text(status, body, buf, sizeof(buf)));
-        p->combined = false;
-    } else {
-        p->combined = dra_publish_combined_layout(v);
-        log_info("API server %s: shared counters in %s", v,
-                 p->combined ? "the slice of their devices (before 1.35)"
-                             : "counters-only slices (1.35+)");
-    }
-    p->version_known = true;
-    p->wanted_changes++;
-    answered(p);
-}
-
-static void get_version(struct dra_publish *p)
-{
-    struct error err = { 0 };
-    p->req = kube_request(p->kube, KUBE_GET, "/version", NULL, on_version, p, &err);
-    if (!p->req) {
-        log_warning("Reading the API server's version: %s; publishing the split layout of "
-                    "Kubernetes 1.35+", err.msg);
-        p->version_known = true;
-        p->combined = false;
-        p->wanted_changes++;
-    }
-}
-
 /* ---- public ---- */
 
 struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *node,
@@ -488,14 +413,19 @@ struct dra_publish *dra_publish_new(struct loop *l, struct kube *k, const char *
     p->store = json_object();
     p->unhealthy = json_object();
     heal_init(&p->heal);
+    /* Both lists come through their watches (kube.h: stream_list), so that a start costs
+     * the rate limit only GET /version and the writes: 9 slices of 8 carved GPUs within
+     * client-go's default burst of 10, where a list, a GET of the Node and the version
+     * left the last writes waiting 200 ms each for a token. */
     _cleanup_free_ char *sel = xasprintf("spec.nodeName=%s,spec.driver=%s", node, driver);
-    p->watch = kube_watch_start(k, SLICES_PATH, sel, on_event, p, err);
+    struct kube_watch_options o = { .field_selector = sel, .stream_list = true };
+    p->watch = kube_watch_start_opt(k, SLICES_PATH, &o, on_event, p, err);
     if (!p->watch) {
         error_prefix(err, "watching the ResourceSlices of node %s", node);
         dra_publish_free(p);
         return NULL;
     }
-    get_node(p);
+    dra_publish_watch_node(p);
     return p;
 }
 
@@ -505,9 +435,11 @@ void dra_publish_free(struct dra_publish *p)
         return;
     kube_request_cancel(p->req);
     kube_watch_stop(p->watch);
+    kube_watch_stop(p->node_watch);
     loop_timer_cancel(p->loop, p->retry);
     json_decref(p->store);
     free(p->devices);
+    json_decref(p->devices_tree);
     free(p->counters);
     dra_publish_wanted_clear(p);
     json_decref(p->unhealthy);
@@ -532,23 +464,36 @@ void dra_publish_set_pool(struct dra_publish *p, json_t *devices, json_t *counte
     for (size_t i = 0; i < n; i++)
         if (unhealthy[i].device)
             json_object_set_new(bad, unhealthy[i].device, dra_publish_taint(&unhealthy[i]));
-    char *text = dra_publish_text(devices);
+    char digest[65];
+    _cleanup_free_ char *text = dra_publish_text(devices);
+    digest_sha256_hex(text, strlen(text), digest);
     char *counters = json_array_size(counter_sets) ? dra_publish_text(counter_sets) : NULL;
-    if (streq_ptr(p->devices, text) && streq_ptr(p->counters, counters) &&
-        json_equal(p->unhealthy, bad)) {
-        free(text);
+    bool same = streq_ptr(p->devices, digest) && streq_ptr(p->counters, counters) &&
+                json_equal(p->unhealthy, bad);
+    if (!same || p->in_source || !p->source) {
+        json_decref(p->devices_tree);
+        p->devices_tree = json_incref(devices);
+    }
+    if (same) {
         free(counters);
         json_decref(bad);
         return;
     }
     free(p->devices);
-    p->devices = text;
+    p->devices = xstrdup(digest);
     free(p->counters);
     p->counters = counters;
     p->wanted_changes++;
     json_decref(p->unhealthy);
     p->unhealthy = bad;
-    converge(p);
+    if (!p->in_source)
+        dra_publish_converge(p);
+}
+
+void dra_publish_set_source(struct dra_publish *p, dra_publish_source_fn fn, void *userdata)
+{
+    p->source = fn;
+    p->source_userdata = userdata;
 }
 
 bool dra_publish_converged(const struct dra_publish *p)

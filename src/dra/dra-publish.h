@@ -81,6 +81,12 @@ void dra_publish_set(struct dra_publish *p, json_t *devices, const struct dra_un
  * whose consumption the scheduler cannot see would be handed out twice. */
 void dra_publish_set_pool(struct dra_publish *p, json_t *devices, json_t *counter_sets,
                           const struct dra_unhealthy_device *unhealthy, size_t n);
+/* Where the devices come from again once let go of: fn calls dra_publish_set_pool() with
+ * what it would publish now (called from inside the publisher, which then takes the
+ * devices without converging on its own). Without a source the last devices are held. */
+typedef void (*dra_publish_source_fn)(void *userdata);
+void dra_publish_set_source(struct dra_publish *p, dra_publish_source_fn fn, void *userdata);
+
 void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out);
 /* Whether the API server holds the slices as asked now: the last round converged and
  * nothing waits since (a restore of a slice someone else deleted or changed, paced by

@@ -16,7 +16,7 @@ DATA = os.environ.get("GDP_TEST_DATA") or os.path.join(d.SOURCE, "tests", "data"
 DP_DIR = "/var/lib/kubelet/device-plugins"
 DRA_ENV = ("GDP_DRA", "KUBELET_PLUGINS_DIRECTORY_PATH", "KUBELET_REGISTRAR_DIRECTORY_PATH",
            "CDI_ROOT", "GDP_DRA_DEVICE_PLUGIN_GPUS")
-DRA_RULES = {("", "nodes"): ["get"],
+DRA_RULES = {("", "nodes"): ["get", "list", "watch"],
              ("resource.k8s.io", "resourceslices"): ["list", "watch", "create", "update",
                                                      "delete"],
              ("resource.k8s.io", "resourceclaims"): ["get"],
@@ -45,7 +45,7 @@ def slice_verbs_of_code():
             if m and (m.group(2) == "SLICES_PATH" or
                       (m.group(2) == "path" and "xasprintf(SLICES_PATH" in lines[i - 1])):
                 verbs.add(VERB_OF[m.group(1)])
-            if re.search(r"kube_watch_start\([^,]+, SLICES_PATH", line):
+            if re.search(r"kube_watch_start(_opt)?\([^,]+, SLICES_PATH", line):
                 verbs.update(("list", "watch"))
     return verbs
 

@@ -200,8 +200,48 @@ class Publish(Base):
         self.assertGreaterEqual(int(st["restores"]), 1)
         self.assertEqual(self.writes(), 2)
         self.probe.stderr_has(r"ResourceSlice %s-gpu\.nvidia\.com-0 deleted by someone else" % NODE)
-        # the Node read again before the restore (a new Node has a new UID to own them)
-        self.assertEqual(sum(1 for line in self.srv.seen if line.startswith("req GET /api/v1/nodes/" + NODE)), 2)
+        # the Node's UID comes from its watch (a streaming list of its metadata), never
+        # from a GET, and the slices' own list through their watch too
+        self.assertEqual(sum(1 for line in self.srv.seen if line.startswith("req GET /api/v1/nodes/" + NODE)), 0)
+        self.assertEqual(sum(1 for line in self.srv.seen if line.startswith("req GET /api/v1/nodes?")
+                             and "sendInitialEvents=true" in line and "metadata.name%3D" + NODE in line), 1,
+                         self.srv.seen[:10])
+        self.assertFalse(any(line.startswith("req GET /apis/resource.k8s.io/v1/resourceslices?limit=")
+                             for line in self.srv.seen), self.srv.seen[:10])
+
+    def test_node_recreated_gives_the_new_owner(self):
+        """A Node deleted and created again has a new UID: the slices get it as owner at
+        once, from the Node's watch."""
+        self.start()
+        self.set("2")
+        self.converged()
+        owners = {s["metadata"]["ownerReferences"][0]["uid"] for s in self.dump().values()}
+        self.assertEqual(owners, {"uid-" + NODE})
+        self.cmd("recreate " + NODE)
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            owners = {s["metadata"]["ownerReferences"][0]["uid"] for s in self.dump().values()}
+            if owners != {"uid-" + NODE}:
+                break
+            time.sleep(0.05)
+        self.assertEqual(len(owners), 1)
+        self.assertRegex(owners.pop(), r"^uid-%s-\d+$" % NODE)
+        self.probe.stderr_has(r"Node %s has a new UID" % NODE)
+
+    def test_node_read_when_its_watch_is_forbidden(self):
+        """A ClusterRole granting only get on nodes: the Node is read (one GET) and the
+        slices published all the same; a server without streaming lists: paged lists."""
+        self.cmd("forbid WATCH")
+        self.cmd("watchlist off")
+        self.start()
+        self.set("2")
+        self.converged()
+        self.assertEqual(len(self.devices(self.dump())), 2)
+        self.assertEqual(sum(1 for line in self.srv.seen if line.startswith("req GET /api/v1/nodes/" + NODE)), 1)
+        self.probe.stderr_has(r"Not allowed to watch Node %s" % NODE)
+        self.probe.stderr_has(r"listing page by page instead of through the watch")
+        self.assertTrue(any(line.startswith("req GET /apis/resource.k8s.io/v1/resourceslices?limit=")
+                            for line in self.srv.seen), self.srv.seen[:10])
 
     def test_restores_are_paced(self):
         """Someone deleting the slice again and again gets 5 restores at once, then one per

@@ -285,7 +285,8 @@ rbacRules: all of them ("" when none), for whether a ServiceAccount is needed at
 */}}
 {{- define "gpu-device-plugin.rbacClusterRules" -}}
 {{- $mode := include "gpu-device-plugin.configMode" . -}}
-{{- $watch := or (eq $mode "plugin") (eq $mode "config-manager") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) -}}
+{{- /* DRA's publisher watches its Node's metadata for the slices' owner (a GET without it) */ -}}
+{{- $watch := or (eq $mode "plugin") (eq $mode "config-manager") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) .Values.dra.enabled -}}
 {{- $patch := or (eq $mode "plugin") (and .Values.gfd.enabled .Values.gfd.nodeLabelsPatch) -}}
 {{- if or $watch $patch .Values.dra.enabled }}
 - apiGroups: [""]
