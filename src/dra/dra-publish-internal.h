@@ -15,7 +15,23 @@
 #define TAINT_XID "gpu.nvidia.com/xid"
 #define TAINT_LOST "gpu.nvidia.com/gpu-lost"
 
-enum dra_publish_action { ACT_NONE, ACT_CREATE, ACT_UPDATE, ACT_DELETE };
+enum dra_publish_action { ACT_NONE, ACT_CREATE, ACT_UPDATE, ACT_DELETE, ACT_WAIT };
+
+/* Writes in flight at once: a round's slices go out together (a pool of 8 carved GPUs is
+ * 9 slices; one at a time, each waited for the server's answer to the one before). */
+#define WRITES_MAX 16u
+
+struct dra_publish;
+
+/* A slice write in flight. */
+struct dra_write {
+    struct dra_publish *p;
+    struct kube_req *req;
+    char *name;                     /* the slice; NULL once an event superseded it */
+    bool tainted;                   /* it carried taints: its answer tells the mode */
+    bool counters;                  /* it carried counters: its answer tells the mode */
+    bool del;                       /* a DELETE */
+};
 
 struct dra_publish {
     struct loop *loop;
@@ -31,8 +47,10 @@ struct dra_publish {
      * restore, not the steady state). */
     json_t *store;                  /* name -> dra_publish_record() of the slice as the
                                      * server holds it */
+    bool devices_set;               /* a set came */
     char *devices;                  /* SHA-256 (hex) of what the caller gave, as compact
-                                     * JSON with sorted keys; NULL before the first set */
+                                     * JSON with sorted keys, taken when its tree is let go
+                                     * of (while held, the tree is compared) */
     json_t *devices_tree;           /* the caller's devices, held from a set until the
                                      * round that writes them ends (for good without a
                                      * source); then asked for again from the source */
@@ -55,13 +73,11 @@ struct dra_publish {
     unsigned wanted_changes, want_cache_at;
     bool version_known;             /* the layout is chosen (GET /version answered) */
     bool combined;                  /* the API server is older than 1.35 */
-    bool req_counters;              /* the write carried counters: its answer tells the mode */
     long long round_gen;            /* pool generation being written; 0 between rounds */
     long long last_gen;
-    struct kube_req *req;
-    char *req_name;                 /* the slice the request is about */
-    bool req_tainted;               /* the write carried taints: its answer tells the mode */
-    bool req_delete;                /* the write is a DELETE */
+    struct kube_req *req;           /* reading the Node or the version */
+    struct dra_write *writes[WRITES_MAX];
+    size_t n_writes;
     bool again;                     /* converge once the request is answered */
     bool restore_owed;              /* someone else changed the server while a request
                                      * was in flight: its answer goes on through the
@@ -93,6 +109,8 @@ bool dra_publish_steady(struct dra_publish *p);
 /* The wanted slices as want_cache describes them (borrowed, valid until the next change). */
 json_t *dra_publish_wanted(struct dra_publish *p);
 void dra_publish_wanted_clear(struct dra_publish *p);
+/* The SHA-256 of devices as compact JSON with sorted keys. */
+void dra_publish_digest(json_t *devices, char out[65]);
 /* The round ended: the trees go (the names, contents and owners stay). */
 void dra_publish_wanted_release(struct dra_publish *p);
 
@@ -105,6 +123,9 @@ bool dra_publish_has_counters(json_t *slice);
 /* The next request of the round (a new pool generation, started when something
  * differs): create or update a wanted slice (*slice_out, with the resourceVersion
  * compared against), then delete the extras (*name_out); ACT_NONE ends the round. */
+/* Whether a write of that slice is in flight (dra-publish.c). */
+bool dra_publish_in_flight(const struct dra_publish *p, const char *name);
+
 enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out);
 
 /* dra-publish.c, for dra-publish-server.c: one step towards what is wanted; a request

@@ -265,13 +265,25 @@ json_t *dra_publish_wanted(struct dra_publish *p)
     return p->want_cache;
 }
 
+void dra_publish_digest(json_t *devices, char out[65])
+{
+    _cleanup_free_ char *text = dra_publish_text(devices);
+    digest_sha256_hex(text, strlen(text), out);
+}
+
 void dra_publish_wanted_release(struct dra_publish *p)
 {
     json_t *e;
     size_t i;
     json_array_foreach (p->want_cache, i, e)
         json_object_del(e, "slice");
-    if (p->source) {
+    if (p->source && p->devices_tree) {
+        /* what tells a later set whether the devices changed, taken now, past the start's
+         * publish, and not at every set */
+        char digest[65];
+        dra_publish_digest(p->devices_tree, digest);
+        free(p->devices);
+        p->devices = xstrdup(digest);
         json_decref(p->devices_tree);
         p->devices_tree = NULL;
     }
@@ -342,7 +354,8 @@ bool dra_publish_steady(struct dra_publish *p)
 
 /* The next request of the round (a new pool generation, started when something
  * differs): create or update a wanted slice (*slice_out), then delete the extras
- * (*name_out); ACT_NONE ends the round. */
+ * (*name_out); ACT_WAIT: nothing more until a write in flight is answered; ACT_NONE
+ * ends the round. */
 enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out)
 {
     const char *key;
@@ -361,6 +374,8 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
     json_t *slices = dra_publish_wanted(p);
     enum dra_publish_action act = ACT_NONE;
     json_array_foreach (slices, i, s) {
+        if (dra_publish_in_flight(p, want_name(s)))
+            continue; /* its answer decides */
         have = json_object_get(p->store, want_name(s));
         if (have && same_content(have, s) && generation_of(have) == gen)
             continue;
@@ -376,6 +391,8 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
         *name_out = xstrdup(want_name(s));
         break;
     }
+    if (act == ACT_NONE && p->n_writes)
+        return ACT_WAIT; /* the extras go once every wanted slice is written */
     if (act == ACT_NONE) {
         /* every wanted slice is written: the extras (a bigger pool before, another
          * program's slices for this driver and node) go */

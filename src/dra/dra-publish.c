@@ -1,5 +1,5 @@
 /* The ResourceSlice publisher (see dra-publish.h), in the house pattern of
- * cluster/cluster-publish.c: one request at a time, a watch instead of polling, and
+ * cluster/cluster-publish.c: a round's writes together, a watch instead of polling, and
  * core/heal.h's pacing: capped backoff with jitter for failures (logged once per new
  * reason), a token bucket for restores and their lines rate-limited. */
 #include <stdio.h>
@@ -24,11 +24,35 @@ static void on_retry(struct loop *l, struct loop_timer *t, void *userdata)
     dra_publish_converge(p);
 }
 
-static void request_done(struct dra_publish *p)
+static bool busy(const struct dra_publish *p)
 {
-    p->req = NULL;
-    free(p->req_name);
-    p->req_name = NULL;
+    return p->req || p->n_writes;
+}
+
+static struct dra_write *write_find(const struct dra_publish *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_writes; i++)
+        if (p->writes[i]->name && streq(p->writes[i]->name, name))
+            return p->writes[i];
+    return NULL;
+}
+
+bool dra_publish_in_flight(const struct dra_publish *p, const char *name)
+{
+    return write_find(p, name) != NULL;
+}
+
+/* The write's answer came (or it never went): out of the set, freed. */
+static void write_done(struct dra_write *w)
+{
+    struct dra_publish *p = w->p;
+    for (size_t i = 0; i < p->n_writes; i++)
+        if (p->writes[i] == w) {
+            p->writes[i] = p->writes[--p->n_writes];
+            break;
+        }
+    free(w->name);
+    free(w);
 }
 
 /* A request was answered: the round goes on, through the restore pacing when someone
@@ -146,11 +170,12 @@ static void learn_partitions(struct dra_publish *p, json_t *body)
 
 static void on_written(struct kube *k, int status, json_t *body, void *userdata)
 {
-    struct dra_publish *p = userdata;
+    struct dra_write *w = userdata;
+    struct dra_publish *p = w->p;
     char buf[512];
-    _cleanup_free_ char *name = p->req_name ? xstrdup(p->req_name) : NULL;
-    bool tainted = p->req_tainted, counted = p->req_counters;
-    request_done(p);
+    _cleanup_free_ char *name = w->name ? xstrdup(w->name) : NULL;
+    bool tainted = w->tainted, counted = w->counters;
+    write_done(w);
     if (status == 200 || status == 201) {
         dra_publish_succeeded(p);
         if (body && streq_ptr(dra_publish_name_of(body), name))
@@ -165,13 +190,9 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
         if (name)
             json_object_del(p->store, name);
         log_debug("ResourceSlice %s is gone, creating it again", name ? name : "?");
-    } else if (status == 409) {
-        /* someone wrote it (or created it) in between: the watch brings what they wrote,
-         * the retry compares with that */
-        p->stats.write_failures++;
-        dra_publish_failed(p, dra_publish_status_text(status, body, buf, sizeof(buf)));
-        return;
     } else {
+        /* 409: someone wrote it (or created it) in between: the watch brings what they
+         * wrote, the retry compares with that */
         p->stats.write_failures++;
         dra_publish_failed(p, dra_publish_status_text(status, body, buf, sizeof(buf)));
         return;
@@ -181,10 +202,11 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
 
 static void on_deleted(struct kube *k, int status, json_t *body, void *userdata)
 {
-    struct dra_publish *p = userdata;
+    struct dra_write *w = userdata;
+    struct dra_publish *p = w->p;
     char buf[512];
-    _cleanup_free_ char *name = p->req_name ? xstrdup(p->req_name) : NULL;
-    request_done(p);
+    _cleanup_free_ char *name = w->name ? xstrdup(w->name) : NULL;
+    write_done(w);
     if (status != 200 && status != 202 && status != 404) {
         p->stats.write_failures++;
         dra_publish_failed(p, dra_publish_status_text(status, body, buf, sizeof(buf)));
@@ -206,47 +228,10 @@ static bool any_taint(json_t *slice)
     return false;
 }
 
-/* One step towards what is wanted; the answer makes the next. */
-void dra_publish_converge(struct dra_publish *p)
+/* Send one write the plan chose; false when it could not be sent (the failure is
+ * retried with backoff) or is not to be sent (our own bug). */
+static bool send_write(struct dra_publish *p, enum dra_publish_action act, json_t *slice, char *name)
 {
-    if (p->req) {
-        p->again = true;
-        return;
-    }
-    p->again = false;
-    if (p->retry || !p->devices || !p->synced)
-        return; /* a retry is pending, or not everything is known yet */
-    if (!p->node_uid) {
-        if (!p->node_watch)
-            dra_publish_get_node(p); /* its watch was refused while a request was out */
-        return;
-    }
-    if (p->counters && !p->version_known) {
-        dra_publish_get_version(p);
-        return;
-    }
-    if (p->refresh_node && !dra_publish_steady(p)) {
-        dra_publish_get_node(p);
-        return;
-    }
-    json_t *slice = NULL;
-    char *name = NULL;
-    enum dra_publish_action act = dra_publish_plan(p, &slice, &name);
-    if (act == ACT_NONE) {
-        dra_publish_wanted_release(p);
-        if (!p->stats.converged) {
-            log_info("ResourceSlices of node %s are up to date (%zu devices, pool generation %lld)",
-                     p->node, p->want_devices, p->last_gen);
-            /* A round's bodies, answers and compared copies are freed now, below what
-             * stays; at the start the TLS handshake and the watch's list are too. */
-            mem_release_free();
-        }
-        p->stats.converged = true;
-        return;
-    }
-    p->stats.converged = false;
-    struct error err = { 0 };
-    _cleanup_free_ char *path = NULL;
     char *msg = NULL;
     if (slice && dra_slice_validate(slice, name, &msg) < 0) {
         /* our own bug: the API server would refuse it the same way; do not hammer it */
@@ -257,31 +242,87 @@ void dra_publish_converge(struct dra_publish *p)
         free(msg);
         free(name);
         json_decref(slice);
-        return;
+        return false;
     }
     p->invalid_logged = false;
-    p->req_name = name;
-    p->req_tainted = slice && any_taint(slice);
-    p->req_delete = act == ACT_DELETE;
-    p->req_counters = slice && dra_publish_has_counters(slice);
+    struct dra_write *w = xcalloc(1, sizeof(*w));
+    w->p = p;
+    w->name = name;
+    w->tainted = slice && any_taint(slice);
+    w->del = act == ACT_DELETE;
+    w->counters = slice && dra_publish_has_counters(slice);
+    p->writes[p->n_writes++] = w;
+    struct error err = { 0 };
+    _cleanup_free_ char *path = act == ACT_CREATE ? NULL : xasprintf(SLICES_PATH "/%s", name);
     if (act == ACT_CREATE) {
         p->stats.creates++;
-        p->req = kube_request(p->kube, KUBE_POST, SLICES_PATH, slice, on_written, p, &err);
+        w->req = kube_request(p->kube, KUBE_POST, SLICES_PATH, slice, on_written, w, &err);
     } else if (act == ACT_UPDATE) {
         p->stats.updates++;
-        path = xasprintf(SLICES_PATH "/%s", name);
-        p->req = kube_request(p->kube, KUBE_PUT, path, slice, on_written, p, &err);
+        w->req = kube_request(p->kube, KUBE_PUT, path, slice, on_written, w, &err);
     } else {
         p->stats.deletes++;
-        path = xasprintf(SLICES_PATH "/%s", name);
-        p->req = kube_request(p->kube, KUBE_DELETE, path, NULL, on_deleted, p, &err);
+        w->req = kube_request(p->kube, KUBE_DELETE, path, NULL, on_deleted, w, &err);
     }
     json_decref(slice);
-    if (!p->req) {
+    if (!w->req) {
         p->stats.write_failures++;
-        request_done(p);
+        write_done(w);
         dra_publish_failed(p, err.msg);
+        return false;
     }
+    return true;
+}
+
+/* Steps towards what is wanted: the round's writes go out together (up to WRITES_MAX),
+ * each answer sends what is left; the round ends when nothing differs. */
+void dra_publish_converge(struct dra_publish *p)
+{
+    if (p->req) {
+        p->again = true;
+        return;
+    }
+    p->again = false;
+    if (p->retry || !p->devices_set || !p->synced)
+        return; /* a retry is pending, or not everything is known yet */
+    if (!p->node_uid) {
+        if (!p->node_watch && !p->n_writes)
+            dra_publish_get_node(p); /* its watch was refused while a request was out */
+        return;
+    }
+    if (p->counters && !p->version_known) {
+        if (!p->n_writes)
+            dra_publish_get_version(p);
+        return;
+    }
+    if (p->refresh_node && !dra_publish_steady(p)) {
+        if (!p->n_writes)
+            dra_publish_get_node(p);
+        return;
+    }
+    enum dra_publish_action act = ACT_WAIT;
+    while (p->n_writes < WRITES_MAX && !p->retry) {
+        json_t *slice = NULL;
+        char *name = NULL;
+        act = dra_publish_plan(p, &slice, &name);
+        if (act == ACT_NONE || act == ACT_WAIT)
+            break;
+        p->stats.converged = false;
+        if (!send_write(p, act, slice, name))
+            return;
+    }
+    if (act != ACT_NONE)
+        return;
+    if (!p->stats.converged)
+        log_info("ResourceSlices of node %s are up to date (%zu devices, pool generation %lld)",
+                 p->node, p->want_devices, p->last_gen);
+    dra_publish_wanted_release(p);
+    if (!p->stats.converged) {
+        /* A round's bodies, answers and compared copies are freed now, below what
+         * stays; at the start the TLS handshake and the watch's list are too. */
+        mem_release_free();
+    }
+    p->stats.converged = true;
 }
 
 /* ---- healing ---- */
@@ -298,11 +339,11 @@ static void on_restore_timer(struct loop *l, struct loop_timer *t, void *userdat
  * for. */
 static void recheck(struct dra_publish *p, bool api_back)
 {
-    if (p->req) {
+    if (busy(p)) {
         p->again = true;
         return;
     }
-    if (!p->devices || !p->synced || !p->node_uid || dra_publish_steady(p))
+    if (!p->devices_set || !p->synced || !p->node_uid || dra_publish_steady(p))
         return;
     if (p->retry) {
         if (!api_back)
@@ -340,14 +381,14 @@ static void say_restore(struct dra_publish *p, const char *name, const char *how
  * through the restore pacing. */
 static void superseded(struct dra_publish *p, const char *name, bool deleted)
 {
-    if (!p->req)
+    if (!busy(p))
         return;
-    bool ours = p->req_name && streq(p->req_name, name);
-    if (p->synced && !(ours && deleted == p->req_delete))
+    struct dra_write *w = write_find(p, name);
+    if (p->synced && !(w && deleted == w->del))
         p->restore_owed = true;
-    if (ours) {
-        free(p->req_name);
-        p->req_name = NULL;
+    if (w) {
+        free(w->name);
+        w->name = NULL;
     }
 }
 
@@ -381,7 +422,7 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
          * new UID: read it again before restoring, or they would go again (the Node's
          * watch, where allowed, tells the new UID by itself) */
         p->refresh_node = !p->node_watch;
-        if (p->synced && p->devices)
+        if (p->synced && p->devices_set)
             say_restore(p, name, "deleted");
         recheck(p, false);
         return;
@@ -396,7 +437,7 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
         return;
     bool before = p->stats.converged;
     recheck(p, false);
-    if (before && !p->stats.converged && p->devices)
+    if (before && !p->stats.converged && p->devices_set)
         say_restore(p, name, "changed");
 }
 
@@ -434,6 +475,10 @@ void dra_publish_free(struct dra_publish *p)
     if (!p)
         return;
     kube_request_cancel(p->req);
+    while (p->n_writes) {
+        kube_request_cancel(p->writes[0]->req);
+        write_done(p->writes[0]);
+    }
     kube_watch_stop(p->watch);
     kube_watch_stop(p->node_watch);
     loop_timer_cancel(p->loop, p->retry);
@@ -443,7 +488,6 @@ void dra_publish_free(struct dra_publish *p)
     free(p->counters);
     dra_publish_wanted_clear(p);
     json_decref(p->unhealthy);
-    free(p->req_name);
     heal_clear(&p->heal);
     free(p->node_uid);
     free(p->node);
@@ -464,12 +508,15 @@ void dra_publish_set_pool(struct dra_publish *p, json_t *devices, json_t *counte
     for (size_t i = 0; i < n; i++)
         if (unhealthy[i].device)
             json_object_set_new(bad, unhealthy[i].device, dra_publish_taint(&unhealthy[i]));
-    char digest[65];
-    _cleanup_free_ char *text = dra_publish_text(devices);
-    digest_sha256_hex(text, strlen(text), digest);
     char *counters = json_array_size(counter_sets) ? dra_publish_text(counter_sets) : NULL;
-    bool same = streq_ptr(p->devices, digest) && streq_ptr(p->counters, counters) &&
-                json_equal(p->unhealthy, bad);
+    bool same = p->devices_set && streq_ptr(p->counters, counters) && json_equal(p->unhealthy, bad);
+    if (same && p->devices_tree) {
+        same = json_equal(p->devices_tree, devices);
+    } else if (same) {
+        char digest[65];
+        dra_publish_digest(devices, digest);
+        same = streq_ptr(p->devices, digest);
+    }
     if (!same || p->in_source || !p->source) {
         json_decref(p->devices_tree);
         p->devices_tree = json_incref(devices);
@@ -480,7 +527,8 @@ void dra_publish_set_pool(struct dra_publish *p, json_t *devices, json_t *counte
         return;
     }
     free(p->devices);
-    p->devices = xstrdup(digest);
+    p->devices = NULL; /* taken when the tree is let go of */
+    p->devices_set = true;
     free(p->counters);
     p->counters = counters;
     p->wanted_changes++;
@@ -498,7 +546,7 @@ void dra_publish_set_source(struct dra_publish *p, dra_publish_source_fn fn, voi
 
 bool dra_publish_converged(const struct dra_publish *p)
 {
-    return p->stats.converged && !p->retry && !p->req;
+    return p->stats.converged && !p->retry && !busy(p);
 }
 
 void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats *out)

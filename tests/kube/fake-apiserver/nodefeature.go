@@ -29,6 +29,16 @@ type nfEvent struct {
 	rv  int
 	typ string
 	obj map[string]interface{}
+	// The object as encoded when the event happened (ResourceSlices: encoded once, not
+	// per watcher, and the stored map is not deep-copied); nil: obj is encoded.
+	raw json.RawMessage
+}
+
+func (e nfEvent) object() interface{} {
+	if e.raw != nil {
+		return e.raw
+	}
+	return e.obj
 }
 
 type nfWatcher struct {

@@ -146,8 +146,11 @@ func (s *server) rsTaints(o map[string]interface{}) {
 	}
 }
 
+// The event carries o as encoded now (o may change later: a DELETE sets its
+// resourceVersion); its map only answers the field selector (spec, which never changes).
 func (s *server) rsRecord(typ string, o map[string]interface{}) {
-	e := nfEvent{rv: s.rv, typ: typ, obj: nfCopy(o)}
+	raw, _ := json.Marshal(o)
+	e := nfEvent{rv: s.rv, typ: typ, obj: o, raw: raw}
 	rs.history = append(rs.history, e)
 	for w := range rs.watchers {
 		select {
@@ -310,7 +313,12 @@ func (s *server) rsCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	unlock := true
+	defer func() {
+		if unlock {
+			s.mu.Unlock()
+		}
+	}()
 	if rsFailing(w) {
 		return
 	}
@@ -331,7 +339,12 @@ func (s *server) rsCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.rsTaints(in)
 	s.rsPut(name, in, "ADDED")
-	nfJSON(w, 201, in)
+	// answered with the event's encoding, written outside the lock (a real API server
+	// handles writes side by side; this one held every other request while writing)
+	raw := rs.history[len(rs.history)-1].raw
+	unlock = false
+	s.mu.Unlock()
+	nfJSON(w, 201, raw)
 }
 
 func (s *server) rsList(w http.ResponseWriter, terms map[string]string) {
@@ -396,7 +409,7 @@ func (s *server) rsWatch(w http.ResponseWriter, r *http.Request, terms map[strin
 			if e.typ != "BOOKMARK" && !rsMatches(terms, e.obj) {
 				continue
 			}
-			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.obj})
+			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.object()})
 			w.(http.Flusher).Flush()
 		case <-end:
 			return
