@@ -11,8 +11,9 @@
  * through nvmlDeviceSetMemoryLimits_v1 (driver r615+), before the workload starts.
  *
  * Exit 0: done; or the driver or host cannot limit memory per cgroup (driver before r615,
- * cgroup v1, MIG, or no NVML the hook can load under the driver root): one line on stderr
- * says the share is held by MPS's per-client limit only, and the container starts. Exit 1 with one line on stderr: anything else; the
+ * /sys/fs/cgroup not cgroup2 (a v1 or hybrid host), MIG, or no NVML the hook can load under
+ * the driver root): one line on stderr says the share is held by MPS's per-client limit
+ * only, and the container starts. Exit 1 with one line on stderr: anything else; the
  * runtime then fails the container's start, which is right: on a host that can enforce a
  * share, a share that could not be enforced must not run unbounded next to the others.
  * Exit 2: bad arguments.
@@ -22,13 +23,16 @@
  * So this file uses nothing but the NVML door and core's libc-only helpers; the OCI
  * state is read by the small bounded JSON reader below, not by jansson.
  *
- * Test override: GDP_CDI_HOOK_PROC_ROOT stands for /proc. */
+ * Test overrides: GDP_CDI_HOOK_PROC_ROOT stands for /proc; GDP_CDI_HOOK_CGROUP_ROOT for
+ * /sys/fs/cgroup where the hook looks at its type (NVML is still given /sys/fs/cgroup<path>,
+ * which the simulator maps to MOCK_NVML_CGROUP_ROOT). */
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -41,6 +45,7 @@
 #define CONFIG_MAX (8u << 20)         /* the bundle's config.json, poststop only */
 #define PROC_CGROUP_MAX (64u << 10)
 #define CGROUP_MOUNT "/sys/fs/cgroup"
+#define CGROUP2_MAGIC 0x63677270u  /* CGROUP2_SUPER_MAGIC (linux/magic.h) */
 #define PATH_CAP 4096u
 #define JSON_DEPTH_MAX 64u
 #define BYTES_MAX (1ULL << 50)        /* 1 PiB: larger is a wrong number, not a GPU */
@@ -260,6 +265,29 @@ static const char *proc_root(void)
     return p && *p ? p : "/proc";
 }
 
+static const char *cgroup_root(void)
+{
+    const char *p = getenv("GDP_CDI_HOOK_CGROUP_ROOT");
+    return p && *p ? p : CGROUP_MOUNT;
+}
+
+/* Whether /sys/fs/cgroup is the cgroup v2 hierarchy, where NVML's per-cgroup limits live
+ * (the hook names a cgroup as /sys/fs/cgroup<path>). A v1 host has a tmpfs there (hybrid:
+ * with cgroup2 below it, at unified), yet the kernel prints a "0::" line for every process
+ * once cgroup2 was mounted anywhere: "0::/" there is the v2 root the container never left,
+ * not a sign of a hook run in its cgroup namespace. Only a cgroup2 root has
+ * cgroup.controllers (also the tests' tree, which is not a cgroup2 mount). */
+static bool cgroup2_at_mount(void)
+{
+    struct statfs s;
+    char p[PATH_CAP];
+    if (statfs(cgroup_root(), &s) == 0 && (unsigned long)s.f_type == CGROUP2_MAGIC)
+        return true;
+    if (snprintf(p, sizeof(p), "%s/cgroup.controllers", cgroup_root()) >= (int)sizeof(p))
+        return false;
+    return access(p, F_OK) == 0;
+}
+
 /* A cgroup path as the kernel prints it below the hierarchy's root: absolute, printable,
  * no "." or ".." component, short enough to join to /sys/fs/cgroup. */
 static bool cgroup_path_ok(const char *p)
@@ -364,7 +392,7 @@ static int cgroup_of_bundle(const char *bundle, char *out, size_t cap, struct er
     return 0;
 }
 
-/* The container's cgroup from the OCI state on stdin. */
+/* The container's cgroup from the OCI state on stdin. -ENOTSUP: no v2 cgroup to limit. */
 static int container_cgroup(bool reset, char *out, size_t cap, struct error *err)
 {
     _cleanup_free_ char *state = NULL;
@@ -400,9 +428,13 @@ static int container_cgroup(bool reset, char *out, size_t cap, struct error *err
         return error_set(err, -ENOENT, "the OCI state carries neither a live pid nor a bundle");
     r = cgroup_of_bundle(bundle, out, cap, err);
 check:
+    if (r == 0 && !cgroup2_at_mount())
+        return error_set(err, -ENOTSUP, "%s is not cgroup v2 (a cgroup v1 or hybrid host): no "
+                         "per-cgroup memory limit there", CGROUP_MOUNT);
     if (r == 0 && streq(out, "/"))
-        /* the root of this hook's cgroup namespace: the hook runs inside the container's
-         * namespaces (createContainer with a cgroup namespace), where it cannot name it */
+        /* on a v2 host, the root of this hook's cgroup namespace: the hook runs inside the
+         * container's namespaces (createContainer with a cgroup namespace), where it cannot
+         * name it */
         return error_set(err, -EINVAL, "the container's cgroup reads as \"/\" from the hook "
                          "(run it as a createRuntime hook, in the runtime's namespaces)");
     return r;

@@ -3,7 +3,10 @@
 the simulated host: the OCI state on stdin, a fake /proc (GDP_CDI_HOOK_PROC_ROOT) placing
 the container's process in a cgroup directory under MOCK_NVML_CGROUP_ROOT, the simulated
 NVML recording the limit (MOCK_NVML_SETTINGS_LOG) and the libcuda stand-in enforcing it
-(alloc-probe with MOCK_CUDA_CGROUP at that cgroup). Any user; leaves nothing in $TMPDIR.
+(alloc-probe with MOCK_CUDA_CGROUP at that cgroup). The hook looks at that tree's root as at
+/sys/fs/cgroup (GDP_CDI_HOOK_CGROUP_ROOT): cgroup v2 when it has cgroup.controllers. Any
+user; as root also the real /sys/fs/cgroup's type, in a private mount namespace (the host's
+mounts untouched). Leaves nothing in $TMPDIR.
 
 usage: test_cdi_hook.py HOOK PLUGIN ALLOC_PROBE   (env GDP_BUILD_DIR)"""
 import json
@@ -57,6 +60,7 @@ class Host:
                         MOCK_DRIVER_DEV_ROOT=os.path.join(self.dir, "dev"),
                         MOCK_NVML_CGROUP_ROOT=self.root, MOCK_NVML_SETTINGS_LOG=self.log,
                         GDP_CDI_HOOK_PROC_ROOT=os.path.join(self.dir, "proc"),
+                        GDP_CDI_HOOK_CGROUP_ROOT=self.root,
                         LD_LIBRARY_PATH=":".join(libs))
 
     def write(self, rel, text, mode="w"):
@@ -183,6 +187,51 @@ class CdiHook(unittest.TestCase):
                 p = h.hook("--gpu", gpu, "--reset", env=env)
                 self.assertEqual((p.returncode, p.stderr), (0, b""))
 
+    def test_not_v2_host_is_mps_only(self):
+        # /sys/fs/cgroup not cgroup2: a legacy v1 host, where the container's "0::" line is
+        # the v2 root it never left, and a hybrid one (cgroup2 at unified); NVML not asked
+        v1_lines = "12:memory:/kubepods/pod1\n1:name=systemd:/kubepods/pod1\n"
+        for name, line in [("legacy v1", "0::/\n"), ("hybrid", "0::/%s\n" % CTR)]:
+            with self.subTest(name):
+                h = Host(v2=False)
+                h.proc(PID, v1_lines + line)
+                p = h.hook("--gpu", GPU0, "--bytes", str(GIB))
+                self.assert_one_line(p, 0, ONLY_MPS)
+                self.assertIn("/sys/fs/cgroup is not cgroup v2", p.stderr.decode())
+                p = h.hook("--gpu", GPU0, "--reset", stdin=h.state(status="stopped"))
+                self.assertEqual((p.returncode, p.stderr), (0, b""))
+                self.assertEqual(h.settings(), [])
+
+    def test_real_cgroup_mount(self):
+        """The hook's own look at /sys/fs/cgroup (no override), in a private mount namespace:
+        a tmpfs there (v1) lets "0::/" start MPS-only, cgroup2 there refuses it."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root (a mount namespace)")
+        h = Host()
+        h.proc(PID, "0::/\n")
+        env = dict(h.env)
+        del env["GDP_CDI_HOOK_CGROUP_ROOT"]
+        # cgroup2 mounted where the kernel shows no "0::" line yet would make it show one
+        # for every process from then on: only where some cgroup2 was mounted already
+        with open("/proc/self/cgroup") as f:
+            v2_seen = any(ln.startswith("0::") for ln in f)
+        for fs, code, why in [("tmpfs", 0, ONLY_MPS), ("cgroup2", 1, "createRuntime")]:
+            with self.subTest(fs):
+                if fs == "cgroup2" and not v2_seen:
+                    self.skipTest("cgroup2 never mounted on this host")
+                cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                       'mount -t %s %s /sys/fs/cgroup && exec "$@"' % (fs, fs), "sh",
+                       HOOK, "share-memory-limit", "--gpu", GPU0, "--bytes", str(GIB)]
+                try:
+                    p = subprocess.run(cmd, input=h.state().encode(), capture_output=True,
+                                       env=env, timeout=30)
+                except FileNotFoundError:
+                    self.skipTest("no unshare(1)")
+                if b"mount" in p.stderr and b"share-memory-limit" not in p.stderr:
+                    self.skipTest("no mount namespace here: %s" % p.stderr.decode().strip())
+                self.assert_one_line(p, code, why)
+        self.assertEqual(h.settings(), [])
+
     def test_bad_state(self):
         h = Host()
         deep = "[" * 100000 + "]" * 100000
@@ -211,6 +260,7 @@ class CdiHook(unittest.TestCase):
     def test_cgroup_refused(self):
         h = Host()
         for name, text, why in [
+                # v2 host: the hook ran in the container's cgroup namespace
                 ("cgroup namespace root", "0::/\n", "createRuntime"),
                 ("dot dot", "0::/kubepods/../../etc\n", "not a usable cgroup v2 path"),
                 ("deleted", "0::/%s (deleted)\n" % CTR, "not a usable cgroup v2 path"),

@@ -25,7 +25,7 @@ and removal. runc gives a hook only the environment its spec entry lists, so the
 settings file (`--sim-env`, sim/nvml/sim-env.h): the plugin and the hook are not told.
 The containers run on a cgroup v2 host: this one, or, where /sys/fs/cgroup is not cgroup2,
 a private mount namespace with cgroup2 mounted over it (cgroup2ns.py: runc and containerd
-then put every container in the v2 hierarchy, in its own cgroup namespace). Two cases:
+then put every container in the v2 hierarchy, in its own cgroup namespace). Cases:
 
 - HardLimit, driver 615.x (the built-in node with an r615 driver): the hook finds the
   container's cgroup from its pid and sets the share's hard limit on it, the limit is
@@ -38,6 +38,11 @@ then put every container in the v2 hierarchy, in its own cgroup namespace). Two 
   exits 0, the share is held by MPS's per-client limit only: 12 GiB refused to the MPS
   client, allocated outside MPS (docs/cdi-hook.md "What is enforced"), recorded so that a
   change of the model is seen.
+- LegacyV1, driver 615.x on a legacy cgroup v1 host (no cgroup2 mounted; where the host is
+  hybrid, a private mount namespace with its cgroup2 mounts unmounted; a v2 host cannot be
+  made one, the case skips there): the container's processes read "0::/" from the host (the
+  v2 root they never left); the hook sees /sys/fs/cgroup is not cgroup2, says MPS-only and
+  exits 0 without asking NVML, and the container runs held by MPS only, as MpsOnly.
 
 Needs root, the simulator, alloc-probe, unshare(1) and a mountable cgroup2 (not a v2 host)
 and, the first time, Debian's archive. Skips (exit 77) with the reason when it cannot run,
@@ -79,6 +84,7 @@ DRIVER = dra.DRIVER
 KIND = "k8s.gpu.nvidia.com/claim"
 IMAGE = "localhost/gdp-shares/debian:1"
 CTR_PROFILE = "/etc/nvml-sim/profile.yaml"
+LEGACY_MARK = "GDP_LEGACY_V1_NS"  # in legacy_run's namespace
 GI = 1 << 30
 FAKE = PROBE = ROOTFS = CONTAINERD_BIN = CONTAINERD_VERSION = None
 # "escape": not an MPS client (no daemon at that pipe directory); "wait": the container
@@ -113,11 +119,31 @@ def cannot_run(why):
     skip.cannot_run("test_dra_shares_containerd", why, "skipped")
 
 
+def legacy_host():
+    """No cgroup2 mounted anywhere (a legacy cgroup v1 host, or its namespace)."""
+    with open("/proc/self/mountinfo") as f:
+        return not any(ln.split(" - ")[1].startswith("cgroup2 ") for ln in f)
+
+
+def legacy_run(argv):
+    """The test again where no cgroup2 is mounted: a private mount namespace without this
+    host's cgroup2 mounts (the host's mounts stay). Its exit status."""
+    with open("/proc/self/mountinfo") as f:
+        cg2 = [ln.split()[4] for ln in f if ln.split(" - ")[1].startswith("cgroup2 ")]
+    umount = "".join("umount %s && " % m for m in reversed(cg2))
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           umount + 'exec "$@"', "sh", sys.executable] + argv,
+                          env=dict(os.environ, **{LEGACY_MARK: "1"})).returncode
+
+
 class ShareInContainer:
-    """The set-up of both cases; a case's class sets R615 and its test."""
+    """The set-up of the cases; a case's class sets R615 (and LEGACY) and its test."""
     R615 = False
+    LEGACY = False
 
     def setUp(self):
+        if self.LEGACY != legacy_host():
+            self.skipTest("a legacy cgroup v1 host case" if self.LEGACY else "a cgroup v2 case")
         self.t0 = time.monotonic()
         self.tmp = scratch.mkdtemp("gdp-shr-ctr-")
         self.addCleanup(scratch.remove, self.tmp)  # last: after every child is gone
@@ -321,9 +347,11 @@ class ShareInContainer:
 
     def host_view(self, cid):
         """The running container's cgroup as the host sees it: the directory runc made for it
-        (/sys/fs/cgroup/<parent>/<id>, cgroupfs), the "0::" lines of its processes, and the
-        simulator's record of limits on the directory (None: none)."""
-        d = os.path.join("/sys/fs/cgroup", self.cgroup_parent.lstrip("/"), cid)
+        (/sys/fs/cgroup/<parent>/<id>, cgroupfs; on v1 that of the pids hierarchy), the "0::"
+        lines of its processes, and the simulator's record of limits on the directory (None:
+        none)."""
+        d = os.path.join("/sys/fs/cgroup/pids" if self.LEGACY else "/sys/fs/cgroup",
+                         self.cgroup_parent.lstrip("/"), cid)
         view = {"cid": cid, "dir": d, "lines": [], "record": None}
         with open(os.path.join(d, "cgroup.procs")) as f:
             pids = f.read().split()
@@ -375,11 +403,13 @@ class ShareInContainer:
         self.assertEqual(env.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=8192M")
         self.assertEqual(env.get("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps")
         # a cgroup v2 host: the container in its own cgroup namespace; from the host its
-        # processes are in the v2 cgroup runc made under the pod's parent
+        # processes are in the v2 cgroup runc made under the pod's parent. Legacy v1: in the
+        # v2 root, "0::/" from the host too (what the hook reads)
         self.assertEqual(got["cgroup"][0], 0, got["cgroup"])
         self.assertEqual([ln for ln in got["cgroup"][1] if ln.startswith("0::")], ["0::/"])
         self.assertTrue(view["lines"], view)
-        self.assertEqual(set(view["lines"]), {"0::%s/%s" % (self.cgroup_parent, view["cid"])})
+        self.assertEqual(set(view["lines"]), {"0::/"} if self.LEGACY else
+                         {"0::%s/%s" % (self.cgroup_parent, view["cid"])})
         self.assertTrue(view["gone"], "the container's cgroup outlived its removal")
         mps = got["mps"][1]
         self.assertEqual(got["mps"][0], 0, mps)
@@ -437,8 +467,11 @@ class MpsOnly(ShareInContainer, unittest.TestCase):
     R615 = False
 
     def test_share_held_by_mps_only(self):
-        got, view, limits = self.run_share()
         # driver 550: the setter is NOT_SUPPORTED, the hook exits 0, nothing is recorded
+        self.check_mps_only(*self.run_share())
+        self.done("held to 8 GiB by MPS only (driver 550)")
+
+    def check_mps_only(self, got, view, limits):
         self.assertIsNone(view["record"])
         self.assertEqual(limits, [])
         total = "total %d" % (40 * GI)  # an MPS limit leaves the whole GPU as total
@@ -446,7 +479,16 @@ class MpsOnly(ShareInContainer, unittest.TestCase):
         self.assertEqual(got["over"], (3, [total, "alloc failed CUDA_ERROR_OUT_OF_MEMORY"]))
         self.assertEqual(got["escape"], (0, [total, "alloc ok"]))
         self.assertEqual(got["escape-share"], (0, [total, "alloc ok"]))
-        self.done("held to 8 GiB by MPS only (driver 550)")
+
+
+class LegacyV1(ShareInContainer, unittest.TestCase):
+    R615 = True
+    LEGACY = True
+
+    def test_share_held_by_mps_only_on_v1(self):
+        # the hook decides by /sys/fs/cgroup (not cgroup2) before NVML: no limit asked for
+        MpsOnly.check_mps_only(self, *self.run_share())
+        self.done("held to 8 GiB by MPS only (legacy cgroup v1, driver 615)")
 
 
 def main():
@@ -474,13 +516,14 @@ def main():
     if r.returncode != 0:
         cannot_run(r.stderr.strip() or "debian-rootfs.sh failed")
     ROOTFS = r.stdout.strip()
-    if not cgroup2ns.host_is_v2():
+    if not cgroup2ns.host_is_v2() and not os.environ.get(LEGACY_MARK):
         if cgroup2ns.inside():
             sys.exit("test_dra_shares_containerd: /sys/fs/cgroup is not cgroup2 in the namespace")
         if not shutil.which("unshare"):
             cannot_run("/sys/fs/cgroup is not cgroup2 and there is no unshare(1) to make a "
                        "namespace where it is")
-        sys.exit(cgroup2ns.rerun(argv, cannot_run))
+        code = legacy_run(argv)  # LegacyV1 (the others skip), then the v2 cases
+        sys.exit(cgroup2ns.rerun(argv, cannot_run) or code)
     containerd17.install_signal_handlers()
     try:
         unittest.main(verbosity=2)
