@@ -233,6 +233,7 @@ int cmd_serve(struct config *cfg, int argc, char **argv)
         s.started = true;
     }
     mem_release_free(); /* startup's parsing and discovery are freed */
+    mem_release_when_quiet(s.loop);
     int lr = loop_run(s.loop);
     rc = lr != 0 ? GDP_EXIT_FAILURE : GDP_EXIT_OK;
     daemon_free(s.daemon);

@@ -6,7 +6,8 @@
  * if the fd number was reused by a new registration in the meantime.
  *
  * Timers live in a binary min-heap ordered by (deadline, sequence); the epoll_wait
- * timeout is the distance to the root, or -1 when no timer is armed. */
+ * timeout is the distance to the root (or to the quiet deadline, when one is due), or -1
+ * when neither is armed. */
 #include <sys/epoll.h>
 #include <time.h>
 
@@ -39,6 +40,13 @@ struct loop {
     struct loop_timer **heap;
     size_t n_heap, alloc_heap;
     uint64_t next_seq;
+
+    /* loop_set_quiet: quiet_due is when fn runs unless another fd event comes first;
+     * 0 while no event came since it last ran */
+    unsigned quiet_ms;
+    loop_quiet_fn quiet_fn;
+    void *quiet_userdata;
+    uint64_t quiet_due;
 
     bool quit;
     int quit_code;
@@ -244,12 +252,30 @@ static void loop_run_timers(struct loop *l)
     }
 }
 
+void loop_set_quiet(struct loop *l, unsigned ms, loop_quiet_fn fn, void *userdata)
+{
+    l->quiet_ms = ms;
+    l->quiet_fn = fn;
+    l->quiet_userdata = userdata;
+    l->quiet_due = 0;
+}
+
+static void loop_run_quiet(struct loop *l)
+{
+    if (!l->quiet_due || l->quit || loop_now_ms() < l->quiet_due)
+        return;
+    l->quiet_due = 0;
+    l->quiet_fn(l, l->quiet_userdata);
+}
+
 static int loop_timeout(struct loop *l)
 {
-    if (l->n_heap == 0)
+    if (l->n_heap == 0 && !l->quiet_due)
         return -1;
     uint64_t now = loop_now_ms();
-    uint64_t when = l->heap[0]->deadline_ms;
+    uint64_t when = l->n_heap ? l->heap[0]->deadline_ms : UINT64_MAX;
+    if (l->quiet_due)
+        when = u64_min(when, l->quiet_due);
     if (when <= now)
         return 0;
     /* Clamp: epoll_wait takes an int; waking up early is harmless. */
@@ -273,8 +299,11 @@ int loop_run(struct loop *l)
                 continue;
             io->fn(l, io->fd, evs[i].events, io->userdata);
         }
+        if (n > 0 && l->quiet_fn)
+            l->quiet_due = loop_now_ms() + l->quiet_ms;
         loop_bury(l);
         loop_run_timers(l);
+        loop_run_quiet(l);
     }
     loop_bury(l);
     return l->quit_code;

@@ -16,6 +16,7 @@ struct loop_timer;
 /* events is the epoll mask that fired (EPOLLIN, EPOLLOUT, EPOLLHUP, EPOLLERR). */
 typedef void (*loop_io_fn)(struct loop *l, int fd, uint32_t events, void *userdata);
 typedef void (*loop_timer_fn)(struct loop *l, struct loop_timer *t, void *userdata);
+typedef void (*loop_quiet_fn)(struct loop *l, void *userdata);
 
 /* Returns 0 or -errno. */
 int loop_new(struct loop **out);
@@ -37,6 +38,12 @@ struct loop_timer *loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn,
 /* Cancel a pending timer. NULL is ignored. Must not be called on a timer whose
  * callback is running (it is freed after that anyway). */
 void loop_timer_cancel(struct loop *l, struct loop_timer *t);
+
+/* Call fn once each time the loop has gone `ms` milliseconds without an fd event after
+ * one or more: what a burst of work (a start, a round of API writes and their watch
+ * echo, an RPC) freed has been freed by then. Costs nothing while the loop stays idle
+ * (no event, no wakeup); fn NULL turns it off. One per loop. */
+void loop_set_quiet(struct loop *l, unsigned ms, loop_quiet_fn fn, void *userdata);
 
 /* Run until loop_quit(); returns the code given to loop_quit(), or -errno if epoll
  * fails. */

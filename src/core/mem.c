@@ -12,7 +12,13 @@
 
 #include <malloc.h>
 
+#include "loop.h"
 #include "mem.h"
+
+/* Quiet is 200 ms without an fd event: a burst's steps (a write, its answer, the watch
+ * event) follow each other within milliseconds, and a trim costs a pass over the free
+ * chunks and a madvise per free page run, a fraction of a millisecond, once per burst. */
+#define MEM_QUIET_MS 200
 
 void mem_single_arena(void)
 {
@@ -35,4 +41,16 @@ void mem_single_arena(void)
 void mem_release_free(void)
 {
     (void)malloc_trim(0);
+}
+
+static void on_quiet(struct loop *l, void *userdata)
+{
+    (void)l;
+    (void)userdata;
+    mem_release_free();
+}
+
+void mem_release_when_quiet(struct loop *l)
+{
+    loop_set_quiet(l, MEM_QUIET_MS, on_quiet, NULL);
 }

@@ -1,5 +1,6 @@
 /* core/loop: timer order and cancel, fd deletion inside a batch, loop_quit after the
- * current callback, 0 ms timers re-arming themselves do not starve fds. */
+ * current callback, 0 ms timers re-arming themselves do not starve fds, the quiet hook
+ * runs once after fd events and never without one. */
 #include <fcntl.h>
 #include <stdio.h>
 
@@ -120,11 +121,57 @@ static void test_timer_cannot_starve_fds(void)
     close(p[1]);
 }
 
+static int quiets;
+
+static void count_quiet(struct loop *l, void *userdata)
+{
+    quiets++;
+    loop_quit(l, *(int *)userdata);
+}
+
+static void drain(struct loop *l, int fd, uint32_t events, void *userdata)
+{
+    char c;
+    CHECK(read(fd, &c, 1) == 1);
+}
+
+static void quit_1_timer(struct loop *l, struct loop_timer *t, void *userdata)
+{
+    loop_quit(l, 1);
+}
+
+static void test_quiet(void)
+{
+    struct loop *l;
+    int p[2], code = 2;
+    CHECK(loop_new(&l) == 0);
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    loop_set_quiet(l, 10, count_quiet, &code);
+    /* timers alone are no burst: the hook stays silent */
+    loop_timer_add(l, 30, quit_1_timer, NULL);
+    CHECK(loop_run(l) == 1);
+    CHECK(quiets == 0);
+    /* an fd event, then 10 ms without one: the hook runs, once */
+    CHECK(loop_add_io(l, p[0], EPOLLIN, drain, NULL) == 0);
+    CHECK(write(p[1], "x", 1) == 1);
+    uint64_t t0 = loop_now_ms();
+    CHECK(loop_run(l) == 2);
+    CHECK(quiets == 1);
+    CHECK(loop_now_ms() - t0 >= 10);
+    loop_timer_add(l, 30, quit_1_timer, NULL);
+    CHECK(loop_run(l) == 1);
+    CHECK(quiets == 1);
+    loop_free(l);
+    close(p[0]);
+    close(p[1]);
+}
+
 int main(void)
 {
     test_timers();
     test_delete_in_batch();
     test_timer_cannot_starve_fds();
+    test_quiet();
     printf("%d failures\n", test_failures);
     return test_failures ? 1 : 0;
 }
