@@ -42,15 +42,18 @@ struct sim_ms_gpu {
 
 /* ---- the per-process view of one GPU (sim_device.mv) */
 struct sim_mig_view {
-    struct sim_gi gi_pool[SIM_MS_POOL];
-    struct sim_ci ci_pool[SIM_MS_POOL];
-    struct sim_device mig_pool[SIM_MS_POOL]; /* mig_pool[i] is ci_pool[i]'s MIG device */
+    /* What every refresh writes comes first, on the block's first page with its malloc
+     * header: the pools (57 KiB a GPU) are then resident only where an instance was
+     * made, so that a host with MIG off costs one page per GPU, not two. */
     unsigned gi_next, ci_next;               /* round-robin allocation cursors */
     struct sim_gi *gis[SIM_MS_MAX_GI];       /* live GIs in record order */
     unsigned n_gis;
     struct sim_device *migs[SIM_MS_MAX_GI * SIM_MS_MAX_CI]; /* live MIG devices, slot order */
     unsigned n_migs;
     bool busy; /* the GPU's busy flag (SetMigMode → IN_USE) */
+    struct sim_gi gi_pool[SIM_MS_POOL];
+    struct sim_ci ci_pool[SIM_MS_POOL];
+    struct sim_device mig_pool[SIM_MS_POOL]; /* mig_pool[i] is ci_pool[i]'s MIG device */
 };
 
 /* At the first successful init, after the profile is loaded: build the initial records
