@@ -362,6 +362,11 @@ static bool handle_line(struct kube_watch *w, const char *line, size_t len)
             log_info("kube: watch %s: resourceVersion %s is gone (410): relisting", w->collection,
                      w->rv ? w->rv : "");
             start_list(w);
+        } else if (w->in_initial && json_integer_value(code) != 403) {
+            /* 1.34+ with an etcd that cannot tell watch progress (before 3.4.31/3.5.13)
+             * ends a streaming list with a 500 "RequestWatchProgress is disabled" */
+            _cleanup_free_ char *t = status_text((int)json_integer_value(code), obj);
+            no_stream_list(w, t);
         } else {
             _cleanup_free_ char *t = status_text((int)json_integer_value(code), obj);
             fail(w, "watch error event: %s", t);

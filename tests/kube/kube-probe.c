@@ -3,9 +3,12 @@
  *
  *   req ID METHOD PATH [JSON-BODY]   -> "done ID STATUS BODY-JSON|-"
  *   watch PATH [FIELD-SELECTOR]      -> "event ADDED|MODIFIED|DELETED NS/NAME RV", "event SYNCED"
- *   watchx PATH SELECTOR meta|full   -> the same events, metadata only or whole objects, each
+ *   watchx PATH SELECTOR meta|full [stream [forbidden]]
+ *                                    -> the same events, metadata only or whole objects, each
  *                                       followed by "shape kind=K spec=yes|no status=yes|no
- *                                       bytes=N" (N: the object as compact JSON)
+ *                                       bytes=N" (N: the object as compact JSON); stream:
+ *                                       listed through the watch (kube.h stream_list);
+ *                                       forbidden: a 403 ends it ("event FORBIDDEN")
  *   stopwatch                        -> "stopped"
  *   quit (or end of stdin)
  *
@@ -55,9 +58,9 @@ static const char *meta(json_t *o, const char *key)
 
 static void watch_cb(struct kube_watch *w, enum kube_watch_event ev, json_t *o, void *userdata)
 {
-    static const char *const names[] = { "ADDED", "MODIFIED", "DELETED", "SYNCED" };
-    if (ev == KUBE_WATCH_SYNCED)
-        out("event SYNCED\n");
+    static const char *const names[] = { "ADDED", "MODIFIED", "DELETED", "SYNCED", "FORBIDDEN" };
+    if (ev == KUBE_WATCH_SYNCED || ev == KUBE_WATCH_FORBIDDEN)
+        out("event %s\n", names[ev]);
     else
         out("event %s %s/%s %s\n", names[ev], meta(o, "namespace"), meta(o, "name"),
             meta(o, "resourceVersion"));
@@ -124,9 +127,12 @@ static void command(char *line)
             out("error %s\n", err.msg);
     } else if (streq(cmd, "watchx")) {
         char *path = strtok_r(NULL, " ", &save), *sel = strtok_r(NULL, " ", &save);
-        char *mode = strtok_r(NULL, " ", &save);
+        char *mode = strtok_r(NULL, " ", &save), *stream = strtok_r(NULL, " ", &save);
+        char *forbidden = strtok_r(NULL, " ", &save);
         struct kube_watch_options o = { .field_selector = sel,
-                                        .metadata_only = mode && streq(mode, "meta") };
+                                        .metadata_only = mode && streq(mode, "meta"),
+                                        .stream_list = stream && streq(stream, "stream"),
+                                        .forbidden_ends = forbidden && streq(forbidden, "forbidden") };
         show_shape = true;
         watch = kube_watch_start_opt(kube, path, &o, watch_cb, NULL, &err);
         if (!watch)
