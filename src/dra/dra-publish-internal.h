@@ -31,6 +31,8 @@ struct dra_write {
     bool tainted;                   /* it carried taints: its answer tells the mode */
     bool counters;                  /* it carried counters: its answer tells the mode */
     bool del;                       /* a DELETE */
+    json_t *sent;                   /* the wanted slice written (its generation aside) */
+    char *content;                  /* its compared content */
 };
 
 struct dra_publish {
@@ -102,6 +104,9 @@ json_t *dra_publish_want(const struct dra_publish *p);
 /* What the store keeps of a slice: its resourceVersion and pool generation, and what is
  * compared of it (the content and the owner, as text). New reference. */
 json_t *dra_publish_record(json_t *slice);
+/* The record of the server's answer to a write of sent, whose content is given: taken as
+ * is where the server holds what was sent (the compared fields equal), else computed. */
+json_t *dra_publish_record_as(json_t *slice, json_t *sent, const char *content);
 const char *dra_publish_record_version(json_t *record);
 const char *dra_publish_name_of(json_t *o);
 /* The server holds exactly the wanted slices, all of one generation. */
@@ -126,7 +131,9 @@ bool dra_publish_has_counters(json_t *slice);
 /* Whether a write of that slice is in flight (dra-publish.c). */
 bool dra_publish_in_flight(const struct dra_publish *p, const char *name);
 
-enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out);
+/* *want_out: the want_cache entry of a write (borrowed), NULL for a delete. */
+enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out,
+                                         json_t **want_out);
 
 /* dra-publish.c, for dra-publish-server.c: one step towards what is wanted; a request
  * answered (the round goes on), succeeded, failed (retried with backoff: the delay). */

@@ -191,7 +191,8 @@ static json_t *owners_of(json_t *slice)
     return json_object_get(json_object_get(slice, "metadata"), "ownerReferences");
 }
 
-json_t *dra_publish_record(json_t *slice)
+/* The record of slice, whose compared content is given. */
+static json_t *record_with(json_t *slice, const char *content)
 {
     json_t *md = json_object_get(slice, "metadata");
     json_t *pool = json_object_get(json_object_get(slice, "spec"), "pool");
@@ -201,15 +202,48 @@ json_t *dra_publish_record(json_t *slice)
         json_object_set(r, "resourceVersion", rv);
     json_object_set_new(r, "generation",
                         json_integer(json_integer_value(json_object_get(pool, "generation"))));
-    char *content = content_of(slice);
     json_object_set_new(r, "content", json_string_nocheck(content));
-    free(content);
     if (owners_of(slice)) {
         char *owners = dra_publish_text(owners_of(slice));
         json_object_set_new(r, "owners", json_string_nocheck(owners));
         free(owners);
     }
     return r;
+}
+
+json_t *dra_publish_record(json_t *slice)
+{
+    _cleanup_free_ char *content = content_of(slice);
+    return record_with(slice, content);
+}
+
+/* Whether the server's slice holds what sent holds, as content_of() compares it: the same
+ * devices (no taint: the server adds their timeAdded), counter sets, driver, node and
+ * pool. Cheaper than content_of()'s copy, sorted dump and digest of an answer. */
+static bool holds_sent(json_t *slice, json_t *sent)
+{
+    json_t *a = json_object_get(slice, "spec"), *b = json_object_get(sent, "spec");
+    json_t *pa = json_object_get(a, "pool"), *pb = json_object_get(b, "pool");
+    static const char *const keys[] = { "driver", "nodeName", "sharedCounters", "devices" };
+    for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+        json_t *va = json_object_get(a, keys[i]), *vb = json_object_get(b, keys[i]);
+        if ((va || vb) && !json_equal(va, vb))
+            return false;
+    }
+    json_t *d;
+    size_t i;
+    json_array_foreach (json_object_get(b, "devices"), i, d)
+        if (json_object_get(d, "taints"))
+            return false;
+    return json_equal(json_object_get(pa, "name"), json_object_get(pb, "name")) &&
+           json_equal(json_object_get(pa, "resourceSliceCount"), json_object_get(pb, "resourceSliceCount"));
+}
+
+json_t *dra_publish_record_as(json_t *slice, json_t *sent, const char *content)
+{
+    if (!sent || !content || !holds_sent(slice, sent))
+        return dra_publish_record(slice);
+    return record_with(slice, content);
 }
 
 const char *dra_publish_record_version(json_t *record)
@@ -356,8 +390,10 @@ bool dra_publish_steady(struct dra_publish *p)
  * differs): create or update a wanted slice (*slice_out), then delete the extras
  * (*name_out); ACT_WAIT: nothing more until a write in flight is answered; ACT_NONE
  * ends the round. */
-enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out)
+enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_out, char **name_out,
+                                         json_t **want_out)
 {
+    *want_out = NULL;
     const char *key;
     json_t *have, *s;
     size_t i;
@@ -389,6 +425,7 @@ enum dra_publish_action dra_publish_plan(struct dra_publish *p, json_t **slice_o
         }
         *slice_out = slice_at(json_object_get(s, "slice"), gen, have);
         *name_out = xstrdup(want_name(s));
+        *want_out = s;
         break;
     }
     if (act == ACT_NONE && p->n_writes)

@@ -52,6 +52,8 @@ static void write_done(struct dra_write *w)
             break;
         }
     free(w->name);
+    json_decref(w->sent);
+    free(w->content);
     free(w);
 }
 
@@ -106,7 +108,9 @@ const char *dra_publish_status_text(int status, json_t *body, char *buf, size_t 
     return buf;
 }
 
-static void store_put(struct dra_publish *p, json_t *slice)
+/* sent: the wanted slice a write sent (NULL: none), whose content the record takes when
+ * the server holds exactly it (dra_publish_record_as). */
+static void store_put(struct dra_publish *p, json_t *slice, struct dra_write *sent)
 {
     const char *name = dra_publish_name_of(slice);
     if (!name)
@@ -117,7 +121,8 @@ static void store_put(struct dra_publish *p, json_t *slice)
                         "track of %s and later ones, ignoring", MAX_SLICES, p->node, p->driver, name);
         return;
     }
-    json_object_set_new(p->store, name, dra_publish_record(slice));
+    json_object_set_new(p->store, name, sent ? dra_publish_record_as(slice, sent->sent, sent->content)
+                                             : dra_publish_record(slice));
 }
 
 /* The answer to a write that carried taints says whether the API server keeps them. */
@@ -175,11 +180,13 @@ static void on_written(struct kube *k, int status, json_t *body, void *userdata)
     char buf[512];
     _cleanup_free_ char *name = w->name ? xstrdup(w->name) : NULL;
     bool tainted = w->tainted, counted = w->counters;
-    write_done(w);
     if (status == 200 || status == 201) {
         dra_publish_succeeded(p);
         if (body && streq_ptr(dra_publish_name_of(body), name))
-            store_put(p, body);
+            store_put(p, body, w);
+    }
+    write_done(w);
+    if (status == 200 || status == 201) {
         if (tainted && body)
             learn_taints(p, body);
         if (counted && body && p->stats.partitions != DRA_PARTITIONS_DROPPED)
@@ -230,7 +237,8 @@ static bool any_taint(json_t *slice)
 
 /* Send one write the plan chose; false when it could not be sent (the failure is
  * retried with backoff) or is not to be sent (our own bug). */
-static bool send_write(struct dra_publish *p, enum dra_publish_action act, json_t *slice, char *name)
+static bool send_write(struct dra_publish *p, enum dra_publish_action act, json_t *slice, char *name,
+                       json_t *sent, const char *content)
 {
     char *msg = NULL;
     if (slice && dra_slice_validate(slice, name, &msg) < 0) {
@@ -251,6 +259,8 @@ static bool send_write(struct dra_publish *p, enum dra_publish_action act, json_
     w->tainted = slice && any_taint(slice);
     w->del = act == ACT_DELETE;
     w->counters = slice && dra_publish_has_counters(slice);
+    w->sent = json_incref(sent);
+    w->content = content ? xstrdup(content) : NULL;
     p->writes[p->n_writes++] = w;
     struct error err = { 0 };
     _cleanup_free_ char *path = act == ACT_CREATE ? NULL : xasprintf(SLICES_PATH "/%s", name);
@@ -302,13 +312,14 @@ void dra_publish_converge(struct dra_publish *p)
     }
     enum dra_publish_action act = ACT_WAIT;
     while (p->n_writes < WRITES_MAX && !p->retry) {
-        json_t *slice = NULL;
+        json_t *slice = NULL, *want = NULL;
         char *name = NULL;
-        act = dra_publish_plan(p, &slice, &name);
+        act = dra_publish_plan(p, &slice, &name, &want);
         if (act == ACT_NONE || act == ACT_WAIT)
             break;
         p->stats.converged = false;
-        if (!send_write(p, act, slice, name))
+        if (!send_write(p, act, slice, name, json_object_get(want, "slice"),
+                        json_string_value(json_object_get(want, "content"))))
             return;
     }
     if (act != ACT_NONE)
@@ -432,7 +443,7 @@ static void on_event(struct kube_watch *w, enum kube_watch_event ev, json_t *obj
     if (had && streq_ptr(rv, dra_publish_record_version(had)))
         return; /* the echo of our own write, already stored from its answer */
     superseded(p, name, false);
-    store_put(p, obj);
+    store_put(p, obj, NULL);
     if (!p->synced)
         return;
     bool before = p->stats.converged;
