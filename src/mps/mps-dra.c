@@ -265,6 +265,23 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
+/* The daemon told to quit exits on its own time, unlinking its sockets and writing its
+ * last line to log/control.log meanwhile: a removal that meets a file made after it passed
+ * ("Directory not empty") is tried again for a moment. Left for the 30 s retry, the plugin's
+ * Unprepare waiting for the directory to go timed out (dra-shares-race). 0 or -errno. */
+#define REMOVE_TRIES 50
+#define REMOVE_WAIT_US 10000
+static int remove_tree(const char *dir)
+{
+    for (int i = 0;; i++) {
+        if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0 || errno == ENOENT)
+            return 0;
+        if ((errno != ENOTEMPTY && errno != EEXIST) || i == REMOVE_TRIES)
+            return -errno;
+        usleep(REMOVE_WAIT_US);
+    }
+}
+
 /* The daemon of id told to quit; with teardown also what its start changed, and its
  * directory removed (its desired state is gone). */
 static int stop_daemon(const struct mps_dra *m, const char *id, bool teardown, struct error *err)
@@ -290,8 +307,9 @@ static int stop_daemon(const struct mps_dra *m, const char *id, bool teardown, s
             r = compute_mode(&d, "DEFAULT", err);
         if (r >= 0 && umount2(shm, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
             r = error_set(err, -errno, "error unmounting %s: %s", shm, strerror(errno));
-        if (r >= 0 && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
-            r = error_set(err, -errno, "removing %s: %s", dir, strerror(errno));
+        int rr = r >= 0 ? remove_tree(dir) : 0;
+        if (rr < 0)
+            r = error_set(err, rr, "removing %s: %s", dir, strerror(-rr));
         if (r >= 0) {
             drop_short_pipe(pipe);
             log_info("Stopped MPS control daemon %s (its claim was unprepared)", id);
