@@ -271,7 +271,8 @@ none), in three scopes (docs/deployment.md, "RBAC, least privilege"):
   the own Node can only be granted cluster-wide (RBAC's resourceNames cannot name "the
   node this pod runs on"): get/list/watch for label-based config selection (a
   field-selected watch of the own Node) and what nodeLabelsPatch watches, +patch for our
-  config annotation and for nodeLabelsPatch; get for DRA (the Node owns its slices).
+  config annotation and for nodeLabelsPatch; get/list/watch for DRA (the Node owns its
+  slices: a metadata watch of it for its UID, a GET where list/watch is not granted).
   DRA's ResourceSlices are cluster-scoped, and the claims it prepares are in any
   namespace: resourceslices list/watch (the own slices' watch) and create/update/delete
   (dra/dra-publish.c: POST, PUT, DELETE; no GET or PATCH), resourceclaims get.
