@@ -151,7 +151,7 @@ static void mps_debug(const char *fmt, ...)
  * lowered (never raised) by the client's own CUDA_MPS_PINNED_DEVICE_MEM_LIMIT and
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. A client limit naming a device this process does not
  * see drops every pinned limit, the server's too: what NVIDIA measured (a known escape). */
-static void mps_setup(void)
+static void mps_setup(bool v3)
 {
     static struct mps_server srv;
     char pipe[4096];
@@ -175,14 +175,20 @@ static void mps_setup(void)
             seen = key_is(mine[k].key, i);
         escape |= !seen;
     }
+    /* r615+ (MPS v3) through a namespace's socket: the namespace's percentage overrides the
+     * client's own, and its pinned limit stays whatever the client's variable names */
+    bool ns = v3 && srv.ns[0];
     double thread = srv.thread, t;
     const char *tenv = getenv(MPS_THREAD_ENV);
-    if (tenv && *tenv && mps_parse_percent(tenv, &t) == 0 && t < thread)
+    if (!ns && tenv && *tenv && mps_parse_percent(tenv, &t) == 0 && t < thread)
         thread = t;
-    mps_debug("mps %s server %s%s\n", pipe, srv.id, escape ? " escape" : "");
+    if (ns)
+        mps_debug("mps %s server %s namespace %s\n", pipe, srv.id, srv.ns);
+    else
+        mps_debug("mps %s server %s%s\n", pipe, srv.id, escape ? " escape" : "");
     for (int i = 0; i < n_devs; i++) {
         uint64_t a = limit_for(srv.limits, srv.n_limits, i), b = limit_for(mine, n_mine, i);
-        devs[i].mps_limit = escape ? UINT64_MAX : a < b ? a : b;
+        devs[i].mps_limit = escape && !ns ? UINT64_MAX : escape ? a : a < b ? a : b;
         devs[i].mps_thread = thread;
         char lim[32] = "none";
         if (devs[i].mps_limit != UINT64_MAX)
@@ -221,7 +227,7 @@ static void load(void)
             add_dev(g->migs[j].name, g->migs[j].uuid, g->migs[j].mem_total, true);
     }
     vis_free(&node);
-    mps_setup();
+    mps_setup(atoi(node.driver_version) >= MPS_V3_MIN_DRIVER);
     init_result = n_devs ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 

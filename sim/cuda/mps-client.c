@@ -59,6 +59,8 @@ int mps_client_connect(struct mps_server *s)
         unsigned long long bytes;
         if (strncmp(line, "server ", 7) == 0)
             snprintf(s->id, sizeof(s->id), "%s", line + 7);
+        else if (strncmp(line, "namespace ", 10) == 0)
+            snprintf(s->ns, sizeof(s->ns), "%s", line + 10);
         else if (strncmp(line, "thread ", 7) == 0)
             s->thread = strtod(line + 7, NULL);
         else if (sscanf(line, "pinned %95s %llu", key, &bytes) == 2 && s->n_limits < MPS_MAX_LIMITS) {

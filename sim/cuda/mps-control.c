@@ -97,7 +97,7 @@ static int connect_daemon(void)
     return fd;
 }
 
-static int start_daemon(bool foreground, bool multiuser)
+static int start_daemon(bool foreground, bool multiuser, bool v3)
 {
     const char *pipe = dir_of(MPS_PIPE_ENV, MPS_PIPE_DEFAULT), *log = dir_of(MPS_LOG_ENV, MPS_LOG_DEFAULT);
     int fd = connect_daemon();
@@ -171,7 +171,7 @@ static int start_daemon(bool foreground, bool multiuser)
         if (chdir("/") < 0)
             _exit(1);
     }
-    _exit(mps_daemon_serve(lfd, ready[1], pipe, log, multiuser));
+    _exit(mps_daemon_serve(lfd, ready[1], pipe, log, multiuser, v3));
 }
 
 /* Commands from stdin, each sent to the daemon; its answers printed. */
@@ -229,7 +229,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: nvidia-cuda-mps-control [-d | -f] [-M]   start the control daemon\n"
                "       nvidia-cuda-mps-control                  commands on stdin\n"
-               "(simulated: MPS protocol 2 only)\n");
+               "       -p|--protocol 3                          MPS v3: servers, namespaces\n"
+               "(simulated: protocols 2 and 3)\n");
 }
 
 int main(int argc, char **argv)
@@ -247,6 +248,7 @@ int main(int argc, char **argv)
         if (getenv(vars[i]))
             record("env %s=%s", vars[i], getenv(vars[i]));
     bool daemon = false, foreground = false, multiuser = false;
+    const char *proto = getenv("CUDA_MPS_PROTOCOL_VERSION"), *proto_arg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-d") == 0 || strcmp(a, "--daemon") == 0) {
@@ -256,24 +258,29 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "-M") == 0 || strcmp(a, "-m") == 0 || strcmp(a, "--multiuser") == 0 ||
                    strcmp(a, "-multiuser-server") == 0 || strcmp(a, "--multiuser-server") == 0) {
             multiuser = true;
+        } else if ((strcmp(a, "-p") == 0 || strcmp(a, "--protocol") == 0) && i + 1 < argc) {
+            proto_arg = argv[++i];
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return finish(0);
         } else {
-            /* -p 3 (MPS v3), -S (static partitioning), -q, -v, ...: not simulated. */
+            /* -S (static partitioning), -q, -v, -a, ...: not simulated. */
             fprintf(stderr, "nvidia-cuda-mps-control (simulated): option %s is not supported\n", a);
             record("stderr option %s is not supported", a);
             usage(stderr);
             return finish(1);
         }
     }
-    const char *proto = getenv("CUDA_MPS_PROTOCOL_VERSION");
-    if ((daemon && foreground) || (multiuser && !daemon && !foreground) || (proto && *proto && strcmp(proto, "2"))) {
-        fprintf(stderr, "nvidia-cuda-mps-control (simulated): unsupported combination (protocol 2 only)\n");
+    /* the variable wins over -p (NVIDIA's rule); commands follow the running daemon's */
+    if (!(proto && *proto))
+        proto = proto_arg ? proto_arg : "2";
+    bool v3 = strcmp(proto, "3") == 0;
+    if ((daemon && foreground) || (multiuser && !daemon && !foreground) || (!v3 && strcmp(proto, "2"))) {
+        fprintf(stderr, "nvidia-cuda-mps-control (simulated): unsupported combination (protocol 2 or 3)\n");
         record("stderr unsupported combination");
         return finish(1);
     }
     if (daemon || foreground)
-        return start_daemon(foreground, multiuser);
+        return start_daemon(foreground, multiuser, v3);
     return commands();
 }

@@ -33,7 +33,7 @@ struct server {
 
 static struct {
     const char *pipe, *log;
-    bool multiuser;
+    bool multiuser, v3;
     double thread; /* default active thread percentage */
     struct mps_limit pinned[MPS_MAX_LIMITS];
     int n_pinned;
@@ -86,6 +86,7 @@ static void write_state(void)
             D.thread);
     for (int i = 0; i < D.n_pinned; i++)
         fprintf(f, "default_device_pinned_mem_limit %s %" PRIu64 "\n", D.pinned[i].key, D.pinned[i].bytes);
+    mps_v3_state(f);
     if (D.srv.up) {
         fprintf(f, "server %lu clients %d active_thread_percentage %.1f\n", D.srv.id, D.srv.clients, D.srv.thread);
         for (int i = 0; i < D.srv.n_pinned; i++)
@@ -153,6 +154,9 @@ static int command(char *line, FILE *out)
     if (argc == 0)
         return 0;
     const char *c = argv[0];
+    int v3 = D.v3 ? mps_v3_command(D.pipe, argc, argv, out) : -1;
+    if (v3 >= 0)
+        return v3;
     double pct;
     uint64_t bytes;
 #define ARGS(n)                                                                       \
@@ -246,8 +250,8 @@ static void client_gone(int slot)
     write_state();
 }
 
-/* A new connection: its one request line. 1 when the daemon must quit. */
-static int serve(int fd)
+/* A new connection (accepted on lfd): its one request line. 1 when the daemon must quit. */
+static int serve(int fd, int lfd)
 {
     char req[4096];
     size_t got = 0;
@@ -275,9 +279,12 @@ static int serve(int fd)
         if (!D.srv.up)
             start_server(uid);
         D.srv.clients++;
-        fprintf(out, "server %lu\nthread %.1f\n", D.srv.id, D.srv.thread);
-        for (int i = 0; i < D.srv.n_pinned; i++)
-            fprintf(out, "pinned %s %" PRIu64 "\n", D.srv.pinned[i].key, D.srv.pinned[i].bytes);
+        fprintf(out, "server %lu\n", D.srv.id);
+        if (!mps_v3_client(lfd, out)) {
+            fprintf(out, "thread %.1f\n", D.srv.thread);
+            for (int i = 0; i < D.srv.n_pinned; i++)
+                fprintf(out, "pinned %s %" PRIu64 "\n", D.srv.pinned[i].key, D.srv.pinned[i].bytes);
+        }
         fprintf(out, "ok\n");
         D.fds[D.nfds++] = (struct pollfd){ .fd = fd, .events = POLLIN };
         fd = -1;
@@ -298,8 +305,10 @@ static int serve(int fd)
     return quit;
 }
 
-int mps_daemon_serve(int lfd, int ready_fd, const char *pipe_dir, const char *log_dir, bool multiuser)
+int mps_daemon_serve(int lfd, int ready_fd, const char *pipe_dir, const char *log_dir, bool multiuser,
+                     bool v3)
 {
+    D.v3 = v3;
     D.pipe = pipe_dir;
     D.log = log_dir;
     D.multiuser = multiuser;
@@ -330,17 +339,28 @@ int mps_daemon_serve(int lfd, int ready_fd, const char *pipe_dir, const char *lo
         close(ready_fd);
     bool quit = false;
     while (!quit && !stop) {
-        if (poll(D.fds, (nfds_t)D.nfds, -1) < 0)
+        /* the namespaces' sockets after the daemon's own and its clients' */
+        struct pollfd all[1 + MAX_CLIENTS + 64];
+        int ns[64], n_ns = mps_v3_listen_fds(ns, 64);
+        memcpy(all, D.fds, (size_t)D.nfds * sizeof(*all));
+        for (int i = 0; i < n_ns; i++)
+            all[D.nfds + i] = (struct pollfd){ .fd = ns[i], .events = POLLIN };
+        int nfds = D.nfds;
+        if (poll(all, (nfds_t)(nfds + n_ns), -1) < 0)
             continue; /* EINTR: a signal, checked above */
-        for (int i = D.nfds - 1; i >= 1; i--)
-            if (D.fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+        for (int i = nfds - 1; i >= 1; i--)
+            if (all[i].revents & (POLLIN | POLLHUP | POLLERR))
                 client_gone(i); /* clients send nothing more: readable means closed */
-        if (D.fds[0].revents & POLLIN) {
-            int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        for (int i = 0; i < 1 + n_ns && !quit; i++) {
+            int l = i ? ns[i - 1] : lfd;
+            if (!((i ? all[nfds + i - 1] : all[0]).revents & POLLIN))
+                continue;
+            int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
             if (fd >= 0)
-                quit = serve(fd) == 1;
+                quit = serve(fd, l) == 1;
         }
     }
+    mps_v3_end(pipe_dir);
     char path[4096];
     /* The socket last: once it is gone, so is the rest. */
     const char *files[] = { MPS_STATE_FILE, MPS_PID_FILE, MPS_SOCKET };

@@ -84,6 +84,8 @@ static json_t *claim_to_json(const struct dra_ckpt_claim *cl)
                                 json_string(dra_ts_interval_name(d->config.interval)));
         if (d->config.sharing == DRA_SHARING_MPS && d->config.mps.id[0])
             json_object_set_new(o, "mpsId", json_string(d->config.mps.id));
+        if (d->config.sharing == DRA_SHARING_MPS && d->config.mps.ns[0])
+            json_object_set_new(o, "mpsNamespace", json_string(d->config.mps.ns));
         if (d->share_id)
             json_object_set_new(o, "share", json_pack("{s:s, s:I, s:I}", "id", d->share_id,
                                                       "memory", (json_int_t)d->share_memory,
@@ -122,7 +124,7 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
     const char *dev = str(o, "device"), *pool = str(o, "pool"), *req = str(o, "request"),
                *cdi = str(o, "cdiDeviceID"), *kind = str(o, "configKind"),
                *sharing = str(o, "sharing"), *interval = str(o, "interval"),
-               *mps_id = str(o, "mpsId");
+               *mps_id = str(o, "mpsId"), *mps_ns = str(o, "mpsNamespace");
     if (!dev || !pool || !req || !cdi || !kind)
         return -EINVAL;
     struct dra_config cfg = dra_config_default(streq(kind, "MigDeviceConfig") ? DRA_CONFIG_MIG
@@ -136,6 +138,11 @@ static int device_from_json(json_t *o, struct dra_ckpt_device *d)
         return -EINVAL;
     if (mps_id)
         snprintf(cfg.mps.id, sizeof(cfg.mps.id), "%s", mps_id);
+    /* its name (the share's) is checked with the record too */
+    if (mps_ns && (!mps_id || strlen(mps_ns) >= sizeof(cfg.mps.ns)))
+        return -EINVAL;
+    if (mps_ns)
+        snprintf(cfg.mps.ns, sizeof(cfg.mps.ns), "%s", mps_ns);
     json_t *mig = json_object_get(o, "mig");
     const char *parent = str(mig, "parentUUID"), *mig_uuid = str(mig, "migUUID");
     json_t *gi = json_object_get(mig, "giId"), *ci = json_object_get(mig, "ciId");
@@ -194,6 +201,13 @@ static const char *record_fails(const struct dra_ckpt_claim *cl, const char *poo
         if (d->config.mps.id[0] && !(d->share_id ? dra_shares_mps_id_valid(d->config.mps.id)
                                                   : dra_mps_id_of(d->config.mps.id, cl->uid)))
             return "an MPS control daemon id not its own";
+        if (d->config.mps.ns[0]) {
+            char ns[DRA_MPS_NS_MAX];
+            if (d->share_id)
+                dra_shares_mps_ns(cl->uid, d->share_id, ns);
+            if (!d->share_id || !streq(ns, d->config.mps.ns))
+                return "an MPS namespace not its share's";
+        }
     }
     return NULL;
 }

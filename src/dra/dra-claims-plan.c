@@ -138,7 +138,7 @@ int claims_plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
                                  "shared through MPS, %s cannot apply to a share", rd->share_id,
                                  a->device, dra_sharing_name(a->config.sharing));
             /* its GPU's one MPS control daemon, which every share of it uses */
-            dra_shares_mps(&c->inv->gpus[d->gpu], &rd->config);
+            dra_shares_mps(c->inv, &c->inv->gpus[d->gpu], claim->uid, rd, &rd->config);
         }
         bool seen = false;
         for (size_t k = 0; k < *n_devs && !seen; k++)

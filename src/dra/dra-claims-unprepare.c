@@ -17,32 +17,47 @@ static bool has_config(const struct dra_ckpt_device *d, const char *device)
     return d->config.sharing != DRA_SHARING_NONE && streq(d->device, device);
 }
 
+/* Whether no other device of rec (those after k where later says so, else those before)
+ * nor any other recorded claim uses MPS daemon mps. */
+static bool mps_alone(const struct dra_claims *c, const struct dra_ckpt_claim *rec, size_t k,
+                      const char *mps, bool later)
+{
+    for (size_t j = later ? k + 1 : 0; j < (later ? rec->n_devices : k); j++)
+        if (streq(rec->devices[j].config.mps.id, mps) &&
+            rec->devices[j].config.sharing == DRA_SHARING_MPS)
+            return false;
+    for (size_t i = 0; i < c->ckpt.n_claims; i++) {
+        const struct dra_ckpt_claim *o = &c->ckpt.claims[i];
+        for (size_t j = 0; o != rec && j < o->n_devices; j++)
+            if (o->devices[j].config.sharing == DRA_SHARING_MPS &&
+                streq(o->devices[j].config.mps.id, mps))
+                return false;
+    }
+    return true;
+}
+
 /* Whether device k of rec is reset when rec goes: it has a sharing config, no earlier
  * device of rec names it (once is enough), and no other recorded claim holds it with a
  * sharing config. Only adminAccess results let two claims hold one device (dra-claims.h);
  * the setting of the one still recorded stays, and the last one to go resets it. A claim
- * whose prepare applies its configs now is recorded (PrepareStarted), so it counts. */
-static bool to_reset(const struct dra_claims *c, const struct dra_ckpt_claim *rec, size_t k)
+ * whose prepare applies its configs now is recorded (PrepareStarted), so it counts.
+ * A share's MPS v3 namespace is its own: always reset, *ns_only set unless it is the
+ * daemon's last share (the last of rec's too, so its other namespaces go first). */
+static bool to_reset(const struct dra_claims *c, const struct dra_ckpt_claim *rec, size_t k,
+                     bool *ns_only)
 {
     const char *device = rec->devices[k].device;
-    if (rec->devices[k].config.sharing == DRA_SHARING_NONE)
+    const struct dra_config *cfg = &rec->devices[k].config;
+    *ns_only = false;
+    if (cfg->sharing == DRA_SHARING_NONE)
         return false;
     /* MPS: what is reset is a daemon, by its id; it stops when no other record uses it
      * (a GPU's shares share one; two claims holding one GPU through adminAccess each have
      * their own, and each one's goes with its claim) */
-    const char *mps = rec->devices[k].config.sharing == DRA_SHARING_MPS ? rec->devices[k].config.mps.id : NULL;
-    if (mps && *mps) {
-        for (size_t j = 0; j < k; j++)
-            if (streq(rec->devices[j].config.mps.id, mps) &&
-                rec->devices[j].config.sharing == DRA_SHARING_MPS)
-                return false;
-        for (size_t i = 0; i < c->ckpt.n_claims; i++) {
-            const struct dra_ckpt_claim *o = &c->ckpt.claims[i];
-            for (size_t j = 0; o != rec && j < o->n_devices; j++)
-                if (o->devices[j].config.sharing == DRA_SHARING_MPS &&
-                    streq(o->devices[j].config.mps.id, mps))
-                    return false;
-        }
+    if (cfg->sharing == DRA_SHARING_MPS && cfg->mps.id[0]) {
+        if (!cfg->mps.ns[0])
+            return mps_alone(c, rec, k, cfg->mps.id, false);
+        *ns_only = !mps_alone(c, rec, k, cfg->mps.id, true);
         return true;
     }
     for (size_t j = 0; j < k; j++)
@@ -94,9 +109,12 @@ static int reset_next(struct dra_claims *c, struct pending *p, struct error *err
         const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, uid);
         if (!rec || p->dev >= rec->n_devices)
             return 0;
-        if (!to_reset(c, rec, p->dev))
+        bool ns_only;
+        if (!to_reset(c, rec, p->dev, &ns_only))
             continue;
         const struct dra_ckpt_device *d = &rec->devices[p->dev];
+        struct dra_config cfg = d->config;
+        cfg.mps.ns_only = ns_only;
         const struct inv_gpu *gpu = NULL;
         const struct inv_mig *mig = NULL;
         int r = claims_device(c, d->device, &gpu, &mig, err);
@@ -109,7 +127,7 @@ static int reset_next(struct dra_claims *c, struct pending *p, struct error *err
             continue;
         }
         if (r == 0)
-            r = c->reset_config(c->apply_userdata, gpu, mig, &d->config, reset_done, p, &p->op, err);
+            r = c->reset_config(c->apply_userdata, gpu, mig, &cfg, reset_done, p, &p->op, err);
         if (r < 0)
             return reset_failed(err, d);
         if (r > 0)

@@ -33,6 +33,8 @@ enum dra_ts_interval { DRA_TS_DEFAULT, DRA_TS_SHORT, DRA_TS_MEDIUM, DRA_TS_LONG 
 #define DRA_MPS_GROUP_MAX 16
 /* "<claim UID>-<5 hex>" */
 #define DRA_MPS_ID_MAX (DRA_CLAIM_UID_MAX + 7)
+/* A GPU share's MPS v3 namespace: "s" and 16 hex digits (dra-shares.h) */
+#define DRA_MPS_NS_MAX 18
 
 /* defaultPerDevicePinnedMemoryLimit: a key (a UUID of the group, or a decimal index into
  * its UUIDs sorted) and its limit, whole MiB (NVIDIA's value/1024/1024, at least 1). */
@@ -53,6 +55,13 @@ struct dra_mps_config {
     char id[DRA_MPS_ID_MAX];                 /* the group's daemon; "" until planned */
     unsigned n_group;                        /* the group's UUIDs, sorted ascending */
     char group[DRA_MPS_GROUP_MAX][DRA_MPS_KEY_MAX];
+    /* A GPU share's own MPS v3 namespace in its GPU's daemon (driver r615+, dra-shares.h),
+     * "" for anything else; only the name survives in the checkpoint (an unprepare deletes
+     * it by name). */
+    char ns[DRA_MPS_NS_MAX];
+    int64_t ns_mib;  /* its pinned-memory limit */
+    int ns_pct;      /* its active thread percentage */
+    bool ns_only;    /* a reset's: the namespace goes, the daemon stays (other shares use it) */
 };
 
 struct dra_config {

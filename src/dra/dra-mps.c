@@ -193,7 +193,12 @@ void dra_mps_cdi_edits(json_t *spec, const char *uid, const struct dra_ckpt_devi
         json_array_append_new(array_at(edits, "env"),
                               json_string("CUDA_MPS_PIPE_DIRECTORY=" PIPE_IN_CONTAINER));
         _cleanup_free_ char *shm = xasprintf("%s/" DRA_MPS_SUBDIR "/%s/shm", plugin_dir, c->mps.id);
-        _cleanup_free_ char *pipe = xasprintf("%s/" DRA_MPS_SUBDIR "/%s/pipe", plugin_dir, c->mps.id);
+        /* a share's v3 namespace: its directory alone, so the container reaches no other
+         * share's namespace (nor the server's default one, which has no limits) */
+        _cleanup_free_ char *pipe = c->mps.ns[0]
+            ? xasprintf("%s/" DRA_MPS_SUBDIR "/%s/pipe/" DRA_MPS_SERVER "/%s", plugin_dir, c->mps.id,
+                        c->mps.ns)
+            : xasprintf("%s/" DRA_MPS_SUBDIR "/%s/pipe", plugin_dir, c->mps.id);
         json_t *mounts = array_at(edits, "mounts");
         json_array_append_new(mounts, bind_mount(shm, "/dev/shm"));
         json_array_append_new(mounts, bind_mount(pipe, PIPE_IN_CONTAINER));
@@ -231,6 +236,10 @@ static json_t *desired_json(const struct dra_mps_config *m)
                           "pinnedDeviceMemoryLimitMiB", limits, "multiUser", m->multi_user);
     if (m->thread_pct >= 0)
         json_object_set_new(o, "activeThreadPercentage", json_integer(m->thread_pct));
+    /* a share's: the daemon runs MPS v3 with one server its namespaces live in (the same
+     * for every share of the GPU, so a later share's Prepare leaves the daemon be) */
+    if (m->ns[0])
+        json_object_set_new(o, "protocol", json_integer(3));
     return o;
 }
 
@@ -255,6 +264,57 @@ int dra_mps_desire(const char *plugin_dir, const struct dra_mps_config *m, struc
     return tell_runner(plugin_dir, m->id, err);
 }
 
+/* The namespace files of a daemon directory the runner never took: only ours (*.json)
+ * can be there, the runner's come once it has. */
+static void drop_ns_files(const char *dir)
+{
+    _cleanup_free_ char *nsdir = xasprintf("%s/" DRA_MPS_NS_DIR, dir);
+    DIR *d = opendir(nsdir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.')
+            (void)unlinkat(dirfd(d), e->d_name, 0);
+    if (d)
+        closedir(d);
+    (void)rmdir(nsdir);
+}
+
+static char *ns_path(const char *plugin_dir, const char *id, const char *ns, const char *suffix)
+{
+    return xasprintf("%s/" DRA_MPS_SUBDIR "/%s/" DRA_MPS_NS_DIR "/%s%s", plugin_dir, id, ns, suffix);
+}
+
+int dra_mps_ns_desire(const char *plugin_dir, const struct dra_mps_config *m, struct error *err)
+{
+    _cleanup_free_ char *dir = xasprintf("%s/" DRA_MPS_SUBDIR "/%s/" DRA_MPS_NS_DIR, plugin_dir, m->id);
+    _cleanup_free_ char *path = ns_path(plugin_dir, m->id, m->ns, DRA_MPS_NS_DESIRED);
+    _cleanup_free_ char *text = xasprintf("{\"activeThreadPercentage\":%d,\"pinnedMemoryLimitMiB\":%lld}",
+                                          m->ns_pct, (long long)m->ns_mib);
+    _cleanup_free_ char *old = NULL;
+    size_t len;
+    if (read_file_bounded_flags(path, O_NOFOLLOW, DESIRED_MAX, &old, &len, NULL) == 0 &&
+        streq(old, text))
+        return 0;
+    int r = mkdir_p(dir, 0755);
+    if (r < 0)
+        return error_set(err, r, "creating %s: %s", dir, strerror(-r));
+    if ((r = write_file_atomic(path, text, strlen(text), 0644, false)) < 0)
+        return error_set(err, r, "writing %s: %s", path, strerror(-r));
+    return tell_runner(plugin_dir, m->id, err);
+}
+
+int dra_mps_ns_undesire(const char *plugin_dir, const char *id, const char *ns, struct error *err)
+{
+    _cleanup_free_ char *path = ns_path(plugin_dir, id, ns, DRA_MPS_NS_DESIRED);
+    _cleanup_free_ char *made = ns_path(plugin_dir, id, ns, DRA_MPS_NS_READY);
+    struct stat st;
+    if (unlink(path) < 0 && errno != ENOENT)
+        return error_set(err, -errno, "removing %s: %s", path, strerror(errno));
+    if (lstat(made, &st) < 0 && errno == ENOENT)
+        return 0; /* never created: nothing for the runner to delete */
+    int r = tell_runner(plugin_dir, id, err);
+    return r < 0 ? r : 1;
+}
+
 int dra_mps_undesire(const char *plugin_dir, const char *id, struct error *err)
 {
     _cleanup_free_ char *dir = xasprintf("%s/" DRA_MPS_SUBDIR "/%s", plugin_dir, id);
@@ -265,9 +325,13 @@ int dra_mps_undesire(const char *plugin_dir, const char *id, struct error *err)
         return 0; /* never desired, or stopped already: NVIDIA's idempotent unprepare */
     if (unlink(path) < 0 && errno != ENOENT)
         return error_set(err, -errno, "removing %s: %s", path, strerror(errno));
-    /* Not taken by the runner (none runs, or not yet): ours to remove. rmdir fails when
-     * the runner took it meanwhile (running.json, or its temporary file, is there). */
-    int owned = lstat(running, &st) == 0 || (rmdir(dir) < 0 && errno != ENOENT);
+    /* Not taken by the runner (none runs, or not yet): ours to remove, with the namespaces
+     * desired in it. rmdir fails when the runner took it meanwhile (running.json, or its
+     * temporary file, is there). */
+    int owned = lstat(running, &st) == 0;
+    if (!owned)
+        drop_ns_files(dir);
+    owned = owned || (rmdir(dir) < 0 && errno != ENOENT);
     int r = tell_runner(plugin_dir, id, err);
     return r < 0 ? r : owned;
 }
@@ -277,8 +341,8 @@ int dra_mps_undesire(const char *plugin_dir, const char *id, struct error *err)
 struct dra_mps_wait {
     struct loop *loop;
     struct loop_timer *timer;
-    char *path, *id;
-    bool ready;
+    char *path, *id, *failed; /* failed: the runner's reason a namespace was not made */
+    bool ready, ns;
     uint64_t deadline_ms;
     struct backoff backoff;
     dra_mps_wait_fn done;
@@ -296,6 +360,7 @@ static void wait_free(struct dra_mps_wait *w)
 {
     free(w->path);
     free(w->id);
+    free(w->failed);
     free(w);
 }
 
@@ -305,7 +370,12 @@ static void on_check(struct loop *l, struct loop_timer *t, void *userdata)
     w->timer = NULL;
     struct error err = { 0 };
     int r = 0;
-    if (!reached(w)) {
+    _cleanup_free_ char *why = NULL;
+    size_t len;
+    if (w->failed && !reached(w) &&
+        read_file_bounded_flags(w->failed, O_NOFOLLOW, DESIRED_MAX, &why, &len, NULL) == 0) {
+        r = error_set(&err, -EIO, "%s", why);
+    } else if (!reached(w)) {
         uint64_t now = loop_now_ms();
         if (now < w->deadline_ms) {
             uint64_t delay = backoff_next(&w->backoff);
@@ -313,7 +383,13 @@ static void on_check(struct loop *l, struct loop_timer *t, void *userdata)
                                       on_check, w);
             return;
         }
-        r = w->ready ? error_set(&err, -EINPROGRESS, DRA_MPS_NOT_READY)
+        r = w->ready && w->ns ? error_set(&err, -EINPROGRESS, DRA_MPS_NOT_READY " (namespace %s)",
+                                          w->id)
+            : w->ready ? error_set(&err, -EINPROGRESS, DRA_MPS_NOT_READY)
+            : w->ns ? error_set(&err, -ETIMEDOUT, "the MPS namespace of %s was not deleted within "
+                                "%u s (mps-control-daemon removes %s when it has): is the "
+                                "mps-control-daemon DaemonSet running on this node with --dra? try "
+                                "again", w->id, (unsigned)(DRA_MPS_STOP_TIMEOUT_MS / 1000), w->path)
                      : error_set(&err, -ETIMEDOUT, "the MPS control daemon %s was not stopped "
                                  "within %u s (mps-control-daemon removes %s when it has): is "
                                  "the mps-control-daemon DaemonSet running on this node with "
@@ -324,16 +400,24 @@ static void on_check(struct loop *l, struct loop_timer *t, void *userdata)
     wait_free(w);
 }
 
-int dra_mps_wait(struct loop *l, const char *plugin_dir, const char *id, bool ready,
-                 unsigned timeout_ms, dra_mps_wait_fn done, void *userdata,
+int dra_mps_wait(struct loop *l, const char *plugin_dir, const char *id, const char *ns,
+                 bool ready, unsigned timeout_ms, dra_mps_wait_fn done, void *userdata,
                  struct dra_mps_wait **out)
 {
     struct dra_mps_wait *w = xcalloc(1, sizeof(*w));
     *w = (struct dra_mps_wait){ .loop = l, .ready = ready, .done = done, .userdata = userdata,
-                                .id = xstrdup(id), .deadline_ms = loop_now_ms() + timeout_ms,
+                                .deadline_ms = loop_now_ms() + timeout_ms,
                                 .backoff = BACKOFF_INIT(20, 1000, 0, false) };
-    w->path = ready ? xasprintf("%s/" DRA_MPS_SUBDIR "/%s/" DRA_MPS_READY_MARKER, plugin_dir, id)
-                    : xasprintf("%s/" DRA_MPS_SUBDIR "/%s", plugin_dir, id);
+    if (ns) {
+        w->ns = true;
+        w->id = xasprintf("%s (namespace %s)", id, ns);
+        w->path = ns_path(plugin_dir, id, ns, DRA_MPS_NS_READY);
+        w->failed = ready ? ns_path(plugin_dir, id, ns, DRA_MPS_NS_FAILED) : NULL;
+    } else {
+        w->id = xstrdup(id);
+        w->path = ready ? xasprintf("%s/" DRA_MPS_SUBDIR "/%s/" DRA_MPS_READY_MARKER, plugin_dir, id)
+                        : xasprintf("%s/" DRA_MPS_SUBDIR "/%s", plugin_dir, id);
+    }
     if (reached(w)) {
         wait_free(w);
         return 0;
@@ -353,6 +437,51 @@ void dra_mps_wait_cancel(struct dra_mps_wait *w)
 
 /* ---- the start-up sweep -------------------------------------------------------------- */
 
+/* Whether the checkpoint holds a share with namespace ns of daemon id. */
+static bool ns_recorded(const struct dra_checkpoint *ck, const char *id, const char *ns)
+{
+    for (size_t i = 0; i < ck->n_claims; i++)
+        for (size_t j = 0; j < ck->claims[i].n_devices; j++) {
+            const struct dra_mps_config *m = &ck->claims[i].devices[j].config.mps;
+            if (ck->claims[i].devices[j].config.sharing == DRA_SHARING_MPS && streq(m->id, id) &&
+                streq(m->ns, ns))
+                return true;
+        }
+    return false;
+}
+
+/* The namespaces desired in daemon id for shares the checkpoint does not hold (unprepared
+ * while the plugin was down, or a Prepare that died before its record): removed, so the
+ * runner deletes them. The number removed. */
+static int sweep_ns(const char *plugin_dir, const char *id, const struct dra_checkpoint *ck)
+{
+    _cleanup_free_ char *dir = xasprintf("%s/" DRA_MPS_SUBDIR "/%s/" DRA_MPS_NS_DIR, plugin_dir, id);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t len = strlen(e->d_name), sl = strlen(DRA_MPS_NS_DESIRED);
+        if (e->d_name[0] == '.' || len <= sl || len - sl >= DRA_MPS_NS_MAX ||
+            !streq(e->d_name + len - sl, DRA_MPS_NS_DESIRED))
+            continue;
+        char ns[DRA_MPS_NS_MAX];
+        snprintf(ns, sizeof(ns), "%.*s", (int)(len - sl), e->d_name);
+        if (ns_recorded(ck, id, ns))
+            continue;
+        struct error err = { 0 };
+        if (dra_mps_ns_undesire(plugin_dir, id, ns, &err) < 0)
+            log_warning("MPS: removing namespace %s of %s, whose share is not prepared: %s, "
+                        "ignoring", ns, id, err.msg);
+        else {
+            log_info("MPS: the share of namespace %s of control daemon %s is not prepared: its "
+                     "desired state removed", ns, id);
+            n++;
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 int dra_mps_sweep(const char *plugin_dir, const struct dra_checkpoint *ck)
 {
     _cleanup_free_ char *root = xasprintf("%s/" DRA_MPS_SUBDIR, plugin_dir);
@@ -362,6 +491,11 @@ int dra_mps_sweep(const char *plugin_dir, const struct dra_checkpoint *ck)
     int n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         size_t len = strlen(e->d_name);
+        /* a GPU share daemon's directory: "share-" and 16 hex (dra-shares.h) */
+        if (strncmp(e->d_name, "share-", 6) == 0 && len == 22) {
+            n += sweep_ns(plugin_dir, e->d_name, ck);
+            continue;
+        }
         if (e->d_name[0] == '.' || len <= 6 || len - 6 > DRA_CLAIM_UID_MAX)
             continue;
         char uid[DRA_CLAIM_UID_MAX + 1];

@@ -13,7 +13,16 @@
  *   <id>/running.json   the runner's: it owns the id from then on (stops it, resets the
  *                       compute mode, unmounts shm, removes the directory);
  *   <id>/log/startup.log "startup complete": the daemon serves (NVIDIA's marker);
- *   <id>/pipe, <id>/shm the container's /tmp/nvidia-mps and /dev/shm (dra_mps_cdi_edits).
+ *   <id>/pipe, <id>/shm the container's /tmp/nvidia-mps and /dev/shm (dra_mps_cdi_edits);
+ * a GPU share's daemon on an r615+ driver (desired "protocol": 3, dra-shares.h) also has
+ *   <id>/ns/<ns>.json   written by the plugin at the share's Prepare: the namespace's
+ *                       {"activeThreadPercentage", "pinnedMemoryLimitMiB"}; removed at
+ *                       its Unprepare;
+ *   <id>/ns/<ns>.ready  the runner's, once the namespace is made, its limits set and read
+ *                       back; removed once it is deleted;
+ *   <id>/ns/<ns>.failed the runner's: why it could not be made (the Prepare's error);
+ *   <id>/pipe/shares/<ns> the namespace's pipe directory (server "shares"): the only pipe
+ *                       directory the share's container sees, at /tmp/nvidia-mps.
  * id = "<claim UID>-<first 5 hex of sha256(sorted UUIDs joined by ",")>", NVIDIA's.
  *
  * A group: the devices of one claim whose configs ask for the same daemon (dra-config.h,
@@ -35,6 +44,11 @@
 #define DRA_MPS_RUNNING "running.json"
 #define DRA_MPS_TRIGGER ".changed"
 #define DRA_MPS_READY_MARKER "log/startup.log"
+#define DRA_MPS_NS_DIR "ns"
+#define DRA_MPS_NS_DESIRED ".json"
+#define DRA_MPS_NS_READY ".ready"
+#define DRA_MPS_NS_FAILED ".failed"
+#define DRA_MPS_SERVER "shares" /* the one v3 server of a share daemon */
 /* NVIDIA's readiness bound: its backoff 1 s doubling, 4 steps, is about 15 s at most. */
 #define DRA_MPS_READY_TIMEOUT_MS 15000u
 /* The runner's stop: `quit`, nvidia-smi -c DEFAULT per GPU, an unmount, each bounded. */
@@ -68,19 +82,28 @@ int dra_mps_desire(const char *plugin_dir, const struct dra_mps_config *m, struc
  * such id, or the runner had not taken it: its directory removed here). -errno, err. */
 int dra_mps_undesire(const char *plugin_dir, const char *id, struct error *err);
 
+/* A share's namespace (m->ns, in daemon m->id) desired: its file written (unless the same
+ * is there) and the runner told. 0 or -errno, err. */
+int dra_mps_ns_desire(const char *plugin_dir, const struct dra_mps_config *m, struct error *err);
+/* Its file removed and the runner told: 1 when the runner made it (its .ready goes when it
+ * is deleted), 0 when it never did. -errno, err. */
+int dra_mps_ns_undesire(const char *plugin_dir, const char *id, const char *ns, struct error *err);
+
 /* Waiting on the loop, a timer checking (20 ms doubling to 1 s): until id's daemon is
- * ready (startup.log) or until its directory is gone. 0 when it already is; 1 with *out
- * set (done is called once from the loop, unless dra_mps_wait_cancel comes first), or
- * -errno. At timeout_ms done gets -EINPROGRESS (ready: DRA_MPS_NOT_READY) or -ETIMEDOUT. */
+ * ready (startup.log) or until its directory is gone; with ns, until that namespace of it
+ * is made (<ns>.ready; <ns>.failed ends the wait with the runner's reason, -EIO) or
+ * deleted. 0 when it already is; 1 with *out set (done is called once from the loop,
+ * unless dra_mps_wait_cancel comes first), or -errno. At timeout_ms done gets
+ * -EINPROGRESS (ready: DRA_MPS_NOT_READY) or -ETIMEDOUT. */
 struct loop;
 struct dra_mps_wait;
 typedef void (*dra_mps_wait_fn)(void *userdata, int r, const struct error *err);
-int dra_mps_wait(struct loop *l, const char *plugin_dir, const char *id, bool ready,
-                 unsigned timeout_ms, dra_mps_wait_fn done, void *userdata,
+int dra_mps_wait(struct loop *l, const char *plugin_dir, const char *id, const char *ns,
+                 bool ready, unsigned timeout_ms, dra_mps_wait_fn done, void *userdata,
                  struct dra_mps_wait **out);
 void dra_mps_wait_cancel(struct dra_mps_wait *w);
 
 /* At start: the desired states of claims the checkpoint does not hold removed (a claim
- * unprepared, or forgotten, while the plugin was down); the others' daemons stay. The
- * number removed. */
+ * unprepared, or forgotten, while the plugin was down), and the namespaces of GPU share
+ * daemons whose shares it does not hold; the others' daemons stay. The number removed. */
 int dra_mps_sweep(const char *plugin_dir, const struct dra_checkpoint *ck);

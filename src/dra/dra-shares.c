@@ -114,7 +114,23 @@ static int by_bus_id(const void *a, const void *b)
 #define SHARES_MPS_PREFIX "share-"
 #define SHARES_MPS_HEX 16
 
-void dra_shares_mps(const struct inv_gpu *gpu, struct dra_config *out)
+bool dra_shares_mps_v3(const struct inventory *inv)
+{
+    /* "615.44.01": the branch is the number before the first dot ("" when NVML could not
+     * say: no v3, as before r615) */
+    return atoi(inv->driver_version) >= DRA_SHARES_MPS_V3_DRIVER;
+}
+
+void dra_shares_mps_ns(const char *uid, const char *share_id, char out[DRA_MPS_NS_MAX])
+{
+    _cleanup_free_ char *key = xasprintf("%s/%s", uid, share_id);
+    char hex[65];
+    digest_sha256_hex(key, strlen(key), hex);
+    snprintf(out, DRA_MPS_NS_MAX, "s%.16s", hex);
+}
+
+void dra_shares_mps(const struct inventory *inv, const struct inv_gpu *gpu, const char *uid,
+                    const struct dra_ckpt_device *share, struct dra_config *out)
 {
     *out = dra_config_default(DRA_CONFIG_GPU);
     out->sharing = DRA_SHARING_MPS;
@@ -127,6 +143,11 @@ void dra_shares_mps(const struct inv_gpu *gpu, struct dra_config *out)
     char hex[65];
     digest_sha256_hex(gpu->uuid, strlen(gpu->uuid), hex);
     snprintf(out->mps.id, sizeof(out->mps.id), SHARES_MPS_PREFIX "%.*s", SHARES_MPS_HEX, hex);
+    if (!dra_shares_mps_v3(inv))
+        return;
+    dra_shares_mps_ns(uid, share->share_id, out->mps.ns);
+    out->mps.ns_mib = (int64_t)(share->share_memory >> 20);
+    out->mps.ns_pct = (int)share->share_compute;
 }
 
 bool dra_shares_mps_id_valid(const char *id)

@@ -37,11 +37,24 @@ int dra_shares_fit(const struct inventory *inv, const struct dra_device_set *set
  * cgroup where the driver and host allow (dra-share-hook.h, docs/cdi-hook.md). */
 void dra_shares_spec(json_t *spec, const struct config *cfg, const struct inventory *inv,
                      const struct dra_device_set *set, const struct dra_ckpt_claim *rec);
-/* The sharing config of a share of gpu: MPS, through the GPU's one control daemon
- * ("share-<16 hex of the SHA-256 of its UUID>", every share of the GPU uses it; the last
- * one's unprepare stops it),
- * with no daemon-wide limits: each share's are its client's (above) and its cgroup's. */
-void dra_shares_mps(const struct inv_gpu *gpu, struct dra_config *out);
+/* The first driver branch whose MPS has v3 namespaces (nvidia-cuda-mps-control -p 3), the
+ * branch of the per-cgroup memory limits too (docs/dra.md, "What bounds a share"). */
+#define DRA_SHARES_MPS_V3_DRIVER 615
+/* Whether the node's driver (inv->driver_version) is of that branch or later. */
+bool dra_shares_mps_v3(const struct inventory *inv);
+/* The MPS v3 namespace of share share_id of claim uid: "s" and 16 hex digits of the
+ * SHA-256 of "<uid>/<shareID>" (a namespace name is lower-case letters, digits and '_',
+ * at most 64; the claim's UID in it: a forged claim reusing another's shareID gets a
+ * namespace of its own). */
+void dra_shares_mps_ns(const char *uid, const char *share_id, char out[DRA_MPS_NS_MAX]);
+/* The sharing config of share (a recorded share of gpu, in claim uid): MPS, through the
+ * GPU's one control daemon ("share-<16 hex of the SHA-256 of its UUID>", every share of
+ * the GPU uses it; the last one's unprepare stops it), with no daemon-wide limits. On an
+ * r615+ driver the share also gets its own v3 namespace in that daemon (dra_shares_mps_ns)
+ * holding its memory (whole MiB) and compute (percent) as the daemon's limits; before,
+ * its limits are its client's (above) and its cgroup's. */
+void dra_shares_mps(const struct inventory *inv, const struct inv_gpu *gpu, const char *uid,
+                    const struct dra_ckpt_device *share, struct dra_config *out);
 /* Whether id is a shared GPU's daemon id ("share-" and 16 lower-case hex digits). */
 bool dra_shares_mps_id_valid(const char *id);
 /* Whether two recorded devices (names a, b; share IDs sa, sb, NULL: whole) may be held at

@@ -112,7 +112,9 @@ static void mps_waited(void *userdata, int r, const struct error *err)
 }
 
 /* MPS of a device (dra-mps.h): its group's desired state (ready: made, else removed),
- * then its daemon waited for (ready, or stopped and its directory gone). */
+ * then its daemon waited for (ready, or stopped and its directory gone). A share with a v3
+ * namespace: its namespace desired with the daemon and waited for (made, limits set), and
+ * at reset deleted, with the daemon too unless ns_only (other shares use it). */
 static int mps(const struct dra_sharing_ctx *s, const struct dra_config *cfg, bool ready,
                dra_apply_done_fn done, void *userdata, struct dra_apply_op **opp,
                struct error *err)
@@ -121,15 +123,26 @@ static int mps(const struct dra_sharing_ctx *s, const struct dra_config *cfg, bo
         return ready ? error_set(err, -EINVAL, "no MPS control daemon was planned for it") : 0;
     if (!s->plugin_dir)
         return error_set(err, -ENOTSUP, "MPS needs the plugin's directory (not given)");
-    int r = ready ? dra_mps_desire(s->plugin_dir, &cfg->mps, err)
-                  : dra_mps_undesire(s->plugin_dir, cfg->mps.id, err);
+    const char *ns = cfg->mps.ns[0] ? cfg->mps.ns : NULL;
+    int r;
+    if (ready) {
+        r = dra_mps_desire(s->plugin_dir, &cfg->mps, err);
+        if (r >= 0 && ns)
+            r = dra_mps_ns_desire(s->plugin_dir, &cfg->mps, err);
+    } else {
+        r = ns ? dra_mps_ns_undesire(s->plugin_dir, cfg->mps.id, ns, err) : 0;
+        if (r >= 0 && !cfg->mps.ns_only)
+            r = dra_mps_undesire(s->plugin_dir, cfg->mps.id, err);
+    }
     if (r < 0)
         return error_prefix(err, "MPS control daemon %s", cfg->mps.id);
     if (!ready && r == 0) /* nothing left, or nothing the runner took */
         return 0;
+    /* the daemon's stop takes its namespaces with it: its directory is what goes */
+    const char *wait_ns = ns && (ready || cfg->mps.ns_only) ? ns : NULL;
     struct dra_apply_op *op = xcalloc(1, sizeof(*op));
     *op = (struct dra_apply_op){ .done = done, .userdata = userdata };
-    r = dra_mps_wait(s->loop, s->plugin_dir, cfg->mps.id, ready,
+    r = dra_mps_wait(s->loop, s->plugin_dir, cfg->mps.id, wait_ns, ready,
                      ready ? s->mps_ready_ms : s->mps_stop_ms, mps_waited, op, &op->wait);
     if (r <= 0) {
         free(op);

@@ -22,6 +22,7 @@
 #include "core/nvsmi.h"
 #include "core/sockwatch.h"
 #include "core/tool.h"
+#include "mps/mps-dra-ns.h"
 #include "mps/mps-dra.h"
 #include "mps/mps.h"
 
@@ -39,6 +40,7 @@ struct desired {
     json_t *limits;      /* UUID -> MiB */
     json_int_t threads;  /* -1: unset */
     bool multi_user;
+    bool v3;             /* "protocol": 3, a GPU share daemon's (mps-dra-ns.h) */
 };
 
 /* An id we started (or failed to), with the desired state it was started for. */
@@ -60,9 +62,10 @@ static int parse(const char *text, struct desired *d, json_t **root)
 {
     json_t *o = json_loads(text, 0, NULL);
     json_t *devs = json_object_get(o, "devices"), *lim = json_object_get(o, "pinnedDeviceMemoryLimitMiB"),
-           *thr = json_object_get(o, "activeThreadPercentage");
+           *thr = json_object_get(o, "activeThreadPercentage"), *proto = json_object_get(o, "protocol");
     if (!json_is_array(devs) || !json_array_size(devs) || (lim && !json_is_object(lim)) ||
-        (thr && !json_is_integer(thr))) {
+        (thr && !json_is_integer(thr)) ||
+        (proto && (!json_is_integer(proto) || (json_integer_value(proto) != 2 && json_integer_value(proto) != 3)))) {
         json_decref(o);
         return -EINVAL;
     }
@@ -74,7 +77,8 @@ static int parse(const char *text, struct desired *d, json_t **root)
             return -EINVAL;
         }
     *d = (struct desired){ .devices = devs, .limits = lim, .threads = thr ? json_integer_value(thr) : -1,
-                           .multi_user = json_is_true(json_object_get(o, "multiUser")) };
+                           .multi_user = json_is_true(json_object_get(o, "multiUser")),
+                           .v3 = proto && json_integer_value(proto) == 3 };
     *root = o;
     return 0;
 }
@@ -93,9 +97,12 @@ static char *path_of(const struct mps_dra *m, const char *id, const char *file)
  * (malloc'd). */
 #define SHORT_PIPES "/tmp/gpu-device-plugin-mps"
 #define PIPE_SOCKET_ROOM sizeof("/control_privileged") /* the longest socket it makes there */
-static int pipe_for_daemon(const char *id, const char *pipe, char **out, struct error *err)
+/* v3: a namespace's, "/<server>/<ns>/control" (the plugin's names: "s" and 16 hex) */
+#define PIPE_SOCKET_ROOM_V3 sizeof("/" MPS_DRA_SERVER "/s0123456789abcdef/control")
+static int pipe_for_daemon(const char *id, const char *pipe, bool v3, char **out, struct error *err)
 {
-    if (strlen(pipe) + PIPE_SOCKET_ROOM < sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    size_t room = v3 && PIPE_SOCKET_ROOM_V3 > PIPE_SOCKET_ROOM ? PIPE_SOCKET_ROOM_V3 : PIPE_SOCKET_ROOM;
+    if (strlen(pipe) + room < sizeof(((struct sockaddr_un *)0)->sun_path)) {
         *out = xstrdup(pipe);
         return 0;
     }
@@ -135,23 +142,32 @@ static void drop_short_pipe(const char *pipe)
         (void)unlink(link);
 }
 
-/* nvidia-cuda-mps-control for id's daemon: started (-d, and -M for multiUser), or with
- * command on its stdin. */
-static int control(const struct mps_dra *m, const char *id, const struct desired *d,
-                   bool start, const char *command, struct error *err)
+/* The desired devices, comma-separated (parse refused commas in them), into buf. */
+static int devices_joined(const char *id, const struct desired *d, char *buf, size_t size,
+                          struct error *err)
 {
-    _cleanup_free_ char *pipe = path_of(m, id, "pipe"), *log = path_of(m, id, "log");
-    char visible[4096] = "";
     size_t len = 0, i;
     json_t *v;
+    buf[0] = 0;
     json_array_foreach(d->devices, i, v)
-        len += (size_t)snprintf(visible + len, len < sizeof(visible) ? sizeof(visible) - len : 0,
-                                "%s%s", i ? "," : "", json_string_value(v));
-    if (len >= sizeof(visible))
-        return error_set(err, -E2BIG, "CUDA_VISIBLE_DEVICES of %s: too long", id);
+        len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s%s", i ? "," : "",
+                                json_string_value(v));
+    return len >= size ? error_set(err, -E2BIG, "CUDA_VISIBLE_DEVICES of %s: too long", id) : 0;
+}
+
+/* nvidia-cuda-mps-control for id's daemon: started (-d, -M for multiUser, -p 3 for v3),
+ * or with command on its stdin; its output in out (NULL: not wanted). */
+static int control(const struct mps_dra *m, const char *id, const struct desired *d,
+                   bool start, const char *command, char *out, size_t out_len, struct error *err)
+{
+    _cleanup_free_ char *pipe = path_of(m, id, "pipe"), *log = path_of(m, id, "log");
+    char visible[4096];
+    int vr = devices_joined(id, d, visible, sizeof(visible), err);
+    if (vr < 0)
+        return vr;
     const char *path = getenv("PATH");
     _cleanup_free_ char *short_pipe = NULL;
-    int pr = pipe_for_daemon(id, pipe, &short_pipe, err);
+    int pr = pipe_for_daemon(id, pipe, d->v3, &short_pipe, err);
     if (pr < 0)
         return pr;
     _cleanup_free_ char *e0 = xasprintf("CUDA_MPS_PIPE_DIRECTORY=%s", short_pipe);
@@ -159,10 +175,19 @@ static int control(const struct mps_dra *m, const char *id, const struct desired
     _cleanup_free_ char *e2 = xasprintf("CUDA_VISIBLE_DEVICES=%s", visible);
     _cleanup_free_ char *e3 = xasprintf("PATH=%s", path ? path : "/usr/bin:/bin");
     char *envp[] = { e0, e1, e2, e3, NULL };
-    char *argv[] = { "nvidia-cuda-mps-control", start ? "-d" : NULL,
-                     start && d->multi_user ? "-M" : NULL, NULL };
-    char out[TOOL_OUTPUT_MAX];
-    int r = tool_run(argv, envp, command, MPS_TOOL_TIMEOUT_MS, out, sizeof(out), err);
+    char *argv[5] = { "nvidia-cuda-mps-control" };
+    size_t n = 1;
+    if (start)
+        argv[n++] = "-d";
+    if (start && d->multi_user)
+        argv[n++] = "-M";
+    if (start && d->v3) {
+        argv[n++] = "-p";
+        argv[n++] = "3";
+    }
+    char buf[TOOL_OUTPUT_MAX];
+    int r = tool_run(argv, envp, command, MPS_TOOL_TIMEOUT_MS, out ? out : buf,
+                     out ? out_len : sizeof(buf), err);
     if (r < 0 && command)
         return error_prefix(err, "sending \"%s\" to the MPS daemon %s", command, id);
     return r;
@@ -217,6 +242,19 @@ static int write_text(const char *path, const char *text, struct error *err)
     return r < 0 ? error_set(err, r, "writing %s: %s", path, strerror(-r)) : 0;
 }
 
+/* A control command of a running daemon, for mps-dra-ns.c. */
+struct send_ctx {
+    const struct mps_dra *m;
+    const char *id;
+    const struct desired *d;
+};
+
+static int send_command(void *ctx, const char *command, char *out, size_t out_len, struct error *err)
+{
+    const struct send_ctx *c = ctx;
+    return control(c->m, c->id, c->d, false, command, out, out_len, err);
+}
+
 static int start_daemon(const struct mps_dra *m, const char *id, const char *text,
                         const struct desired *d, struct error *err)
 {
@@ -238,12 +276,21 @@ static int start_daemon(const struct mps_dra *m, const char *id, const char *tex
         return r;
     log_info("Starting MPS control daemon %s (%zu devices%s)", id, json_array_size(d->devices),
              d->multi_user ? ", multi-user" : "");
-    if ((r = control(m, id, d, true, NULL, err)) < 0)
+    if ((r = control(m, id, d, true, NULL, NULL, 0, err)) < 0)
         return r;
+    if (d->v3) {
+        /* its namespaces are made once it is ready (mps_dra_ns_reconcile) */
+        mps_dra_ns_forget(dir);
+        struct send_ctx c = { m, id, d };
+        char devices[4096];
+        if ((r = devices_joined(id, d, devices, sizeof(devices), err)) < 0 ||
+            (r = mps_dra_ns_server(devices, send_command, &c, err)) < 0)
+            return r;
+    }
     if (d->threads >= 0) {
         _cleanup_free_ char *cmd = xasprintf("set_default_active_thread_percentage %lld",
                                              (long long)d->threads);
-        if ((r = control(m, id, d, false, cmd, err)) < 0)
+        if ((r = control(m, id, d, false, cmd, NULL, 0, err)) < 0)
             return r;
     }
     size_t i;
@@ -254,7 +301,7 @@ static int start_daemon(const struct mps_dra *m, const char *id, const char *tex
             continue;
         _cleanup_free_ char *cmd = xasprintf("set_default_device_pinned_mem_limit %s %lldM",
                                              json_string_value(v), (long long)json_integer_value(mib));
-        if ((r = control(m, id, d, false, cmd, err)) < 0)
+        if ((r = control(m, id, d, false, cmd, NULL, 0, err)) < 0)
             return r;
     }
     return write_text(ready, "startup complete\n", err);
@@ -297,7 +344,7 @@ static int stop_daemon(const struct mps_dra *m, const char *id, bool teardown, s
         d = (struct desired){ .devices = NULL }; /* never started: only the directory */
     }
     struct error e = { 0 };
-    if (root && control(m, id, &d, false, "quit", &e) < 0)
+    if (root && control(m, id, &d, false, "quit", NULL, 0, &e) < 0)
         log_warning("MPS control daemon %s: %s, ignoring (it may have ended already)", id, e.msg);
     int r = 0;
     if (teardown) {
@@ -336,6 +383,14 @@ static void forget(struct mps_dra *m, struct id *x)
 
 static void on_retry(struct loop *l, struct loop_timer *t, void *userdata);
 
+/* A v3 daemon's namespaces as its ns/ desires (mps-dra-ns.h). */
+static int namespaces(const struct mps_dra *m, const char *id, const struct desired *d)
+{
+    _cleanup_free_ char *dir = path_of(m, id, NULL);
+    struct send_ctx c = { m, id, d };
+    return mps_dra_ns_reconcile(dir, id, send_command, &c);
+}
+
 /* One id as the disk says: 0, or -errno when something failed (said here). */
 static int reconcile_one(struct mps_dra *m, const char *name)
 {
@@ -366,8 +421,9 @@ static int reconcile_one(struct mps_dra *m, const char *name)
         return r < 0 ? r : -EINVAL;
     }
     if (x && x->ok && streq(x->text, text)) {
+        r = d.v3 ? namespaces(m, name, &d) : 0;
         json_decref(root);
-        return 0;
+        return r;
     }
     /* a daemon of an earlier try, or of our earlier run, goes first */
     if (x || lstat(running, &st) == 0)
@@ -386,9 +442,11 @@ static int reconcile_one(struct mps_dra *m, const char *name)
     x->text = xstrdup(text);
     r = start_daemon(m, name, text, &d, &err);
     x->ok = r >= 0;
-    json_decref(root);
     if (r < 0)
         log_error("Failed to start MPS control daemon %s: %s", name, err.msg);
+    else if (d.v3)
+        r = namespaces(m, name, &d);
+    json_decref(root);
     return r;
 }
 

@@ -272,7 +272,7 @@ static void test_files(const struct dra_device_set *set)
     CHECK(loop_new(&l) == 0);
     struct waited w = { 0 };
     struct dra_mps_wait *op = NULL;
-    CHECK(dra_mps_wait(l, dir, m->id, true, 150, on_waited, &w, &op) == 1);
+    CHECK(dra_mps_wait(l, dir, m->id, NULL, true, 150, on_waited, &w, &op) == 1);
     loop_timer_add(l, 400, on_stop, NULL);
     loop_run(l);
     CHECK(w.calls == 1 && w.r == -EINPROGRESS);
@@ -281,10 +281,10 @@ static void test_files(const struct dra_device_set *set)
     _cleanup_free_ char *marker = xasprintf("%s/startup.log", log);
     CHECK(mkdir_p(log, 0755) == 0);
     touch(marker);
-    CHECK(dra_mps_wait(l, dir, m->id, true, 150, on_waited, &w, &op) == 0);
+    CHECK(dra_mps_wait(l, dir, m->id, NULL, true, 150, on_waited, &w, &op) == 0);
     /* cancelled: never called */
     unlink(marker);
-    CHECK(dra_mps_wait(l, dir, m->id, true, 50, on_waited, &w, &op) == 1);
+    CHECK(dra_mps_wait(l, dir, m->id, NULL, true, 50, on_waited, &w, &op) == 1);
     dra_mps_wait_cancel(op);
 
     /* unprepare's half: the runner took it (running.json): desired.json goes, we wait for
@@ -295,7 +295,7 @@ static void test_files(const struct dra_device_set *set)
     CHECK(dra_mps_undesire(dir, m->id, &err) == 1);
     CHECK(!exists(desired) && exists(iddir) && exists(trigger));
     w = (struct waited){ 0 };
-    CHECK(dra_mps_wait(l, dir, m->id, false, 2000, on_waited, &w, &op) == 1);
+    CHECK(dra_mps_wait(l, dir, m->id, NULL, false, 2000, on_waited, &w, &op) == 1);
     unlink(running);
     unlink(marker);
     rmdir(log);

@@ -437,6 +437,101 @@ class DraShares(FakeApi, harness.PluginTestCase):
         self.assertEqual(len([b for b in mps_blocks(self.mps_log) if b[0].endswith(" -d")]), 2)
 
 
+class DraSharesV3(DraShares):
+    """Driver r615 (the H100 profile with 615.44.01): each share its own MPS v3 namespace in
+    the GPU's daemon (-p 3, server "shares"), its limits set on the namespace; the spec
+    mounts only the namespace's directory; a client raising its own percentage still gets
+    the namespace's; an Unprepare deletes its namespace, the last one stops the daemon."""
+
+    # the 550 cases above are not repeated here
+    test_slice = test_ten_shares_restart_two_in_a_claim = test_plugins_dir_of_36_bytes = None
+    test_flat = None
+
+    def setUp(self):
+        super().setUp()
+        with open(PROFILE) as f:
+            text = f.read().replace("550.163.01", "615.44.01")
+        self.profile = os.path.join(self.tmp, "h100-r615.yaml")
+        with open(self.profile, "w") as f:
+            f.write(text)
+
+    def nvml_env(self):
+        return {"MOCK_NVML_CONFIG": self.profile}
+
+    def ns_of(self, o):
+        r = o["status"]["allocation"]["devices"]["results"][0]
+        key = "%s/%s" % (o["metadata"]["uid"], r["shareID"])
+        return "s" + hashlib.sha256(key.encode()).hexdigest()[:16]  # dra-shares.c
+
+    def probe(self, ns, nbytes):
+        """alloc-probe through the namespace's directory, its own percentage raised to 100."""
+        probe = os.path.join(harness.BUILD, "tests", "cdi-hook", "alloc-probe")
+        dbg = os.path.join(self.tmp, "cuda-%s.log" % ns)
+        env = dict(os.environ, LD_LIBRARY_PATH=harness.SIM_DIR + ":" + os.path.join(harness.BUILD, "sim", "cuda"),
+                   MOCK_NVML_CONFIG=self.profile,
+                   MOCK_DRIVER_DEV_ROOT=os.path.join(self.dev_root, "dev"), MOCK_CUDA_MPS_DEBUG=dbg,
+                   CUDA_MPS_PIPE_DIRECTORY=os.path.join(self.daemon_dir, "pipe", "shares", ns),
+                   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="100")
+        r = subprocess.run([probe, str(nbytes)], capture_output=True, text=True, env=env)
+        with open(dbg) as f:
+            return r.returncode, r.stdout, f.read()
+
+    def test_two_shares_two_namespaces(self):
+        self.start_runner()
+        self.start_dra()
+        pool = Pool(list(self.slices().values()))
+        alloc, claims = [], []
+        for asked in ({"memory": "8Gi"}, {"memory": "16Gi", "compute": "30"}):
+            r = pool.allocate_results([('type == "gpu"', asked)], alloc)
+            alloc += r
+            claims.append(self.claim(r, [asked]))
+        for o in claims:
+            self.assertShares(self.kl.prepare(ref(o), share_id=True), o)
+        ns = [self.ns_of(o) for o in claims]
+        blocks = mps_blocks(self.mps_log)
+        self.assertEqual(blocks[0][0], "nvidia-cuda-mps-control -d -p 3")
+        sent = [line[len("stdin "):] for b in blocks for line in b if line.startswith("stdin ")]
+        self.assertEqual(sent[:2], ["server create shares --allowed-devices=" + UUID0,
+                                    "server list shares --format=csv,noheader"])
+        for n, (mib, pct) in zip(ns, ((8192, 10), (16384, 30))):
+            self.assertEqual([c for c in sent if " %s " % n in c or c.endswith(" " + n)], [
+                "namespace create %s --server=shares" % n,
+                "namespace list %s --server=shares --format=csv,noheader" % n,
+                "namespace set %s --server=shares --pinned-memory-limit=%dM "
+                "--active-thread-percentage=%d" % (n, mib, pct),
+                "namespace list %s --server=shares --format=csv,noheader" % n])
+        self.assertTrue(all(b[-1] == "exit 0" for b in blocks[1:]), blocks)
+        with open(os.path.join(self.daemon_dir, "desired.json")) as f:
+            self.assertEqual(json.load(f)["protocol"], 3)
+        # the spec: only the namespace's directory, at /tmp/nvidia-mps
+        spec = self.spec(claims[0]["metadata"]["uid"])
+        edits = [spec.get("containerEdits", {})] + [d["containerEdits"] for d in spec["devices"]]
+        pipes = [m["hostPath"] for e in edits for m in e.get("mounts", [])
+                 if m["containerPath"] == "/tmp/nvidia-mps"]
+        self.assertEqual(pipes, [os.path.join(self.daemon_dir, "pipe", "shares", ns[0])])
+        # a client: the namespace's percentage whatever its own says, its memory the share's
+        rc, out, dbg = self.probe(ns[0], 9 * GI)
+        self.assertEqual(rc, 3, out)
+        self.assertIn("namespace %s" % ns[0], dbg)
+        self.assertIn("pinned %d thread 10.0" % (8 * GI), dbg)
+        rc, out, dbg = self.probe(ns[1], 9 * GI)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("pinned %d thread 30.0" % (16 * GI), dbg)
+        # the first unprepared: its namespace deleted, the daemon stays
+        uid0 = claims[0]["metadata"]["uid"]
+        self.assertEqual(self.kl.unprepare(ref(claims[0])), {uid0: ""})
+        sent = [line[len("stdin "):] for b in mps_blocks(self.mps_log) for line in b
+                if line.startswith("stdin ")]
+        self.assertEqual(sent[-1], "namespace delete %s --server=shares --force" % ns[0])
+        self.assertFalse(os.path.exists(os.path.join(self.daemon_dir, "pipe", "shares", ns[0])))
+        self.assertTrue(os.path.exists(os.path.join(self.daemon_dir, "pipe", "shares", ns[1], "control")))
+        # the last: the daemon stops, its directory goes
+        uid1 = claims[1]["metadata"]["uid"]
+        self.assertEqual(self.kl.unprepare(ref(claims[1])), {uid1: ""})
+        self.assertIn("stdin quit", mps_blocks(self.mps_log)[-1])
+        self.assertFalse(os.path.exists(self.daemon_dir))
+
+
 if __name__ == "__main__":
     FAKE = sys.argv.pop(1)
     harness.main()
