@@ -483,6 +483,10 @@ static void watch_done(struct kube *k, int status, json_t *body, void *userdata)
 
 static void start_watch(struct kube_watch *w)
 {
+    if (!w->rv) { /* a streaming list broken before its end: nothing to resume from */
+        start_list(w);
+        return;
+    }
     _cleanup_free_ char *rv = kube_escape(w->rv);
     _cleanup_free_ char *params = xasprintf("resourceVersion=%s", rv);
     /* At most once per server timeout (5-10 min) on a healthy watch. */

@@ -31,7 +31,7 @@ VERB_OF = {"KUBE_GET": "get", "KUBE_POST": "create", "KUBE_PUT": "update",
 
 def slice_verbs_of_code():
     """The verbs the plugin's requests on ResourceSlices need, read from src/dra/: each
-    kube_request whose path is SLICES_PATH (or a path made from it on the line before), and
+    kube_request whose path is SLICES_PATH (or a path made from it in the 15 lines before), and
     a kube_watch_start on it (list, then watch). RBAC grants these and nothing more."""
     verbs = set()
     src = os.path.join(d.SOURCE, "src", "dra")
@@ -43,7 +43,8 @@ def slice_verbs_of_code():
         for i, line in enumerate(lines):
             m = re.search(r"kube_request\([^,]+, (KUBE_\w+), (\w+)", line)
             if m and (m.group(2) == "SLICES_PATH" or
-                      (m.group(2) == "path" and "xasprintf(SLICES_PATH" in lines[i - 1])):
+                      (m.group(2) == "path" and
+                       any("xasprintf(SLICES_PATH" in l for l in lines[max(0, i - 15):i]))):
                 verbs.add(VERB_OF[m.group(1)])
             if re.search(r"kube_watch_start(_opt)?\([^,]+, SLICES_PATH", line):
                 verbs.update(("list", "watch"))

@@ -480,6 +480,25 @@ class Watch(Base):
         p.expect(r"^event MODIFIED /n1 102$")
         self.assertEqual(sum("SYNCED" in l for l in p.seen), 1)
 
+    def test_shutdown_during_a_streaming_list_lists_again(self):
+        # GOAWAY while the initial events of a streaming list are held back: nothing to
+        # resume from (no resourceVersion yet), so the list starts again on the next server
+        # (this once called the resume with no resourceVersion: a NULL dereference).
+        self.cmd("version v1.36.3")
+        self.cmd("add n1")
+        self.cmd("mute")
+        p = self.probe()
+        p.send("watchx /api/v1/nodes metadata.name=n1 meta stream")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&")
+        self.cmd("shutdown")
+        self.cmd("unmute")
+        self.cmd("start")
+        self.server_req(r"GET /api/v1/nodes\?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&")
+        p.expect(r"^event ADDED /n1 101$")
+        p.expect(r"^event SYNCED$")
+        self.assertEqual(sum("SYNCED" in l for l in p.seen), 1)
+        self.assertIsNone(p.p.poll())
+
     def test_silent_watch_is_dropped_and_resumed(self):
         # Waits on exactly the silence limit: shortened (the default, 300 s asked of the
         # server + 60 s, is checked in test_default_deadline_is_10_s).
