@@ -296,6 +296,12 @@ void kube_conn_flush(struct kube *k)
             break;
     }
 done:
+    if (!c->out_len && c->out_cap > KUBE_BUF_KEEP) {
+        /* grown to a burst of writes (a pool's slices: 128 KiB), kept for none */
+        free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
+    }
     if (!blocked && !nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)) {
         /* GOAWAY exchanged and every stream done: a clean end, not a failure (but if
          * the server is going away for a while, the outage counts from here). */

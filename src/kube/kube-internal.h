@@ -302,3 +302,7 @@ void kube_path_resource(const char *path, char *resource, size_t rlen, char *gro
 const char *kube_meta_str(json_t *obj, const char *key);
 json_t *kube_watch_known_copy(json_t *obj);
 char *kube_watch_obj_key(json_t *obj);
+
+/* A connection's write buffer and a stream's read buffer past this, once empty, are
+ * freed rather than kept at their largest for the connection's or stream's life. */
+#define KUBE_BUF_KEEP (16u * 1024u)

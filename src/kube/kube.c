@@ -177,6 +177,14 @@ void kube_req_consume(struct kube_req *r, size_t n)
 {
     memmove(r->buf, r->buf + n, r->len - n);
     r->len -= n;
+    /* A watch stream's buffer grew to its largest event (a carved GPU's slice: 31 KiB,
+     * 64 KiB of buffer) and would stay that size for the stream's life (5-10 min), idle
+     * in between: once empty it goes, the next event starts small. */
+    if (!r->len && r->cap > KUBE_BUF_KEEP) {
+        free(r->buf);
+        r->buf = NULL;
+        r->cap = 0;
+    }
 }
 
 /* ------------------------------------------------------------------ sending */
