@@ -231,7 +231,7 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 			if e.typ != "BOOKMARK" && !e.raw && !matches(sel, e.node) {
 				continue
 			}
-			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.node})
+			enc.Encode(watchEvent{e.typ, e.node})
 			w.(http.Flusher).Flush()
 			if e.sent != nil {
 				e.sent <- struct{}{}

@@ -269,7 +269,7 @@ func (s *server) nfWatch(w http.ResponseWriter, r *http.Request, ns string) {
 			if !nfMatches(ns, sel, e.obj) {
 				continue
 			}
-			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.obj})
+			enc.Encode(watchEvent{e.typ, e.obj})
 			w.(http.Flusher).Flush()
 		case <-wt.stop:
 			// Whatever was queued before the stop still goes out (the DELETED events
@@ -278,7 +278,7 @@ func (s *server) nfWatch(w http.ResponseWriter, r *http.Request, ns string) {
 				select {
 				case e := <-wt.ch:
 					if nfMatches(ns, sel, e.obj) {
-						enc.Encode(map[string]interface{}{"type": e.typ, "object": e.obj})
+						enc.Encode(watchEvent{e.typ, e.obj})
 					}
 				default:
 					w.(http.Flusher).Flush()

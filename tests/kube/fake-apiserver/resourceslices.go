@@ -409,7 +409,7 @@ func (s *server) rsWatch(w http.ResponseWriter, r *http.Request, terms map[strin
 			if e.typ != "BOOKMARK" && !rsMatches(terms, e.obj) {
 				continue
 			}
-			enc.Encode(map[string]interface{}{"type": e.typ, "object": e.object()})
+			enc.Encode(watchEvent{e.typ, e.object()})
 			w.(http.Flusher).Flush()
 		case <-end:
 			return

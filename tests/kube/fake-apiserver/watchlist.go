@@ -81,3 +81,10 @@ func watchListCommand(s *server, f []string) bool {
 	s.mu.Unlock()
 	return true
 }
+
+// A watch event as kube-apiserver writes it (metav1.WatchEvent: "type" before "object"; a
+// map would put "object" first).
+type watchEvent struct {
+	Type   string      `json:"type"`
+	Object interface{} `json:"object"`
+}
