@@ -293,16 +293,19 @@ void dra_publish_converge(struct dra_publish *p)
         return;
     }
     p->again = false;
-    if (p->retry || !p->devices_set || !p->synced)
-        return; /* a retry is pending, or not everything is known yet */
+    if (p->retry || !p->devices_set)
+        return; /* a retry is pending, or nothing to publish yet */
+    if (p->counters && !p->version_known) {
+        /* asked while the watches list, not after */
+        if (!p->n_writes)
+            dra_publish_get_version(p);
+        return;
+    }
+    if (!p->synced)
+        return;
     if (!p->node_uid) {
         if (!p->node_watch && !p->n_writes)
             dra_publish_get_node(p); /* its watch was refused while a request was out */
-        return;
-    }
-    if (p->counters && !p->version_known) {
-        if (!p->n_writes)
-            dra_publish_get_version(p);
         return;
     }
     if (p->refresh_node && !dra_publish_steady(p)) {
