@@ -160,35 +160,18 @@ def wrap_plugin(host, setup, work):
     return real, out
 
 
-def profile_dra(build, work):
-    """serve --dra under callgrind, as bench-dra.py measures it, and a few claims."""
-    b = bd.Bench(build, os.path.join(bp.DATA, "nvml-mock-profiles", "a100.yaml"))
+def profile_claims(build, work, setup, profile, device=None):
+    """serve --dra under callgrind, as bench-dra.py measures it on profile (DynamicMIG when
+    device names a placement, "gpu-%d-mig-..."), and a few claims prepared and unprepared."""
+    b = bd.Bench(build, profile, mig=device is not None)
     try:
-        real, out = wrap_plugin(b.host, "dra", work)
+        if device:
+            b.cmd("version v1.36.3")
+            b.device = device
+        real, out = wrap_plugin(b.host, setup, work)
         p, kl, close = b.start_dra()
         try:
-            b.prepare_round(kl, 4)
-            time.sleep(1)
-        finally:
-            close()
-    finally:
-        b.close()
-    return executed(out, real)
-
-
-def profile_mig(build, work):
-    """serve --dra with DynamicMIG on 8 H100s (bench-dra.py --only mig's host) under
-    callgrind: the pool published, and 1g placements prepared (MIG device made) and
-    unprepared."""
-    b = bd.Bench(build, os.path.join(bd.HERE, "..", "sim", "profiles", "dynamic", "h100-8-mig-off.yaml"),
-                 mig=True)
-    try:
-        b.cmd("version v1.36.3")
-        b.device = "gpu-%d-mig-1g10gb-19-0"
-        real, out = wrap_plugin(b.host, "mig", work)
-        p, kl, close = b.start_dra()
-        try:
-            b.prepare_round(kl, 2)
+            b.prepare_round(kl, 2 if device else 4)
             time.sleep(1)
         finally:
             close()
@@ -200,9 +183,12 @@ def profile_mig(build, work):
 def profile(build, setup, work):
     """Run the plugin under callgrind for one setup ("serve", "metrics", "api", "dra", "mig")."""
     if setup == "dra":
-        return profile_dra(build, work)
+        return profile_claims(build, work, "dra", os.path.join(bp.DATA, "nvml-mock-profiles", "a100.yaml"))
     if setup == "mig":
-        return profile_mig(build, work)
+        # DynamicMIG on bench-dra.py --only mig's 8 H100s, 1g placements made and destroyed
+        return profile_claims(build, work, "mig", os.path.join(bd.HERE, "..", "sim", "profiles", "dynamic",
+                                                                "h100-8-mig-off.yaml"),
+                              device="gpu-%d-mig-1g10gb-19-0")
     host = bp.Host(build, os.path.join(bp.DATA, "nvml-mock-profiles", "a100.yaml"))
     real, out = wrap_plugin(host, setup, work)
     extra, srv = [], None

@@ -243,16 +243,13 @@ static json_t *desired_json(const struct dra_mps_config *m)
     return o;
 }
 
-int dra_mps_desire(const char *plugin_dir, const struct dra_mps_config *m, struct error *err)
+/* text at path (in dir), and the runner told; nothing when it is there already (a retried
+ * Prepare finds it: the daemon, or the namespace, is the one it asked for). */
+static int write_desired(const char *plugin_dir, const char *id, const char *dir, const char *path,
+                         const char *text, struct error *err)
 {
-    _cleanup_free_ char *dir = xasprintf("%s/" DRA_MPS_SUBDIR "/%s", plugin_dir, m->id);
-    _cleanup_free_ char *path = xasprintf("%s/" DRA_MPS_DESIRED, dir);
-    json_t *o = desired_json(m);
-    _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(o);
     _cleanup_free_ char *old = NULL;
     size_t len;
-    /* a retried Prepare finds it there: the daemon is the one it asked for */
     if (read_file_bounded_flags(path, O_NOFOLLOW, DESIRED_MAX, &old, &len, NULL) == 0 &&
         streq(old, text))
         return 0;
@@ -261,7 +258,17 @@ int dra_mps_desire(const char *plugin_dir, const struct dra_mps_config *m, struc
         return error_set(err, r, "creating %s: %s", dir, strerror(-r));
     if ((r = write_file_atomic(path, text, strlen(text), 0644, false)) < 0)
         return error_set(err, r, "writing %s: %s", path, strerror(-r));
-    return tell_runner(plugin_dir, m->id, err);
+    return tell_runner(plugin_dir, id, err);
+}
+
+int dra_mps_desire(const char *plugin_dir, const struct dra_mps_config *m, struct error *err)
+{
+    _cleanup_free_ char *dir = xasprintf("%s/" DRA_MPS_SUBDIR "/%s", plugin_dir, m->id);
+    _cleanup_free_ char *path = xasprintf("%s/" DRA_MPS_DESIRED, dir);
+    json_t *o = desired_json(m);
+    _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return write_desired(plugin_dir, m->id, dir, path, text, err);
 }
 
 /* The namespace files of a daemon directory the runner never took: only ours (*.json)
@@ -289,17 +296,7 @@ int dra_mps_ns_desire(const char *plugin_dir, const struct dra_mps_config *m, st
     _cleanup_free_ char *path = ns_path(plugin_dir, m->id, m->ns, DRA_MPS_NS_DESIRED);
     _cleanup_free_ char *text = xasprintf("{\"activeThreadPercentage\":%d,\"pinnedMemoryLimitMiB\":%lld}",
                                           m->ns_pct, (long long)m->ns_mib);
-    _cleanup_free_ char *old = NULL;
-    size_t len;
-    if (read_file_bounded_flags(path, O_NOFOLLOW, DESIRED_MAX, &old, &len, NULL) == 0 &&
-        streq(old, text))
-        return 0;
-    int r = mkdir_p(dir, 0755);
-    if (r < 0)
-        return error_set(err, r, "creating %s: %s", dir, strerror(-r));
-    if ((r = write_file_atomic(path, text, strlen(text), 0644, false)) < 0)
-        return error_set(err, r, "writing %s: %s", path, strerror(-r));
-    return tell_runner(plugin_dir, m->id, err);
+    return write_desired(plugin_dir, m->id, dir, path, text, err);
 }
 
 int dra_mps_ns_undesire(const char *plugin_dir, const char *id, const char *ns, struct error *err)
