@@ -62,12 +62,9 @@ static int kernel_entropy(void *unused, unsigned char *buf, size_t len)
     return 0;
 }
 
-/* The key exchange's curves in the order offered: X25519 first, then mbedtls's own list
- * (which starts at secp521r1). A Go server over TLS 1.2 (kube-apiserver, as mbedtls 2.28
- * speaks no 1.3) takes the client's first curve it knows, so mbedtls's default made every
- * handshake a P-521 exchange: ~10 ms of our CPU per connection, and the server's. The
- * list also bounds the curves a server certificate's key may use, so all of mbedtls's
- * stay in it. */
+/* X25519 first, then mbedtls's own list (which starts at secp521r1, the curve a Go server
+ * over TLS 1.2 then took: ~10 ms of CPU per handshake on each side). The list also bounds
+ * a server certificate's curve, so all of mbedtls's stay in it. */
 static const mbedtls_ecp_group_id *key_exchange_curves(void)
 {
     static mbedtls_ecp_group_id list[32];
@@ -296,8 +293,7 @@ void kube_conn_flush(struct kube *k)
             break;
     }
 done:
-    if (!c->out_len && c->out_cap > KUBE_BUF_KEEP) {
-        /* grown to a burst of writes (a pool's slices: 128 KiB), kept for none */
+    if (!c->out_len && c->out_cap > KUBE_BUF_KEEP) { /* grown for a burst of writes */
         free(c->out);
         c->out = NULL;
         c->out_cap = 0;
