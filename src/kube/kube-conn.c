@@ -9,10 +9,10 @@
  * reason; the requests themselves fail only at their deadlines.
  *
  * A hung server (a stopped process, a dead peer the kernel still holds) is not kept:
- * connecting + the TLS handshake have the request timeout as deadline, and when a
- * stream times out on a connection that is up, a PING must get any answer within the
- * request timeout or the connection is dropped. Both timers exist only while that is
- * pending, so an idle connection still costs no wakeups. */
+ * connecting + the TLS handshake have the request timeout as deadline, and when a stream
+ * times out on a connection that is up, a PING must get any answer within the request
+ * timeout or the connection is dropped. Both timers exist only while that is pending, so
+ * an idle connection costs no wakeups. */
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <mbedtls/ecp.h>
@@ -62,9 +62,8 @@ static int kernel_entropy(void *unused, unsigned char *buf, size_t len)
     return 0;
 }
 
-/* X25519 first, then mbedtls's own list (which starts at secp521r1, the curve a Go server
- * over TLS 1.2 then took: ~10 ms of CPU per handshake on each side). The list also bounds
- * a server certificate's curve, so all of mbedtls's stay in it. */
+/* X25519 first, then mbedtls's list (secp521r1 first: a Go server over TLS 1.2 took it, ~10
+ * ms of CPU a handshake each side); all stay, as the list bounds the server's cert too. */
 static const mbedtls_ecp_group_id *key_exchange_curves(void)
 {
     static mbedtls_ecp_group_id list[32];
