@@ -416,10 +416,16 @@ class ShareInContainer:
         self.assertEqual(len([ln for ln in mps if ln.startswith("mps /tmp/nvidia-mps server ")]), 2, mps)
         self.assertEqual(mps.count("device 0 %s pinned %d thread 10.0" % (UUID0, 8 * GI)), 2, mps)
         self.assertEqual(mps.count("mps /nonexistent none"), 2, mps)
-        # the daemon saw its clients (its log), and one daemon started
+        # the daemon saw its clients (its log), and one daemon started: r615 speaks MPS v3,
+        # the share in a namespace of its own with the share's limits (docs/dra.md)
         with open(self.mps_log) as f:
-            starts = [ln for ln in f.read().splitlines() if ln == "nvidia-cuda-mps-control -d"]
-        self.assertEqual(len(starts), 1)
+            log = f.read().splitlines()
+        start = "nvidia-cuda-mps-control -d -p 3" if self.R615 else "nvidia-cuda-mps-control -d"
+        self.assertEqual(len([ln for ln in log if ln == start]), 1, log[:20])
+        sets = [ln for ln in log if ln.startswith("stdin namespace set ")]
+        self.assertEqual(len(sets), 1 if self.R615 else 0, log)
+        if self.R615:
+            self.assertTrue(sets[0].endswith("--pinned-memory-limit=8192M --active-thread-percentage=10"), sets)
 
         # Unprepared: the daemon stopped, its directory gone.
         ch.unary_unary(dra.DRA + "NodeUnprepareResources")(
