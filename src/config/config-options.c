@@ -526,8 +526,9 @@ const struct config_option_def config_options[_OPT_MAX] = {
         .print = "extensions.dra.featureGates", .start_only = true },
     [OPT_DRA_CONSUMABLE_CAPACITY] = { { "dra-consumable-capacity" },
         { "GDP_DRA_CONSUMABLE_CAPACITY" }, KIND_BOOL, G_DRA, "false",
-        "with --dra: offer full GPUs as shares the scheduler accounts (consumable capacity: "
-        "memory and compute), each enforced through MPS (ours; file: dra.consumableCapacity)",
+        "with --dra: offer full GPUs and MIG devices as shares the scheduler accounts "
+        "(consumable capacity: memory and compute), each enforced through MPS (ours; file: "
+        "dra.consumableCapacity)",
         NULL, CONFIG_AT(dra.consumable), .print = "extensions.dra.consumableCapacity",
         .start_only = true },
     [OPT_DRA_SHARE_MEMORY_STEP] = { { "dra-share-memory-step" },

@@ -134,11 +134,11 @@ int claims_plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
             rd->cdi_id = dra_cdi_share_device_id(claim->uid, a->device, rd->share_id);
             /* a share is enforced through MPS: no other sharing on top of it */
             if (a->config.sharing != DRA_SHARING_NONE)
-                return error_set(err, -EINVAL, "share %s of device %s: a GPU offered as shares is "
-                                 "shared through MPS, %s cannot apply to a share", rd->share_id,
+                return error_set(err, -EINVAL, "share %s of device %s: a device offered as shares "
+                                 "is shared through MPS, %s cannot apply to a share", rd->share_id,
                                  a->device, dra_sharing_name(a->config.sharing));
-            /* its GPU's one MPS control daemon, which every share of it uses */
-            dra_shares_mps(c->inv, &c->inv->gpus[d->gpu], claim->uid, rd, &rd->config);
+            /* its device's one MPS control daemon, which every share of it uses */
+            dra_shares_mps(c->inv, d, claim->uid, rd, &rd->config);
         }
         bool seen = false;
         for (size_t k = 0; k < *n_devs && !seen; k++)

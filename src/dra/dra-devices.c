@@ -164,10 +164,26 @@ fail:
     return r;
 }
 
-void dra_share_grid(const struct inv_gpu *g, const struct dra_share_policy *p, struct dra_share_grid *out)
+uint64_t dra_device_memory(const struct inventory *inv, const struct dra_device *d)
+{
+    const struct inv_gpu *g = &inv->gpus[d->gpu];
+    if (d->type == DRA_DEVICE_MIG)
+        return g->migs[d->mig].memory_bytes;
+    return d->type == DRA_DEVICE_GPU ? g->memory_bytes : 0;
+}
+
+const char *dra_device_uuid(const struct inventory *inv, const struct dra_device *d)
+{
+    const struct inv_gpu *g = &inv->gpus[d->gpu];
+    if (d->type == DRA_DEVICE_MIG)
+        return g->migs[d->mig].uuid;
+    return d->type == DRA_DEVICE_GPU ? g->uuid : NULL;
+}
+
+void dra_share_grid(uint64_t memory, const struct dra_share_policy *p, struct dra_share_grid *out)
 {
     const uint64_t mib = 1u << 20;
-    uint64_t cap = g->memory_bytes / mib * mib, step = p->memory_step ? p->memory_step : mib;
+    uint64_t cap = memory / mib * mib, step = p->memory_step ? p->memory_step : mib;
     *out = (struct dra_share_grid){ .capacity = cap, .min = step, .step = step };
     /* max and default on the grid min + k * step, as the API's request policy wants */
     out->max = cap >= step ? step + (cap - step) / step * step : step;
@@ -179,15 +195,29 @@ void dra_share_grid(const struct inv_gpu *g, const struct dra_share_policy *p, s
         out->def = out->max;
 }
 
+/* A full GPU neither DynamicMIG carves nor MIG splits, or a MIG device that exists (a
+ * DynamicMIG placement does not until Prepare: docs/dra.md says why it is not shared).
+ * Not a compute instance narrower than its GPU instance: its memory is the GPU instance's,
+ * which the instance's other compute instances use too, so offering it whole would offer
+ * that memory twice. */
+static bool shareable(const struct inventory *inv, const struct dra_device *d)
+{
+    if (d->type == DRA_DEVICE_GPU)
+        return !d->counters;
+    if (d->type != DRA_DEVICE_MIG)
+        return false;
+    const struct inv_mig *m = &inv->gpus[d->gpu].migs[d->mig];
+    return m->ci_slices == m->gi_slices;
+}
+
 void dra_devices_offer_shares(struct dra_device_set *s, const struct inventory *inv,
                               const struct dra_share_policy *p)
 {
     for (size_t i = 0; i < s->n; i++) {
         struct dra_device *d = &s->devices[i];
-        const struct inv_gpu *g = &inv->gpus[d->gpu];
-        /* a GPU smaller than one step offers no share */
-        d->shared = d->type == DRA_DEVICE_GPU && !d->counters && g->memory_bytes >= p->memory_step &&
-                    p->memory_step > 0;
+        /* a device smaller than one step offers no share */
+        d->shared = shareable(inv, d) && p->memory_step > 0 &&
+                    dra_device_memory(inv, d) >= p->memory_step;
         if (d->shared)
             d->policy = *p;
     }

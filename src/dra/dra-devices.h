@@ -13,22 +13,24 @@
 
 #define DRA_DEVICE_NAME_MAX 64        /* a DNS label: at most 63 characters */
 
-/* GPU shares (consumable capacity, KEP-5075): how a shared GPU's capacities are asked for.
- * memory: a share is a whole number of steps (at least one, at most what the GPU has);
+/* GPU shares (consumable capacity, KEP-5075): how a shared device's (a full GPU's or a MIG
+ * device's) capacities are asked for. memory: a share is a whole number of steps (at least
+ * one, at most what the device has);
  * compute: percent of the SMs, 1..100. */
 struct dra_share_policy {
     uint64_t memory_step;             /* bytes, whole MiB, > 0 */
-    uint64_t memory_default;          /* bytes; 0: the whole GPU */
+    uint64_t memory_default;          /* bytes; 0: the whole device */
     unsigned compute_default;         /* 1..100 */
 };
-/* The shared GPU's memory capacity (its memory in whole MiB) and the policy's grid: min
- * (one step), max (the most steps that fit) and the default (on the grid, at most max). */
 /* DRA_SHARE_COMPUTE: the compute capacity's name */
 #define DRA_SHARE_COMPUTE "compute"
+/* A shared device's memory capacity (`memory`, its dra_device_memory, in whole MiB) and
+ * the policy's grid: min (one step), max (the most steps that fit) and the default (on the
+ * grid, at most max). */
 struct dra_share_grid {
     uint64_t capacity, min, max, step, def;
 };
-void dra_share_grid(const struct inv_gpu *g, const struct dra_share_policy *p, struct dra_share_grid *out);
+void dra_share_grid(uint64_t memory, const struct dra_share_policy *p, struct dra_share_grid *out);
 
 /* DRA_DEVICE_MIG_PLACEMENT: a MIG device DynamicMIG creates when a claim gets it
  * ("gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>"), one per profile and
@@ -70,9 +72,15 @@ struct dra_device_set {
 int dra_devices_build(const struct inventory *inv, const bool *serve, struct dra_device_set *out,
                       struct error *err);
 void dra_device_set_clear(struct dra_device_set *s);
-/* Offer every full GPU of s that neither DynamicMIG carves nor MIG splits as shares under
- * policy p (copied into each). */
+/* Offer as shares under policy p (copied into each) every full GPU of s that neither
+ * DynamicMIG carves nor MIG splits, and every existing MIG device whose compute instance
+ * spans its GPU instance; none smaller than one memory step. */
 void dra_devices_offer_shares(struct dra_device_set *s, const struct inventory *inv,
                               const struct dra_share_policy *p);
+/* The memory of device d of inv (a GPU's, or a MIG device's own); 0 for a placement. */
+uint64_t dra_device_memory(const struct inventory *inv, const struct dra_device *d);
+/* The UUID of device d of inv ("GPU-..." or "MIG-..."); NULL for a placement (it has none
+ * until Prepare makes it). */
+const char *dra_device_uuid(const struct inventory *inv, const struct dra_device *d);
 /* The device named `name`, or NULL. */
 const struct dra_device *dra_devices_find(const struct dra_device_set *s, const char *name);

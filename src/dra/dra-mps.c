@@ -53,10 +53,10 @@ static const char *device_uuid(const struct inventory *inv, const struct dra_dev
                                const char *name, const struct inv_gpu **gpu)
 {
     const struct dra_device *d = dra_devices_find(set, name);
-    if (!d || d->type == DRA_DEVICE_MIG_PLACEMENT)
+    if (!d)
         return NULL;
     *gpu = &inv->gpus[d->gpu];
-    return d->type == DRA_DEVICE_MIG ? (*gpu)->migs[d->mig].uuid : (*gpu)->uuid;
+    return dra_device_uuid(inv, d);
 }
 
 /* Go's strconv.Atoi over a key, then the index's range (NVIDIA's messages). */

@@ -23,7 +23,7 @@ int dra_shares_record(const struct inventory *inv, const struct dra_device *d,
         return error_set(err, -EINVAL, "device %s is offered as shares: its allocation carries no "
                          "shareID (a scheduler without DRAConsumableCapacity, or a forged claim)", d->name);
     struct dra_share_grid q;
-    dra_share_grid(&inv->gpus[d->gpu], &d->policy, &q);
+    dra_share_grid(dra_device_memory(inv, d), &d->policy, &q);
     int64_t mem = a->memory >= 0 ? a->memory : (int64_t)q.def;
     int64_t comp = a->compute >= 0 ? a->compute : (int64_t)d->policy.compute_default;
     /* what the scheduler accounted is on the policy's grid; anything else was not made by it */
@@ -80,7 +80,7 @@ int dra_shares_fit(const struct inventory *inv, const struct dra_device_set *set
                 }
         }
         struct dra_share_grid q;
-        dra_share_grid(&inv->gpus[d->gpu], &d->policy, &q);
+        dra_share_grid(dra_device_memory(inv, d), &d->policy, &q);
         if (mem > q.capacity || comp > 100)
             return error_set(err, -ENOSPC, "device %s cannot hold share %s: its shares would take "
                              "%llu MiB of its %llu MiB and %llu%% of its SMs (a scheduler that "
@@ -101,13 +101,21 @@ static json_t *entry_named(json_t *devices, const char *name)
     return NULL;
 }
 
-static int by_bus_id(const void *a, const void *b)
+/* A shared device of a claim: its client limit's key (the container's CUDA ordinal, by
+ * its GPU's PCI bus ID, MIG devices of one GPU by UUID) and its shares' memory summed. */
+struct limit {
+    const char *bus_id, *uuid;
+    uint64_t memory;
+};
+
+static int by_ordinal(const void *a, const void *b)
 {
-    const struct inv_gpu *x = *(const struct inv_gpu *const *)a, *y = *(const struct inv_gpu *const *)b;
-    return strcmp(x->bus_id, y->bus_id);
+    const struct limit *x = a, *y = b;
+    int c = strcmp(x->bus_id, y->bus_id);
+    return c ? c : strcmp(x->uuid, y->uuid);
 }
 
-/* "share-" and 16 hex digits of the SHA-256 of the GPU's UUID: short, as the daemon's
+/* "share-" and 16 hex digits of the SHA-256 of the device's UUID: short, as the daemon's
  * socket <plugins dir>/gpu.nvidia.com/mps/<id>/pipe/control must fit a Unix socket address
  * (108 bytes) under plugins directories of k0s or MicroK8s too (the UUID itself, 47 bytes
  * with a prefix, left 27 for the directory) */
@@ -129,19 +137,21 @@ void dra_shares_mps_ns(const char *uid, const char *share_id, char out[DRA_MPS_N
     snprintf(out, DRA_MPS_NS_MAX, "s%.16s", hex);
 }
 
-void dra_shares_mps(const struct inventory *inv, const struct inv_gpu *gpu, const char *uid,
+void dra_shares_mps(const struct inventory *inv, const struct dra_device *d, const char *uid,
                     const struct dra_ckpt_device *share, struct dra_config *out)
 {
-    *out = dra_config_default(DRA_CONFIG_GPU);
+    const char *uuid = dra_device_uuid(inv, d);
+    /* a MIG device's is NVIDIA's MigDeviceConfig with MPS: its UUID the daemon's device */
+    *out = dra_config_default(d->type == DRA_DEVICE_MIG ? DRA_CONFIG_MIG : DRA_CONFIG_GPU);
     out->sharing = DRA_SHARING_MPS;
     out->mps.thread_pct = -1;
     out->mps.pinned_mib = -1;
     out->mps.n_group = 1;
-    /* a GPU UUID is 40 characters: it fits (bounded all the same) */
+    /* a UUID fits (the old MIG form "MIG-GPU-<UUID>/<GI>/<CI>" too; bounded all the same) */
     snprintf(out->mps.group[0], sizeof(out->mps.group[0]), "%.*s",
-             (int)sizeof(out->mps.group[0]) - 1, gpu->uuid);
+             (int)sizeof(out->mps.group[0]) - 1, uuid);
     char hex[65];
-    digest_sha256_hex(gpu->uuid, strlen(gpu->uuid), hex);
+    digest_sha256_hex(uuid, strlen(uuid), hex);
     snprintf(out->mps.id, sizeof(out->mps.id), SHARES_MPS_PREFIX "%.*s", SHARES_MPS_HEX, hex);
     if (!dra_shares_mps_v3(inv))
         return;
@@ -161,9 +171,8 @@ void dra_shares_spec(json_t *spec, const struct config *cfg, const struct invent
                      const struct dra_device_set *set, const struct dra_ckpt_claim *rec)
 {
     json_t *old = json_object_get(spec, "devices"), *devices = json_array();
-    const struct inv_gpu *gpus[DRA_CLAIM_MAX_RESULTS];
-    uint64_t mem[DRA_CLAIM_MAX_RESULTS] = { 0 };
-    size_t n_gpus = 0;
+    struct limit lim[DRA_CLAIM_MAX_RESULTS];
+    size_t n_lim = 0;
     unsigned comp = 0;
     bool shares = false;
 
@@ -178,13 +187,14 @@ void dra_shares_spec(json_t *spec, const struct config *cfg, const struct invent
         json_object_set_new(copy, "name", json_string(name));
         json_array_append_new(devices, copy);
         const struct dra_device *d = dra_devices_find(set, r->device);
-        if (!r->share_id || !d)
+        const char *uuid = d ? dra_device_uuid(inv, d) : NULL;
+        if (!r->share_id || !uuid)
             continue;
         /* only where the hook was installed (at start): a hook the runtime cannot find
          * fails the container */
         char hook[PATH_MAX];
         json_t *hooks = cfg && dra_share_hook_path(cfg, hook, sizeof(hook)) == 0 && access(hook, X_OK) == 0
-                            ? dra_share_hook_edits(cfg, inv->gpus[d->gpu].uuid, r->share_memory)
+                            ? dra_share_hook_edits(cfg, uuid, r->share_memory)
                             : NULL;
         if (hooks) {
             json_t *ce = json_object_get(copy, "containerEdits");
@@ -197,29 +207,24 @@ void dra_shares_spec(json_t *spec, const struct config *cfg, const struct invent
         }
         shares = true;
         comp = comp && comp < r->share_compute ? comp : r->share_compute;
-        size_t g = 0;
-        while (g < n_gpus && gpus[g] != &inv->gpus[d->gpu])
-            g++;
-        if (g == n_gpus && n_gpus < DRA_CLAIM_MAX_RESULTS)
-            gpus[n_gpus++] = &inv->gpus[d->gpu];
-        if (g < DRA_CLAIM_MAX_RESULTS)
-            mem[g] += r->share_memory;
+        size_t k = 0;
+        while (k < n_lim && !streq(lim[k].uuid, uuid))
+            k++;
+        if (k == n_lim && n_lim < DRA_CLAIM_MAX_RESULTS)
+            lim[n_lim++] = (struct limit){ inv->gpus[d->gpu].bus_id, uuid, 0 };
+        if (k < n_lim)
+            lim[k].memory += r->share_memory;
     }
     json_object_set_new(spec, "devices", devices);
     if (!shares)
         return;
-    /* the limits by each GPU's ordinal in the container: PCI bus order */
-    const struct inv_gpu *sorted[DRA_CLAIM_MAX_RESULTS];
-    memcpy(sorted, gpus, n_gpus * sizeof(*gpus));
-    qsort(sorted, n_gpus, sizeof(*sorted), by_bus_id);
+    /* the limits by each device's ordinal in the container: PCI bus order */
+    qsort(lim, n_lim, sizeof(*lim), by_ordinal);
     char limits[DRA_CLAIM_MAX_RESULTS * 24] = "";
     size_t len = 0;
-    for (size_t k = 0; k < n_gpus; k++) {
-        size_t g = 0;
-        while (gpus[g] != sorted[k])
-            g++;
+    for (size_t k = 0; k < n_lim; k++) {
         int w = snprintf(limits + len, sizeof(limits) - len, "%s%zu=%lluM", k ? "," : "", k,
-                         (unsigned long long)(mem[g] >> 20));
+                         (unsigned long long)(lim[k].memory >> 20));
         if (w > 0 && (size_t)w < sizeof(limits) - len)
             len += (size_t)w;
     }

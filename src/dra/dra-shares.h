@@ -1,9 +1,10 @@
-/* GPU shares (consumable capacity, KEP-5075; docs/dra.md "GPU shares"): a full GPU offered
- * with allowMultipleAllocations, each claim holding a share the scheduler accounted
- * (consumedCapacity: memory, compute) under a shareID. What a Prepare checks and writes for
- * them: the share's record, that the shares prepared on a device never exceed what it has
- * (a stale scheduler or a forged claim would), and the spec's CDI device names (the shareID
- * in them) and the per-share MPS limits in the container's environment. Pure: no I/O. */
+/* GPU shares (consumable capacity, KEP-5075; docs/dra.md "GPU shares"): a full GPU or an
+ * existing MIG device offered with allowMultipleAllocations, each claim holding a share the
+ * scheduler accounted (consumedCapacity: memory, compute) under a shareID. What a Prepare
+ * checks and writes for them: the share's record, that the shares prepared on a device
+ * never exceed what it has (a stale scheduler or a forged claim would), and the spec's CDI
+ * device names (the shareID in them) and the per-share MPS limits in the container's
+ * environment. Pure: no I/O. */
 #pragma once
 
 #include <jansson.h>
@@ -23,16 +24,16 @@ int dra_shares_record(const struct inventory *inv, const struct dra_device *d,
                       const struct dra_alloc *a, struct dra_ckpt_device *rec, struct error *err);
 /* Whether rec's shares fit beside every other claim's in ckpt (other than rec's own UID):
  * per device, the memory and the compute of all its shares at most its capacity (the
- * GPU's whole MiB, 100 percent). -ENOSPC (err naming the device and the numbers). */
+ * device's whole MiB, 100 percent). -ENOSPC (err naming the device and the numbers). */
 int dra_shares_fit(const struct inventory *inv, const struct dra_device_set *set,
                    const struct dra_checkpoint *ckpt, const struct dra_ckpt_claim *rec,
                    struct error *err);
 /* Rewrite spec (dra_cdi_spec's for rec) for rec's shares: each share its own CDI device
  * "<uid>-<device>-<shareID>" (two shares of one device in one claim are two), and, when the
  * claim has shares, the MPS client's limits claim-wide: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
- * (per GPU, by its index in PCI bus order, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes the
- * container's order) and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (the smallest share's). The
- * spec's own containerEdits are copied before they change (they may be shared). Each
+ * (per device, by its index in PCI bus order, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes the
+ * container's order; MIG devices of one GPU by UUID) and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+ * (the smallest share's). The spec's own containerEdits are copied before they change (they may be shared). Each
  * share's device gets the hooks that put its memory as a hard limit on its container's
  * cgroup where the driver and host allow (dra-share-hook.h, docs/cdi-hook.md). */
 void dra_shares_spec(json_t *spec, const struct config *cfg, const struct inventory *inv,
@@ -47,15 +48,16 @@ bool dra_shares_mps_v3(const struct inventory *inv);
  * at most 64; the claim's UID in it: a forged claim reusing another's shareID gets a
  * namespace of its own). */
 void dra_shares_mps_ns(const char *uid, const char *share_id, char out[DRA_MPS_NS_MAX]);
-/* The sharing config of share (a recorded share of gpu, in claim uid): MPS, through the
- * GPU's one control daemon ("share-<16 hex of the SHA-256 of its UUID>", every share of
- * the GPU uses it; the last one's unprepare stops it), with no daemon-wide limits. On an
+/* The sharing config of share (a recorded share of device d, in claim uid): MPS, through
+ * the device's one control daemon ("share-<16 hex of the SHA-256 of its UUID>", every
+ * share of the device uses it; the last one's unprepare stops it), with no daemon-wide
+ * limits; a MIG device's is a MigDeviceConfig, its MIG UUID the daemon's device. On an
  * r615+ driver the share also gets its own v3 namespace in that daemon (dra_shares_mps_ns)
  * holding its memory (whole MiB) and compute (percent) as the daemon's limits; before,
  * its limits are its client's (above) and its cgroup's. */
-void dra_shares_mps(const struct inventory *inv, const struct inv_gpu *gpu, const char *uid,
+void dra_shares_mps(const struct inventory *inv, const struct dra_device *d, const char *uid,
                     const struct dra_ckpt_device *share, struct dra_config *out);
-/* Whether id is a shared GPU's daemon id ("share-" and 16 lower-case hex digits). */
+/* Whether id is a shared device's daemon id ("share-" and 16 lower-case hex digits). */
 bool dra_shares_mps_id_valid(const char *id);
 /* Whether two recorded devices (names a, b; share IDs sa, sb, NULL: whole) may be held at
  * once: two shares of one device may. */

@@ -206,16 +206,19 @@ static json_t *range(const char *def, const char *min, const char *max, const ch
                      max, "step", step);
 }
 
-/* memory: what the GPU has in whole MiB, asked in steps; compute: percent of the SMs (a
- * share's MPS active thread percentage, the same number on every GPU model and so
- * portable across a fleet, where an SM count is not). Both consumable: the scheduler sums
- * the shares a device has given. */
-static json_t *share_device(const struct dra_device *d, const struct inv_gpu *g, json_t *attrs,
+/* memory: what the device (a full GPU, a MIG device) has in whole MiB, asked in steps;
+ * compute: percent of its SMs (a share's MPS active thread percentage, the same number on
+ * every GPU model and so portable across a fleet, where an SM count is not). Both
+ * consumable: the scheduler sums the shares a device has given. Nothing else: on a device
+ * with allowMultipleAllocations every capacity is consumable, and one without a request
+ * policy is taken whole by each share (a MIG device's engines or memory slices would let
+ * one share in). */
+static json_t *share_device(const struct dra_device *d, uint64_t memory, json_t *attrs,
                             json_t *caps)
 {
     struct dra_share_grid q;
     char cap[32], def[32], min[32], max[32], step[32], cdef[16];
-    dra_share_grid(g, &d->policy, &q);
+    dra_share_grid(memory, &d->policy, &q);
     dra_quantity_binary(q.capacity, cap, sizeof(cap));
     dra_quantity_binary(q.def, def, sizeof(def));
     dra_quantity_binary(q.min, min, sizeof(min));
@@ -241,7 +244,7 @@ json_t *dra_slice_device(const struct inventory *inv, const struct dra_device *d
         attr_string(attrs, "uuid", g->uuid);
         parent_attrs(attrs, inv, g);
         if (d->shared) {
-            return share_device(d, g, attrs, caps);
+            return share_device(d, g->memory_bytes, attrs, caps);
         } else if (!d->counters) {
             cap_bytes(caps, "memory", g->memory_bytes);
         } else {
@@ -274,6 +277,8 @@ json_t *dra_slice_device(const struct inventory *inv, const struct dra_device *d
         attr_string(attrs, "parentUUID", g->uuid);
         attr_string(attrs, "profile", m->profile);
         parent_attrs(attrs, inv, g);
+        if (d->shared)
+            return share_device(d, m->memory_bytes, attrs, caps);
         mig_capacity(caps, &(struct mig_use){ m->multiprocessors, m->copy_engines, m->decoders,
                                               m->encoders, m->jpegs, m->ofas, m->memory_bytes, 0, 0 });
         /* memorySlice<i> for each memory slice of the placement; bounded so that a

@@ -3,7 +3,8 @@
  * allocation (shareID, consumedCapacity or the defaults, refused when it is no share the
  * device offers), never more shares than a device holds (memory and compute, across
  * claims), and the spec: one CDI device per share, the MPS client limits claim-wide, the
- * shared edits untouched. On the simulated 1 x H100 80GB (MIG off). */
+ * shared edits untouched. On the simulated 1 x H100 80GB (MIG off); static MIG devices on
+ * four A100s (`mig`). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,20 +23,25 @@ static struct dra_device_set set;
 static const struct dra_share_policy policy = { .memory_step = 1ULL << 30, .memory_default = 0,
                                                 .compute_default = 10 };
 
-static int node(void)
+static int load(const char *profile)
 {
     char path[4096];
     struct error err = { 0 };
-    snprintf(path, sizeof(path), "%s/sim/profiles/dynamic/h100-1-mig-off.yaml", getenv("GDP_SOURCE_DIR"));
+    snprintf(path, sizeof(path), "%s/sim/profiles/%s", getenv("GDP_SOURCE_DIR"), profile);
     setenv("MOCK_NVML_CONFIG", fixture_check(path), 1);
-    struct discover_options opt = { .sysfs_root = "/nonexistent" };
+    struct discover_options opt = { .sysfs_root = "/nonexistent", .with_mig = true };
     if (nvml_open("/", &err) < 0 || discover_node(&opt, &inv, &err) < 0 ||
         dra_devices_build(&inv, NULL, &set, &err) < 0) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
     dra_devices_offer_shares(&set, &inv, &policy);
-    return set.n == 1 && set.devices[0].shared ? 0 : -1;
+    return 0;
+}
+
+static int node(void)
+{
+    return load("dynamic/h100-1-mig-off.yaml") == 0 && set.n == 1 && set.devices[0].shared ? 0 : -1;
 }
 
 static void case_publish(void)
@@ -64,7 +70,7 @@ static void case_publish(void)
     /* a grid the memory is not a multiple of: max and default on it */
     struct dra_share_grid q;
     struct dra_share_policy odd = { .memory_step = 3ULL << 30, .memory_default = 4ULL << 30 };
-    dra_share_grid(&inv.gpus[0], &odd, &q);
+    dra_share_grid(inv.gpus[0].memory_bytes, &odd, &q);
     CHECK(q.min == 3ULL << 30 && q.max == 78ULL << 30 && q.def == 6ULL << 30 && q.capacity == 80ULL << 30);
 }
 
@@ -174,10 +180,100 @@ static void case_spec(void)
     json_decref(common);
 }
 
+static const struct dra_device *device(const char *prefix)
+{
+    for (size_t i = 0; i < set.n; i++)
+        if (strncmp(set.devices[i].name, prefix, strlen(prefix)) == 0)
+            return &set.devices[i];
+    return NULL;
+}
+
+/* Static MIG devices (four A100 40GB, two with MIG devices): each offered as shares of its
+ * own memory, as a full GPU is, except a compute instance narrower than its GPU instance;
+ * the share's MPS daemon is the MIG device's; the limits keyed per device. */
+static void case_mig(void)
+{
+    CHECK(load("a100-mig-mixed.yaml") == 0);
+    const struct dra_device *g0 = device("gpu-0"), *big = device("gpu-2-mig-3g20gb-"),
+                            *ci = device("gpu-2-mig-1c2g10gb-"), *small = device("gpu-3-mig-1g5gb-");
+    CHECK(g0 && big && ci && small);
+    if (!g0 || !big || !ci || !small)
+        return;
+    CHECK(g0->shared && big->shared && small->shared && !ci->shared);
+    json_t *e = dra_slice_device(&inv, big);
+    CHECK(json_is_true(json_object_get(e, "allowMultipleAllocations")));
+    json_t *caps = json_object_get(e, "capacity"), *attrs = json_object_get(e, "attributes");
+    CHECK(json_object_size(caps) == 2); /* no engines, SMs or memory slices: each share would take them whole */
+    CHECK_STR(json_string_value(json_object_get(json_object_get(caps, "memory"), "value")), "20096Mi");
+    json_t *vr = json_object_get(json_object_get(json_object_get(caps, "memory"), "requestPolicy"), "validRange");
+    CHECK_STR(json_string_value(json_object_get(vr, "max")), "19Gi");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(caps, "compute"), "value")), "100");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(attrs, "type"), "string")), "mig");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(attrs, "uuid"), "string")),
+              "MIG-3a3a3a3a-0000-0000-0000-000000000001");
+    json_t *devices = json_pack("[o, o]", e, dra_slice_device(&inv, ci));
+    CHECK(!json_object_get(json_array_get(devices, 1), "allowMultipleAllocations"));
+    struct dra_slice_pool pool = { .driver = "gpu.nvidia.com", .node_name = "n1", .generation = 1 };
+    json_t *slices = dra_slices_build(&pool, devices);
+    char *msg = NULL;
+    CHECK(dra_slice_validate(json_array_get(slices, 0), "x", &msg) == 0);
+    free(msg);
+    json_decref(slices);
+    json_decref(devices);
+
+    /* record and fit against the MIG device's 20096 MiB */
+    struct error err = { 0 };
+    struct dra_ckpt_device r = { 0 };
+    struct dra_alloc a = { .device = (char *)big->name, .share_id = "s1", .memory = 20LL << 30, .compute = 10 };
+    CHECK(dra_shares_record(&inv, big, &a, &r, &err) == -EINVAL); /* past its 19Gi */
+    a.memory = -1;
+    CHECK(dra_shares_record(&inv, big, &a, &r, &err) == 0 && r.share_memory == 19ULL << 30);
+    free(r.share_id);
+    struct dra_ckpt_device two[2] = {
+        { .device = (char *)big->name, .share_id = "a", .share_memory = 10ULL << 30, .share_compute = 50 },
+        { .device = (char *)big->name, .share_id = "b", .share_memory = 10ULL << 30, .share_compute = 50 },
+    };
+    struct dra_ckpt_claim c2 = { .uid = "u2", .devices = two, .n_devices = 2 };
+    struct dra_checkpoint ckpt = { 0 };
+    CHECK(dra_shares_fit(&inv, &set, &ckpt, &c2, &err) == -ENOSPC);
+    CHECK_STR_CONTAINS(err.msg, "20480 MiB of its 20096 MiB");
+    two[1].share_memory = 9ULL << 30;
+    CHECK(dra_shares_fit(&inv, &set, &ckpt, &c2, &err) == 0);
+
+    /* its daemon: the MIG device's, a MigDeviceConfig */
+    struct dra_config cfg;
+    dra_shares_mps(&inv, big, "u2", &two[0], &cfg);
+    CHECK(cfg.kind == DRA_CONFIG_MIG && cfg.sharing == DRA_SHARING_MPS && cfg.mps.n_group == 1);
+    CHECK_STR(cfg.mps.group[0], "MIG-3a3a3a3a-0000-0000-0000-000000000001");
+    CHECK(dra_shares_mps_id_valid(cfg.mps.id) && !cfg.mps.ns[0]); /* driver 550: no v3 */
+    struct dra_config gcfg;
+    dra_shares_mps(&inv, g0, "u2", &two[0], &gcfg);
+    CHECK(gcfg.kind == DRA_CONFIG_GPU && !streq(gcfg.mps.id, cfg.mps.id));
+
+    /* a claim with a share of a MIG device of gpu-3 (bus 4E), gpu-2 (bus 47) and gpu-0:
+     * one limit per device, in PCI bus order */
+    _cleanup_free_ char *n0 = xasprintf("u3-%s", g0->name), *n1 = xasprintf("u3-%s", big->name),
+                        *n2 = xasprintf("u3-%s", small->name);
+    json_t *spec = json_pack("{s:[{s:s, s:{}}, {s:s, s:{}}, {s:s, s:{}}]}", "devices", "name", n2,
+                             "containerEdits", "name", n1, "containerEdits", "name", n0, "containerEdits");
+    struct dra_ckpt_device three[3] = {
+        { .device = (char *)small->name, .share_id = "c", .share_memory = 1ULL << 30, .share_compute = 10 },
+        { .device = (char *)big->name, .share_id = "b", .share_memory = 2ULL << 30, .share_compute = 10 },
+        { .device = (char *)g0->name, .share_id = "a", .share_memory = 3ULL << 30, .share_compute = 10 },
+    };
+    struct dra_ckpt_claim rec = { .uid = "u3", .devices = three, .n_devices = 3 };
+    dra_shares_spec(spec, NULL, &inv, &set, &rec);
+    CHECK(json_array_size(json_object_get(spec, "devices")) == 3);
+    _cleanup_free_ char *env = json_dumps(json_object_get(json_object_get(spec, "containerEdits"), "env"), 0);
+    CHECK_STR_CONTAINS(env, "\"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=3072M,1=2048M,2=1024M\"");
+    json_decref(spec);
+}
+
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
         { "publish", case_publish }, { "record", case_record }, { "fit", case_fit }, { "spec", case_spec },
+        { "mig", case_mig },
     };
     return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
 }

@@ -85,6 +85,8 @@ def mps_blocks(path):
 
 
 class DraShares(FakeApi, harness.PluginTestCase):
+    PROFILE = PROFILE  # the node (test_dra_shares_mig.py's is another)
+
     def setUp(self):
         super().setUp()
         self.start_fake_api(FAKE, "v1.36.3")
@@ -100,7 +102,7 @@ class DraShares(FakeApi, harness.PluginTestCase):
         self.cdi = os.path.join(self.tmp, "cdi")
         # the host, and a driver root for the MPS stand-in
         self.driver = os.path.join(self.tmp, "driver")
-        r = subprocess.run([harness.SIM_RENDER, "--profile", PROFILE, "--sysfs-root", self.sys_root,
+        r = subprocess.run([harness.SIM_RENDER, "--profile", self.PROFILE, "--sysfs-root", self.sys_root,
                             "--proc-root", self.proc_root, "--dev-root", os.path.join(self.dev_root, "dev"),
                             "--driver-root", self.driver], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -139,7 +141,7 @@ class DraShares(FakeApi, harness.PluginTestCase):
 
     # -- the two processes
     def nvml_env(self):
-        return {"MOCK_NVML_CONFIG": PROFILE}
+        return {"MOCK_NVML_CONFIG": self.PROFILE}
 
     def start_dra(self):
         args = ["--dra", "--dra-consumable-capacity", "--node-name", NODE,
