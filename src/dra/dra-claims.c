@@ -409,8 +409,8 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
         r = err->code;
         goto out;
     }
+    dra_shares_spec(spec, c->cfg, c->inv, c->devices, &rec); /* a share's own name first */
     dra_mps_cdi_edits(spec, uid, rec.devices, rec.n_devices, c->ckpt.dir);
-    dra_shares_spec(spec, c->cfg, c->inv, c->devices, &rec);
     if (!claims_changes_devices(c, &rec)) {
         rec.state = DRA_CKPT_PREPARE_COMPLETED;
         if ((r = dra_cdi_write(c->cdi_root, uid, spec, &p->stage, err)) < 0)

@@ -181,10 +181,13 @@ void dra_mps_cdi_edits(json_t *spec, const char *uid, const struct dra_ckpt_devi
     json_array_foreach(json_object_get(spec, "devices"), i, d) {
         const char *name = json_string_value(json_object_get(d, "name"));
         const struct dra_config *c = NULL;
+        /* a device's CDI name, a share's with its shareID (dra_shares_spec names them
+         * first): two shares of one device, each with its own namespace, are two entries */
         for (size_t k = 0; k < n && !c && name; k++) {
-            size_t ul = strlen(uid);
-            if (!strncmp(name, uid, ul) && name[ul] == '-' && streq(name + ul + 1, devs[k].device) &&
-                devs[k].config.sharing == DRA_SHARING_MPS && devs[k].config.mps.id[0])
+            _cleanup_free_ char *want = devs[k].share_id
+                                            ? xasprintf("%s-%s-%s", uid, devs[k].device, devs[k].share_id)
+                                            : xasprintf("%s-%s", uid, devs[k].device);
+            if (streq(name, want) && devs[k].config.sharing == DRA_SHARING_MPS && devs[k].config.mps.id[0])
                 c = &devs[k].config;
         }
         if (!c)

@@ -478,6 +478,31 @@ class DraSharesV3(DraShares):
         with open(dbg) as f:
             return r.returncode, r.stdout, f.read()
 
+    def test_two_shares_of_one_device_in_one_claim(self):
+        """One claim, two shares of one GPU (two requests): two CDI devices, each mounting
+        its own share's namespace (not both the first's)."""
+        self.start_runner()
+        self.start_dra()
+        pool = Pool(list(self.slices().values()))
+        asked = [{"memory": "8Gi"}, {"memory": "16Gi", "compute": "30"}]
+        r = pool.allocate_results([('type == "gpu"', a) for a in asked], [])
+        self.assertEqual({x["device"] for x in r}, {"gpu-0"}, r)
+        o = self.claim(r, asked)
+        self.assertShares(self.kl.prepare(ref(o), share_id=True), o)
+        uid = o["metadata"]["uid"]
+        spec = self.spec(uid)
+        pipes = {}
+        for d in spec["devices"]:
+            pipes[d["name"]] = [m["hostPath"] for m in d["containerEdits"].get("mounts", [])
+                                if m["containerPath"] == "/tmp/nvidia-mps"]
+        want = {}
+        for x in r:
+            ns = "s" + hashlib.sha256(("%s/%s" % (uid, x["shareID"])).encode()).hexdigest()[:16]
+            want["%s-%s-%s" % (uid, x["device"], x["shareID"])] = [
+                os.path.join(self.daemon_dir, "pipe", "shares", ns)]
+        self.assertEqual(pipes, want)
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+
     def test_two_shares_two_namespaces(self):
         self.start_runner()
         self.start_dra()
