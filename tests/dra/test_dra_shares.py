@@ -469,10 +469,14 @@ class DraSharesV3(DraShares):
         """alloc-probe through the namespace's directory, its own percentage raised to 100."""
         probe = os.path.join(harness.BUILD, "tests", "cdi-hook", "alloc-probe")
         dbg = os.path.join(self.tmp, "cuda-%s.log" % ns)
+        # the namespace's directory under a short name, as a container sees it at
+        # /tmp/nvidia-mps: its socket's host path may not fit sun_path (a long $TMPDIR)
+        pipe = os.path.join(scratch.socket_dir("ns-"), "p")
+        os.symlink(os.path.join(self.daemon_dir, "pipe", "shares", ns), pipe)
         env = dict(os.environ, LD_LIBRARY_PATH=harness.SIM_DIR + ":" + os.path.join(harness.BUILD, "sim", "cuda"),
                    MOCK_NVML_CONFIG=self.profile,
                    MOCK_DRIVER_DEV_ROOT=os.path.join(self.dev_root, "dev"), MOCK_CUDA_MPS_DEBUG=dbg,
-                   CUDA_MPS_PIPE_DIRECTORY=os.path.join(self.daemon_dir, "pipe", "shares", ns),
+                   CUDA_MPS_PIPE_DIRECTORY=pipe,
                    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="100")
         r = subprocess.run([probe, str(nbytes)], capture_output=True, text=True, env=env)
         with open(dbg) as f:
