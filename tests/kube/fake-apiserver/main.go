@@ -12,17 +12,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -58,7 +52,7 @@ type server struct {
 	gone410   string
 	muted     bool // watch streams send nothing (a silent, half-dead server)
 	tokens    map[string]bool
-	forbid    map[string]bool // HTTP methods answered 403; "WATCH": list and watch of nodes
+	forbid    map[string]bool   // HTTP methods answered 403; "WATCH": list and watch of nodes
 	uids      map[string]string // a recreated Node's UID
 	watchers  map[chan event]bool
 	conns     map[net.Conn]bool
@@ -73,61 +67,6 @@ func (s *server) say(format string, a ...interface{}) {
 	s.out.Lock()
 	fmt.Printf(format+"\n", a...)
 	s.out.Unlock()
-}
-
-func pemWrite(path, typ string, der []byte) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0600)
-	if err != nil {
-		panic(err)
-	}
-	pem.Encode(f, &pem.Block{Type: typ, Bytes: der})
-	f.Close()
-}
-
-// A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate.
-func makeCerts(dir string) tls.Certificate {
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fake-apiserver-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDer, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		panic(err)
-	}
-	ca, _ := x509.ParseCertificate(caDer)
-	pemWrite(filepath.Join(dir, "ca.crt"), "CERTIFICATE", caDer)
-
-	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "fake-apiserver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-	}
-	srvDer, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		panic(err)
-	}
-
-	cliKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	cliTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "fake-client"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-	}
-	cliDer, err := x509.CreateCertificate(rand.Reader, cliTmpl, ca, &cliKey.PublicKey, caKey)
-	if err != nil {
-		panic(err)
-	}
-	pemWrite(filepath.Join(dir, "client.crt"), "CERTIFICATE", cliDer)
-	cliKeyDer, _ := x509.MarshalECPrivateKey(cliKey)
-	pemWrite(filepath.Join(dir, "client.key"), "EC PRIVATE KEY", cliKeyDer)
-
-	return tls.Certificate{Certificate: [][]byte{srvDer}, PrivateKey: srvKey}
 }
 
 func status(w http.ResponseWriter, code int, reason, msg string) {
