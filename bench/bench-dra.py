@@ -129,6 +129,7 @@ def log_time(line):
 class Bench:
     def __init__(self, build, profile, plugin_args=(), mig=False, shares=False):
         self.build = build
+        self.register_timeout = 1  # the GetInfo's: bench/link-order.py's callgrind runs wait longer
         self.host = bl.Host(build, profile)
         if mig:
             # DynamicMIG: the host's MIG state shared (this bench reads nothing of it, the
@@ -197,7 +198,7 @@ class Bench:
         try:
             p.wait_log("ResourceSlices of node %s are up to date" % NODE)
             p.t_published = time.monotonic()
-            kl.register()
+            kl.register(timeout=self.register_timeout)
             p.wait_log("registered with the kubelet")
         except BaseException:
             close()

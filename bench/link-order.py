@@ -164,6 +164,7 @@ def profile_claims(build, work, setup, profile, device=None):
     """serve --dra under callgrind, as bench-dra.py measures it on profile (DynamicMIG when
     device names a placement, "gpu-%d-mig-..."), and a few claims prepared and unprepared."""
     b = bd.Bench(build, profile, mig=device is not None)
+    b.register_timeout = 30  # callgrind: the start's last work (8 carved GPUs) takes seconds
     try:
         if device:
             b.cmd("version v1.36.3")
