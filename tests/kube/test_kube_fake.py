@@ -499,6 +499,26 @@ class Watch(Base):
         self.assertEqual(sum("SYNCED" in l for l in p.seen), 1)
         self.assertIsNone(p.p.poll())
 
+    def test_streaming_list_without_end_bookmark_lists_page_by_page(self):
+        # A server that takes sendInitialEvents but never sends the end bookmark: after the
+        # real bound (KUBE_WATCH_INITIAL_MS, 10 s, not shortened) the paged list, then SYNCED.
+        self.cmd("version v1.36.3")
+        self.cmd("watchlist ignore")
+        self.cmd("add n1")
+        p = self.probe()
+        t0 = time.monotonic()
+        p.send("watchx /api/v1/nodes metadata.name=n1 meta stream")
+        p.expect(r"^event ADDED /n1 101$")  # the plain watch's history: no SYNCED yet
+        p.expect(r"^event SYNCED$", timeout=30)
+        waited = time.monotonic() - t0
+        self.assertGreaterEqual(waited, 9.5)
+        self.assertTrue(any("no end of the initial events in 10000 ms; listing page by page" in l
+                            for l in p.errlines), p.errlines[-5:])
+        self.server_req(r"GET /api/v1/nodes\?limit=500&fieldSelector=metadata.name%3Dn1 ")
+        self.cmd("modify n1")
+        p.expect(r"^event MODIFIED /n1 \d+$")
+        self.assertEqual(sum("SYNCED" in l for l in p.seen), 1)
+
     def test_silent_watch_is_dropped_and_resumed(self):
         # Waits on exactly the silence limit: shortened (the default, 300 s asked of the
         # server + 60 s, is checked in test_default_deadline_is_10_s).

@@ -5,7 +5,9 @@ package main
 // resourceVersion they were read at. Served as kube-apiserver serves it by default for
 // the version this server claims (`version <gitVersion>`): WatchList is beta and on in
 // 1.32 and from 1.34, off in 1.27-1.31 and 1.33, unknown before, where a watch with
-// resourceVersionMatch is refused. `watchlist off` refuses it whatever the version.
+// resourceVersionMatch is refused. `watchlist off` refuses it whatever the version;
+// `watchlist ignore` takes the parameters and serves a plain watch (no end bookmark), as a
+// server or proxy that does not know them might.
 
 import (
 	"fmt"
@@ -14,7 +16,7 @@ import (
 	"strings"
 )
 
-var watchListOff bool
+var watchListOff, watchListIgnore bool
 
 func watchListServed(gitVersion string) bool {
 	if watchListOff {
@@ -35,7 +37,7 @@ func watchListServed(gitVersion string) bool {
 func watchListAsked(w http.ResponseWriter, r *http.Request) (asked bool, ok bool) {
 	q := r.URL.Query()
 	send, match := q.Get("sendInitialEvents"), q.Get("resourceVersionMatch")
-	if send == "" && match == "" {
+	if (send == "" && match == "") || watchListIgnore {
 		return false, true
 	}
 	var msg string
@@ -77,7 +79,7 @@ func watchListCommand(s *server, f []string) bool {
 		return false
 	}
 	s.mu.Lock()
-	watchListOff = f[1] == "off"
+	watchListOff, watchListIgnore = f[1] == "off", f[1] == "ignore"
 	s.mu.Unlock()
 	return true
 }
