@@ -73,7 +73,33 @@ def daemon_pipe(pipe):
         return pipe
     return "/tmp/gpu-device-plugin-mps/" + hashlib.sha256(pipe.encode()).hexdigest()[:12]
 
-class DraMps(FakeApi, harness.PluginTestCase):
+class MpsRunner:
+    """The MPS runner (`mps-control-daemon --dra`) of a DRA test with sys/proc/dev roots, a
+    plugins directory, a bin directory of stand-ins and a log: started, and stopped at
+    cleanup with SIGTERM, which must end it with 0 (test_dra_shares.py uses it too)."""
+
+    def runner_env(self):
+        return {}
+
+    def start_runner(self):
+        env = self.plugin_env(extra=dict(self.runner_env(), GDP_SYSFS_ROOT=self.sys_root,
+                                         GDP_MPS_CONTAINER_ROOT=os.path.join(self.tmp, "mpsroot"),
+                                         PATH=self.bin + ":/usr/bin:/bin"))
+        args = ["--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
+                "--dev-root", self.dev_root, "--dra", "--kubelet-plugins-directory-path", self.plugins]
+        p = harness.Plugin(args, env, self.log, wrap=harness.run_as("mps-control-daemon"))
+        self.addCleanup(self.stop_runner, p)
+        p.wait_log("running the MPS control daemons of claims")
+        self.runner = p
+        return p
+
+    def stop_runner(self, p):
+        if p.alive():
+            p.signal(signal.SIGTERM)
+            self.assertEqual(p.wait_exit(), 0, p.stderr.text()[-3000:])
+
+
+class DraMps(MpsRunner, FakeApi, harness.PluginTestCase):
     def setUp(self):
         super().setUp()
         self.render("a100")
@@ -125,23 +151,6 @@ class DraMps(FakeApi, harness.PluginTestCase):
         p.wait_log("ResourceSlices of node %s are up to date" % NODE)
         self.kl.register()
         return p
-
-    def start_runner(self):
-        env = self.plugin_env(extra={"GDP_SYSFS_ROOT": self.sys_root,
-                                     "GDP_MPS_CONTAINER_ROOT": os.path.join(self.tmp, "mpsroot"),
-                                     "PATH": self.bin + ":/usr/bin:/bin"})
-        args = ["--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
-                "--dev-root", self.dev_root, "--dra", "--kubelet-plugins-directory-path", self.plugins]
-        p = harness.Plugin(args, env, self.log, wrap=harness.run_as("mps-control-daemon"))
-        self.addCleanup(self.stop_runner, p)
-        p.wait_log("running the MPS control daemons of claims")
-        self.runner = p
-        return p
-
-    def stop_runner(self, p):
-        if p.alive():
-            p.signal(signal.SIGTERM)
-            self.assertEqual(p.wait_exit(), 0, p.stderr.text()[-3000:])
 
     def calls_made(self):
         try:

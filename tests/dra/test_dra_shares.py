@@ -44,6 +44,7 @@ import attacklib  # noqa: E402
 from kubetest import scratch  # noqa: E402
 from dra_kubelet import FakeApi, CDI_KIND, DRIVER, NODE, Kubelet, cdi_errors, obj, on_node, ref  # noqa: E402
 from dra_scheduler import Pool  # noqa: E402
+from test_dra_mps import MpsRunner  # noqa: E402
 
 FAKE = None
 PROFILE = os.path.join(harness.SOURCE, "sim", "profiles", "dynamic", "h100-1-mig-off.yaml")
@@ -84,7 +85,7 @@ def mps_blocks(path):
     return out
 
 
-class DraShares(FakeApi, harness.PluginTestCase):
+class DraShares(MpsRunner, FakeApi, harness.PluginTestCase):
     PROFILE = PROFILE  # the node (test_dra_shares_mig.py's is another)
 
     def setUp(self):
@@ -152,22 +153,8 @@ class DraShares(FakeApi, harness.PluginTestCase):
         self.kl.register()
         return p
 
-    def start_runner(self):
-        env = self.plugin_env(extra=dict(self.nvml_env(), GDP_SYSFS_ROOT=self.sys_root,
-                                         GDP_MPS_CONTAINER_ROOT=os.path.join(self.tmp, "mpsroot"),
-                                         PATH=self.bin + ":/usr/bin:/bin"))
-        args = ["--sysfs-root", self.sys_root, "--proc-root", self.proc_root,
-                "--dev-root", self.dev_root, "--dra", "--kubelet-plugins-directory-path", self.plugins]
-        p = harness.Plugin(args, env, self.log, wrap=harness.run_as("mps-control-daemon"))
-        self.addCleanup(self.stop_runner, p)
-        p.wait_log("running the MPS control daemons of claims")
-        self.runner = p
-        return p
-
-    def stop_runner(self, p):
-        if p.alive():
-            p.signal(signal.SIGTERM)
-            self.assertEqual(p.wait_exit(), 0, p.stderr.text()[-3000:])
+    def runner_env(self):
+        return self.nvml_env()
 
     def smi_calls(self):
         try:
