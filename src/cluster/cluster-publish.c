@@ -333,6 +333,24 @@ static void recheck(struct cluster *c, bool api_back)
     deliver(c);
 }
 
+/* The watch shows the server holding what we want (our write's echo, or a peer that put
+ * it back): a restore still paced by the bucket, or owed after the running delivery by an
+ * older event, has nothing left to do; without this its GET would come up to
+ * HEAL_RESTORE_PERIOD_MS after the object was whole. A failure's retry stays. */
+static void settled(struct cluster *c)
+{
+    if (c->labels_step != STEP_IDLE) {
+        c->labels_recheck = false;
+        return;
+    }
+    if (!c->labels_retry || c->labels_heal.error)
+        return;
+    loop_timer_cancel(c->loop, c->labels_retry);
+    c->labels_retry = NULL;
+    json_decref(c->labels_sent);
+    c->labels_sent = json_deep_copy(c->labels_want);
+}
+
 /* One line per restore, within HEAL_LOG_BURST per HEAL_LOG_MS. */
 static void say_restore(struct cluster *c, const char *what, const char *how)
 {
@@ -373,8 +391,10 @@ static void on_nf_event(struct kube_watch *w, enum kube_watch_event ev, json_t *
     json_t *want = cluster_nodefeature_build(c->node, c->ns, c->labels_want, c->owner_refs);
     bool same = cluster_nodefeature_same(obj, want);
     json_decref(want);
-    if (same)
-        return; /* our own write's echo, or a change to what we do not own */
+    if (same) {
+        settled(c); /* our own write's echo, or a change to what we do not own */
+        return;
+    }
     if (c->labels_sent)
         say_restore(c, "NodeFeature", "changed");
     recheck(c, false);
@@ -391,8 +411,10 @@ void cluster_labels_node_event(struct cluster *c, enum kube_watch_event ev, json
         return;
     json_t *patch = cluster_node_labels_patch(c->labels_want, json_object_get(meta, "labels"),
                                               json_object_get(meta, "annotations"));
-    if (!patch)
+    if (!patch) {
+        settled(c);
         return;
+    }
     json_decref(patch);
     if (c->labels_sent)
         say_restore(c, "Node labels", "removed or changed");

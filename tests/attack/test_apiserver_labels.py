@@ -3,7 +3,8 @@
 and its NodeFeature store (fake-apiserver/nodefeature.go): the plugin's NodeFeature deleted,
 its labels altered, NFD's CRD deleted and installed again: each restored within 60 s (the
 time measured is printed); at steady state no request but the watch; a peer flipping the
-object every 50 ms gets a bounded number of writes and one warning. Default timeouts.
+object every 50 ms gets a bounded number of writes and one warning; a peer that puts the
+object back itself before a paced restore costs no request. Default timeouts.
 
 usage: test_apiserver_labels.py <fake-apiserver>"""
 import json
@@ -141,6 +142,27 @@ class LabelsHeal(harness.PluginTestCase):
         self.assertLessEqual(len(during), bound, during)
         self.assertEqual(warned, 1, self.plugin.stderr.text()[-3000:])
         self.idle_writes("after the peer stopped")
+
+    def test_put_back_by_the_peer(self):
+        """The bucket's burst spent, a change is restored only later; the peer puts the
+        labels back itself meanwhile: the paced restore has nothing left to do, so not one
+        request follows (it used to GET up to 10 s later, in a steady state)."""
+        self.start()
+        key = "nvidia.com/gpu.count"
+        for i in range(RESTORE_BURST):
+            self.cmd("nf-label %s %s %s=%d" % (NS, NAME, key, 900 + i))
+            self.wait_restored("change %d of %d" % (i + 1, RESTORE_BURST))
+        mark = len(self.requests())
+        self.cmd("nf-label %s %s %s=999" % (NS, NAME, key))
+        time.sleep(1.0)
+        self.assertEqual(self.nf()["spec"]["labels"][key], "999", "restored at once: burst?")
+        self.cmd("nf-label %s %s %s=%s" % (NS, NAME, key, self.want[key]))
+        time.sleep(RESTORE_PERIOD_S + 1.0)
+        reqs = self.requests()[mark:]
+        print("after the peer put it back: %d requests in %.0f s: %s" %
+              (len(reqs), RESTORE_PERIOD_S + 2.0, reqs))
+        self.assertEqual(reqs, [])
+        self.assertEqual(self.nf()["spec"]["labels"], self.want)
 
     def test_crd_reinstalled(self):
         """NFD's CRD deleted (the object with it, the API 404) for 20 s, then installed
