@@ -162,6 +162,7 @@ class Plugin:
         self.log_path = os.path.join(host.tmp, log_name)
         self.log = open(self.log_path, "wb")
         self.t_spawn = time.monotonic()
+        self.t_spawn_wall = time.time()  # against its log lines' own (local) timestamps
         self.proc = scratch.adopt(subprocess.Popen(
             [host.plugin] + host.args(extra_args), env=host.env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=self.log, close_fds=True))
