@@ -31,8 +31,8 @@ struct dra_write {
     bool tainted;                   /* it carried taints: its answer tells the mode */
     bool counters;                  /* it carried counters: its answer tells the mode */
     bool del;                       /* a DELETE */
-    json_t *sent;                   /* the wanted slice written (its generation aside) */
-    char *content;                  /* its compared content */
+    json_t *want;                   /* the wanted entry written (want_cache's; its "slice"
+                                     * is what was sent, its generation aside) */
 };
 
 struct dra_publish {
@@ -67,7 +67,8 @@ struct dra_publish {
      * request: rebuilt per step, 9 slices of 208 devices (8 carved H100s) cost 10-14 ms a
      * write and grew with the square of the slices. wanted_changes counts the changes of
      * the inputs (devices, counters, health, Node UID, counter modes, layout). Each entry:
-     * {"name", "content" (what is compared, a SHA-256), "owners" (text, or absent), "slice"
+     * {"name", "content" (what is compared, a SHA-256, taken when first compared or when
+     * the round ends: a start's creates need none before), "owners" (text, or absent), "slice"
      * (the tree, sharing the caller's devices, only until the round that writes it ends:
      * a pool of carved GPUs is ~250 KiB as text and ~9x that as trees, and both were
      * kept for the process's life; a later write builds them again)}. */
@@ -106,7 +107,7 @@ json_t *dra_publish_want(const struct dra_publish *p);
 json_t *dra_publish_record(json_t *slice);
 /* The record of the server's answer to a write of sent, whose content is given: taken as
  * is where the server holds what was sent (the compared fields equal), else computed. */
-json_t *dra_publish_record_as(json_t *slice, json_t *sent, const char *content);
+json_t *dra_publish_record_as(json_t *slice, json_t *want);
 const char *dra_publish_record_version(json_t *record);
 const char *dra_publish_name_of(json_t *o);
 /* The server holds exactly the wanted slices, all of one generation. */

@@ -202,7 +202,8 @@ static json_t *record_with(json_t *slice, const char *content)
         json_object_set(r, "resourceVersion", rv);
     json_object_set_new(r, "generation",
                         json_integer(json_integer_value(json_object_get(pool, "generation"))));
-    json_object_set_new(r, "content", json_string_nocheck(content));
+    if (content)
+        json_object_set_new(r, "content", json_string_nocheck(content));
     if (owners_of(slice)) {
         char *owners = dra_publish_text(owners_of(slice));
         json_object_set_new(r, "owners", json_string_nocheck(owners));
@@ -239,11 +240,41 @@ static bool holds_sent(json_t *slice, json_t *sent)
            json_equal(json_object_get(pa, "resourceSliceCount"), json_object_get(pb, "resourceSliceCount"));
 }
 
-json_t *dra_publish_record_as(json_t *slice, json_t *sent, const char *content)
+json_t *dra_publish_record_as(json_t *slice, json_t *want)
 {
-    if (!sent || !content || !holds_sent(slice, sent))
+    json_t *sent = json_object_get(want, "slice");
+    if (!sent || !holds_sent(slice, sent))
         return dra_publish_record(slice);
-    return record_with(slice, content);
+    /* its content is the entry's, taken when first compared (record_content) */
+    json_t *r = record_with(slice, NULL);
+    json_object_set(r, "want", want);
+    return r;
+}
+
+/* The compared content of a wanted entry, taken when first asked for: a start's creates
+ * compare nothing before the round ends, so the sorted dumps and digests of a carved
+ * pool's slices (~250 KiB of text) come after its "up to date" line, in
+ * dra_publish_wanted_release, not before its first write. */
+static const char *want_content(json_t *e)
+{
+    if (!json_object_get(e, "content")) {
+        json_t *s = json_object_get(e, "slice");
+        _cleanup_free_ char *c = s ? content_of(s) : NULL; /* released entries have one */
+        json_object_set_new(e, "content", json_string_nocheck(c ? c : ""));
+    }
+    return json_string_value(json_object_get(e, "content"));
+}
+
+/* The compared content of a record: its own, or that of the wanted entry it was written
+ * from (copied now, and the entry let go of). */
+static const char *record_content(json_t *r)
+{
+    json_t *e = json_object_get(r, "want");
+    if (e) {
+        json_object_set_new(r, "content", json_string_nocheck(want_content(e)));
+        json_object_del(r, "want");
+    }
+    return json_string_value(json_object_get(r, "content"));
 }
 
 const char *dra_publish_record_version(json_t *record)
@@ -285,9 +316,7 @@ json_t *dra_publish_wanted(struct dra_publish *p)
     p->want_cache = json_array();
     size_t i;
     json_array_foreach (slices, i, s) {
-        _cleanup_free_ char *content = content_of(s);
-        json_t *e = json_pack("{s:s, s:s, s:O}", "name", dra_publish_name_of(s), "content", content,
-                              "slice", s);
+        json_t *e = json_pack("{s:s, s:O}", "name", dra_publish_name_of(s), "slice", s);
         if (owners_of(s)) {
             _cleanup_free_ char *owners = dra_publish_text(owners_of(s));
             json_object_set_new(e, "owners", json_string(owners));
@@ -307,10 +336,15 @@ void dra_publish_digest(json_t *devices, char out[65])
 
 void dra_publish_wanted_release(struct dra_publish *p)
 {
-    json_t *e;
+    json_t *e, *r;
     size_t i;
-    json_array_foreach (p->want_cache, i, e)
+    const char *key;
+    json_array_foreach (p->want_cache, i, e) {
+        want_content(e); /* compared later, when the tree is gone */
         json_object_del(e, "slice");
+    }
+    json_object_foreach (p->store, key, r)
+        record_content(r);
     if (p->source && p->devices_tree) {
         /* what tells a later set whether the devices changed, taken now, past the start's
          * publish, and not at every set */
@@ -344,8 +378,8 @@ static json_t *slice_at(json_t *tree, long long gen, json_t *have)
  * same content, and the same owner where the wanted slice names one. */
 static bool same_content(json_t *have, json_t *want)
 {
-    if (!streq_ptr(json_string_value(json_object_get(have, "content")),
-                   json_string_value(json_object_get(want, "content"))))
+    /* a record made from this very entry holds its content (dra_publish_record_as) */
+    if (json_object_get(have, "want") != want && !streq_ptr(record_content(have), want_content(want)))
         return false;
     const char *wo = json_string_value(json_object_get(want, "owners"));
     return !wo || streq_ptr(json_string_value(json_object_get(have, "owners")), wo);

@@ -52,8 +52,7 @@ static void write_done(struct dra_write *w)
             break;
         }
     free(w->name);
-    json_decref(w->sent);
-    free(w->content);
+    json_decref(w->want);
     free(w);
 }
 
@@ -108,8 +107,8 @@ const char *dra_publish_status_text(int status, json_t *body, char *buf, size_t 
     return buf;
 }
 
-/* sent: the wanted slice a write sent (NULL: none), whose content the record takes when
- * the server holds exactly it (dra_publish_record_as). */
+/* sent: the write whose answer slice is (NULL: none); the record takes its wanted entry's
+ * content when the server holds exactly what it sent (dra_publish_record_as). */
 static void store_put(struct dra_publish *p, json_t *slice, struct dra_write *sent)
 {
     const char *name = dra_publish_name_of(slice);
@@ -121,7 +120,7 @@ static void store_put(struct dra_publish *p, json_t *slice, struct dra_write *se
                         "track of %s and later ones, ignoring", MAX_SLICES, p->node, p->driver, name);
         return;
     }
-    json_object_set_new(p->store, name, sent ? dra_publish_record_as(slice, sent->sent, sent->content)
+    json_object_set_new(p->store, name, sent ? dra_publish_record_as(slice, sent->want)
                                              : dra_publish_record(slice));
 }
 
@@ -238,7 +237,7 @@ static bool any_taint(json_t *slice)
 /* Send one write the plan chose; false when it could not be sent (the failure is
  * retried with backoff) or is not to be sent (our own bug). */
 static bool send_write(struct dra_publish *p, enum dra_publish_action act, json_t *slice, char *name,
-                       json_t *sent, const char *content)
+                       json_t *want)
 {
     char *msg = NULL;
     if (slice && dra_slice_validate(slice, name, &msg) < 0) {
@@ -259,8 +258,7 @@ static bool send_write(struct dra_publish *p, enum dra_publish_action act, json_
     w->tainted = slice && any_taint(slice);
     w->del = act == ACT_DELETE;
     w->counters = slice && dra_publish_has_counters(slice);
-    w->sent = json_incref(sent);
-    w->content = content ? xstrdup(content) : NULL;
+    w->want = json_incref(want);
     p->writes[p->n_writes++] = w;
     struct error err = { 0 };
     _cleanup_free_ char *path = act == ACT_CREATE ? NULL : xasprintf(SLICES_PATH "/%s", name);
@@ -321,8 +319,7 @@ void dra_publish_converge(struct dra_publish *p)
         if (act == ACT_NONE || act == ACT_WAIT)
             break;
         p->stats.converged = false;
-        if (!send_write(p, act, slice, name, json_object_get(want, "slice"),
-                        json_string_value(json_object_get(want, "content"))))
+        if (!send_write(p, act, slice, name, want))
             return;
     }
     if (act != ACT_NONE)
