@@ -15,14 +15,13 @@
  * an idle connection costs no wakeups. */
 #include <arpa/inet.h>
 #include <inttypes.h>
-#include <mbedtls/ecp.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include "core/error.h"
@@ -32,109 +31,6 @@
 #include "kube/kube-internal.h"
 
 #define OUT_GATHER (64u * 1024u)
-
-static const char *alpn_list[] = { "h2", NULL };
-
-static int tls_error(struct error *err, int code, const char *what)
-{
-    char buf[160];
-    mbedtls_strerror(code, buf, sizeof(buf));
-    return error_set(err, -EINVAL, "%s: %s", what, buf);
-}
-
-/* The DRBG's seed comes straight from the kernel's CSPRNG. mbedtls_entropy_func would
- * add Debian's HAVEGE source (MBEDTLS_HAVEGE_C) to the same getrandom() source: a
- * timing loop over a 37 KiB table, filled at init and resident for the process's life,
- * and no better a seed on a VM. getrandom blocks only before the kernel's pool is
- * initialised at boot. */
-static int kernel_entropy(void *unused, unsigned char *buf, size_t len)
-{
-    (void)unused;
-    while (len > 0) {
-        ssize_t n = getrandom(buf, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return MBEDTLS_ERR_CTR_DRBG_ENTROPY_SOURCE_FAILED;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* X25519 first, then mbedtls's list (secp521r1 first: a Go server over TLS 1.2 took it, ~10
- * ms of CPU a handshake each side); all stay, as the list bounds the server's cert too. */
-static const mbedtls_ecp_group_id *key_exchange_curves(void)
-{
-    static mbedtls_ecp_group_id list[32];
-    if (list[0] != MBEDTLS_ECP_DP_NONE)
-        return list;
-    size_t n = 0;
-    const mbedtls_ecp_group_id *all = mbedtls_ecp_grp_id_list();
-    for (size_t i = 0; all[i] != MBEDTLS_ECP_DP_NONE; i++)
-        if (all[i] == MBEDTLS_ECP_DP_CURVE25519)
-            list[n++] = MBEDTLS_ECP_DP_CURVE25519;
-    for (size_t i = 0; all[i] != MBEDTLS_ECP_DP_NONE && n + 1 < ELEMENTSOF(list); i++)
-        if (all[i] != MBEDTLS_ECP_DP_CURVE25519)
-            list[n++] = all[i];
-    list[n] = MBEDTLS_ECP_DP_NONE;
-    return list;
-}
-
-int kube_conn_init(struct kube *k, struct error *err)
-{
-    struct kube_conn *c = &k->conn;
-    struct kube_creds *cr = &k->creds;
-    c->fd = -1;
-    if (!cr->tls)
-        return 0;
-    mbedtls_ssl_init(&c->ssl);
-    mbedtls_ssl_config_init(&c->conf);
-    mbedtls_x509_crt_init(&c->ca);
-    mbedtls_x509_crt_init(&c->cert);
-    mbedtls_pk_init(&c->key);
-    mbedtls_ctr_drbg_init(&c->drbg);
-    c->tls_ready = true;
-
-    static const unsigned char pers[] = "gpu-device-plugin kube";
-    int r = mbedtls_ctr_drbg_seed(&c->drbg, kernel_entropy, NULL, pers, sizeof(pers));
-    if (r != 0)
-        return tls_error(err, r, "seeding the TLS random generator");
-    r = mbedtls_ssl_config_defaults(&c->conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
-                                    MBEDTLS_SSL_PRESET_DEFAULT);
-    if (r != 0)
-        return tls_error(err, r, "TLS configuration");
-    /* HTTP/2 over TLS needs 1.2 or later; mbedtls 2.28 speaks 1.2. */
-    mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
-    mbedtls_ssl_conf_curves(&c->conf, key_exchange_curves());
-    if ((r = mbedtls_ssl_conf_alpn_protocols(&c->conf, alpn_list)) != 0)
-        return tls_error(err, r, "TLS ALPN");
-    if (cr->insecure) {
-        mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_NONE);
-    } else {
-        r = mbedtls_x509_crt_parse(&c->ca, (const unsigned char *)cr->ca_pem, cr->ca_len);
-        if (r != 0)
-            return r < 0 ? tls_error(err, r, "certificate authority")
-                         : error_set(err, -EINVAL, "certificate authority: %d of its certificates could not be parsed", r);
-        mbedtls_ssl_conf_ca_chain(&c->conf, &c->ca, NULL);
-        mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
-    }
-    if (cr->cert_pem) {
-        r = mbedtls_x509_crt_parse(&c->cert, (const unsigned char *)cr->cert_pem, cr->cert_len);
-        if (r != 0)
-            return r < 0 ? tls_error(err, r, "client certificate")
-                         : error_set(err, -EINVAL, "client certificate: not parsable");
-        r = mbedtls_pk_parse_key(&c->key, (const unsigned char *)cr->key_pem, cr->key_len, NULL, 0);
-        if (r != 0)
-            return tls_error(err, r, "client key");
-        if ((r = mbedtls_ssl_conf_own_cert(&c->conf, &c->cert, &c->key)) != 0)
-            return tls_error(err, r, "client certificate and key");
-    }
-    if ((r = mbedtls_ssl_setup(&c->ssl, &c->conf)) != 0)
-        return tls_error(err, r, "TLS setup");
-    return 0;
-}
 
 static void conn_close(struct kube *k)
 {
@@ -572,6 +468,24 @@ static void conn_open(struct kube *k)
     /* A server that accepts (its kernel does, even when the process is stopped) but
      * never finishes the handshake must not hold the connection forever. */
     c->check_timer = loop_timer_add(k->loop, k->timeout_ms, check_cb, k);
+}
+
+/* The connect and the handshake moved on as far as they can without waiting (see
+ * kube_send_now): nothing is read past the handshake, so nothing is called back. */
+void kube_conn_advance(struct kube *k)
+{
+    struct kube_conn *c = &k->conn;
+    while (c->state == KUBE_CONN_CONNECTING || c->state == KUBE_CONN_HANDSHAKE) {
+        /* poll's bits are epoll's (EPOLLIN == POLLIN ... on Linux) */
+        struct pollfd pfd = { .fd = c->fd, .events = (short)c->events };
+        enum kube_conn_state was = c->state;
+        uint32_t events = c->events;
+        if (RETRY_EINTR(poll(&pfd, 1, 0)) <= 0)
+            return;
+        conn_io_cb(k->loop, c->fd, (uint32_t)pfd.revents, k);
+        if (c->state == was && c->events == events)
+            return; /* waits for the server */
+    }
 }
 
 void kube_conn_want(struct kube *k)

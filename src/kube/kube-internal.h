@@ -1,5 +1,5 @@
 /* What the files of the API client share (kube.c: requests; kube-conn.c: the TLS + HTTP/2
- * connection; kube-config.c: credentials; kube-watch.c: list + watch), and the pure
+ * connection, kube-tls.c its TLS configuration; kube-config.c: credentials; kube-watch.c: list + watch), and the pure
  * helpers the unit tests reach. Not for the rest of the plugin: use kube.h. */
 #pragma once
 
@@ -223,12 +223,13 @@ struct kube {
     uint64_t requests_sent; /* tests */
 };
 
-/* kube-conn.c */
+/* kube-conn.c (kube_conn_init: kube-tls.c) */
 /* TLS material from the credentials (CA, client certificate and key); no socket yet. */
 int kube_conn_init(struct kube *k, struct error *err);
 void kube_conn_free(struct kube *k);
 /* Make sure a connection is on its way (no-op unless idle). */
 void kube_conn_want(struct kube *k);
+void kube_conn_advance(struct kube *k);
 /* Push nghttp2's pending output to the socket; on failure the connection is dropped. */
 void kube_conn_flush(struct kube *k);
 /* What a request that waited for a connection until its deadline fails with: the error of

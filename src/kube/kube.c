@@ -359,6 +359,15 @@ static void kick(struct kube *k)
         k->kick_timer = loop_timer_add(k->loop, 0, kick_cb, k);
 }
 
+void kube_send_now(struct kube *k)
+{
+    if (!k)
+        return;
+    pump(k);
+    kube_conn_advance(k);
+    kube_conn_flush(k);
+}
+
 void kube_on_connected(struct kube *k)
 {
     pump(k);

@@ -99,6 +99,12 @@ struct kube_req *kube_request(struct kube *k, enum kube_method m, const char *pa
                               kube_done_fn fn, void *userdata, struct error *err);
 /* fn is not called afterwards. NULL is ignored; not for use after fn was called. */
 void kube_request_cancel(struct kube_req *r);
+/* Moves the queued requests on without waiting for the loop: opens the connection, takes
+ * the TLS handshake as far as the server has answered, sends what the rate limit allows.
+ * For a caller about to block the loop for a while (a start loading NVML and building its
+ * devices), so that the server's side of the handshake and of the first requests runs
+ * meanwhile. Reads nothing past the handshake and calls no callback. NULL is ignored. */
+void kube_send_now(struct kube *k);
 /* The caller's own bound on how long r may wait in this client before it is sent (its
  * rate limit, a 429's Retry-After, a connection being made), from now: instead of
  * options.max_wait_ms when sooner. Right after kube_request (its request timeout still

@@ -10,6 +10,8 @@
  *                                       listed through the watch (kube.h stream_list);
  *                                       forbidden: a 403 ends it ("event FORBIDDEN")
  *   stopwatch                        -> "stopped"
+ *   hold MS                          -> "held" after MS ms away from the loop (as a start
+ *                                       loading NVML is), calling kube_send_now every ms
  *   quit (or end of stdin)
  *
  *   kube-probe [--kubeconfig F] [--sa-dir D] [--timeout-ms N] [--max-bytes N]
@@ -18,6 +20,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -137,6 +140,14 @@ static void command(char *line)
         watch = kube_watch_start_opt(kube, path, &o, watch_cb, NULL, &err);
         if (!watch)
             out("error %s\n", err.msg);
+    } else if (streq(cmd, "hold")) {
+        char *ms = strtok_r(NULL, " ", &save);
+        uint64_t until = loop_now_ms() + (ms ? strtoull(ms, NULL, 10) : 0);
+        while (loop_now_ms() < until) {
+            kube_send_now(kube);
+            (void)usleep(1000);
+        }
+        out("held\n");
     } else if (streq(cmd, "stopwatch")) {
         kube_watch_stop(watch);
         watch = NULL;

@@ -69,6 +69,21 @@ class Requests(Base):
         st, _ = p.request("GET", "/api/v1/nodes/absent")
         self.assertEqual(st, 404)
 
+    def test_send_now_away_from_the_loop(self):
+        """kube_send_now while the caller keeps the loop waiting (hold): the connection is
+        made, the TLS handshake done and the request sent meanwhile; its answer is called
+        back only once the loop runs again, never from inside kube_send_now."""
+        self.cmd("add n1")
+        p = self.probe()
+        p.send("req h1 GET /api/v1/nodes/n1\nhold 3000")  # one read: the loop never turns
+        t0 = time.monotonic()
+        self.server_req(r"GET /api/v1/nodes/n1 ")
+        self.assertLess(time.monotonic() - t0, 2.5, "the request waited for the loop")
+        self.assertTrue(p.lines.empty(), "answered while held: %s" % p.lines.queue)
+        p.expect(r"^held$", 5)
+        m = p.expect(r"^done h1 (\d+) ", 5)
+        self.assertEqual(m.group(1), "200")
+
     def test_patch_content_types(self):
         self.cmd("add n1")
         p = self.probe()
