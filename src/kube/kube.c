@@ -366,6 +366,8 @@ void kube_send_now(struct kube *k)
     pump(k);
     kube_conn_advance(k);
     kube_conn_flush(k);
+    if (k->ready)
+        kick(k); /* a request that failed meanwhile is answered from the loop */
 }
 
 void kube_on_connected(struct kube *k)
