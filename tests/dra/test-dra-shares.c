@@ -4,7 +4,7 @@
  * device offers), never more shares than a device holds (memory and compute, across
  * claims), and the spec: one CDI device per share, the MPS client limits claim-wide, the
  * shared edits untouched. On the simulated 1 x H100 80GB (MIG off); static MIG devices on
- * four A100s (`mig`). */
+ * four A100s (`mig`); every profile the simulator has (`sweep`). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,11 +269,70 @@ static void case_mig(void)
     json_decref(spec);
 }
 
+/* `sweep <profile>`: every profile the simulator has, under policies whose step divides no
+ * device's memory, exceeds some or all of them, and whose default is off the grid or past
+ * the device: every shared device's policy on its grid within its memory, no device smaller
+ * than a step shared, and the node's slices valid under the 1.36 rules as the API server
+ * checks them (dra_slice_validate). */
+static const char *sweep_profile;
+
+static void case_sweep(void)
+{
+    CHECK(sweep_profile && load(sweep_profile) == 0);
+    static const struct dra_share_policy policies[] = {
+        { .memory_step = 1ULL << 30, .compute_default = 10 },
+        { .memory_step = 3ULL << 30, .memory_default = 5ULL << 30, .compute_default = 100 },
+        { .memory_step = 768ULL << 20, .memory_default = 1ULL << 40, .compute_default = 1 },
+        { .memory_step = 20ULL << 30, .memory_default = 1ULL << 20, .compute_default = 50 },
+        { .memory_step = 1ULL << 40 },
+    };
+    for (size_t k = 0; k < ELEMENTSOF(policies); k++) {
+        const struct dra_share_policy *p = &policies[k];
+        dra_devices_offer_shares(&set, &inv, p);
+        size_t shared = 0;
+        for (size_t i = 0; i < set.n; i++) {
+            const struct dra_device *d = &set.devices[i];
+            uint64_t mem = dra_device_memory(&inv, d);
+            if (!d->shared)
+                continue;
+            shared++;
+            struct dra_share_grid q;
+            dra_share_grid(mem, p, &q);
+            CHECK(mem >= p->memory_step && q.capacity <= mem);
+            CHECK(q.min == p->memory_step && q.min <= q.def && q.def <= q.max && q.max <= q.capacity);
+            CHECK((q.def - q.min) % q.step == 0 && (q.max - q.min) % q.step == 0);
+            CHECK(d->type == DRA_DEVICE_GPU || d->type == DRA_DEVICE_MIG);
+        }
+        json_t *devices = dra_slice_devices(&inv, &set);
+        json_t *counters = dra_slice_counter_sets(&inv, &set);
+        struct dra_slice_pool pool = { .driver = "gpu.nvidia.com", .node_name = "n1", .generation = 1,
+                                       .counter_sets = counters };
+        json_t *slices = dra_slices_build(&pool, devices), *sl;
+        size_t i;
+        json_array_foreach (slices, i, sl) {
+            char *msg = NULL;
+            if (dra_slice_validate(sl, "sweep", &msg) < 0) {
+                fprintf(stderr, "%s, policy %zu: %s\n", sweep_profile, k, msg);
+                CHECK(false);
+            }
+            free(msg);
+        }
+        printf("%s, policy %zu: %zu of %zu devices shared, %zu slice(s) valid\n", sweep_profile, k,
+               shared, set.n, json_array_size(slices));
+        if (p->memory_step >= 1ULL << 40)
+            CHECK(shared == 0);
+        json_decref(slices);
+        json_decref(counters);
+        json_decref(devices);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
         { "publish", case_publish }, { "record", case_record }, { "fit", case_fit }, { "spec", case_spec },
-        { "mig", case_mig },
+        { "mig", case_mig }, { "sweep", case_sweep },
     };
-    return test_cases_run(argc, argv, cases, ELEMENTSOF(cases));
+    sweep_profile = argc > 2 ? argv[2] : NULL;
+    return test_cases_run(argc > 2 ? 2 : argc, argv, cases, ELEMENTSOF(cases));
 }
