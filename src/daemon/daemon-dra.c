@@ -13,7 +13,6 @@
 #include "dra/dra-sharing.h"
 #include "dra/dra-slice.h"
 #include "health/monitor.h"
-#include "kube/kube.h"
 #include "metrics/metrics.h"
 #include "policy/health.h"
 
@@ -28,7 +27,6 @@ struct daemon_dra {
     struct dra_claims *claims;
     struct dra_sharing_ctx *sharing; /* TimeSlicing applied and reset (the claims' hooks) */
     struct dra_publish *pub;
-    struct kube *kube;
     struct daemon_dra_metrics metrics;    /* all NULL: metrics off */
     void (*released)(void *userdata);     /* daemon_dra_on_released */
     void *released_userdata;
@@ -229,7 +227,6 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
     if (metrics)
         d->metrics = *metrics;
     d->node_name = xstrdup(node);
-    d->kube = k;
     d->health_time = (int64_t)time(NULL);
     _cleanup_free_ char *plugin_dir = xasprintf("%s/%s", cfg->dra.plugins_dir, DRA_DRIVER_NAME);
     /* NVML's root as the daemon loaded it (a reload cannot change that either). */
@@ -278,7 +275,7 @@ int daemon_dra_start(struct loop *l, const struct config *cfg, struct kube *k,
              dra_service_registrar_path(d->svc), cfg->dra.cdi_root);
     /* The connection opened and the TLS hello sent now: the server's side of the
      * handshake runs while NVML loads and the devices are built (daemon_dra_update). */
-    kube_send_now(k);
+    dra_publish_send_now(d->pub);
     *out = d;
     return 0;
 fail:
@@ -295,7 +292,7 @@ void daemon_dra_update(struct daemon_dra *d, const struct node_state *s,
         serve[g] = node_state_dra_serves(s, g);
     struct dra_device_set set = { 0 };
     struct error err = { 0 };
-    kube_send_now(d->kube); /* the handshake's next flight, or the first requests */
+    dra_publish_send_now(d->pub); /* the handshake's next flight, or the first requests */
     if (dra_devices_build(inv, serve, &set, &err) < 0) {
         /* Naming collisions are the only failure; serve none rather than wrong ones. */
         log_error("DRA: %s; offering no devices until the next reload", err.msg);

@@ -555,6 +555,12 @@ void dra_publish_set_source(struct dra_publish *p, dra_publish_source_fn fn, voi
     p->source_userdata = userdata;
 }
 
+void dra_publish_send_now(struct dra_publish *p)
+{
+    if (p)
+        kube_send_now(p->kube);
+}
+
 bool dra_publish_converged(const struct dra_publish *p)
 {
     return p->stats.converged && !p->retry && !busy(p);

@@ -93,3 +93,8 @@ void dra_publish_get_stats(const struct dra_publish *p, struct dra_publish_stats
  * the restore token bucket; a retry; a request in flight). stats.converged says only
  * that the last round ended. For /readyz. */
 bool dra_publish_converged(const struct dra_publish *p);
+
+/* Moves the API connection on now (kube_send_now: connect, the TLS handshake as far as the
+ * server has answered, what is queued), for a caller about to keep the loop busy; calls
+ * nothing back. NULL is ignored. */
+void dra_publish_send_now(struct dra_publish *p);
