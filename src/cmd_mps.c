@@ -38,6 +38,7 @@ struct mpsd {
     char **argv;
     char **envp;
     const char *root;
+    bool dra;                   /* --dra: the claims' daemons are run too */
     struct node_state node;     /* of the daemons running; cfg NULL: none */
     size_t started;             /* resources[0..started) with a daemon */
     struct loop_timer *retry;
@@ -115,8 +116,14 @@ static bool start_all(struct mpsd *d)
             goto retry;
         }
     }
-    if (!n)
+    if (!n) {
         log_info("No devices are configured for MPS sharing; Waiting indefinitely.");
+        /* The DRA DaemonSet mounts no MPS root: with nothing of the config to run, there is
+         * no readiness file to write, and no reason to fail and load NVML again every 30 s
+         * (an error line each time, for as long as it runs). */
+        if (d->dra && access(d->root, F_OK) < 0)
+            return true;
+    }
     if (write_ready(d))
         return true;
 retry:
@@ -231,6 +238,7 @@ int cmd_mps_control_daemon(int argc, char **argv)
         return GDP_EXIT_FAILURE;
     }
     loop_add_io(d.loop, sfd, EPOLLIN, on_signal, &d);
+    d.dra = dra_plugins != NULL;
     if (dra_plugins && mps_dra_start(d.loop, dra_plugins, &dra, &err) < 0) {
         log_error("DRA: %s", err.msg);
         rc = GDP_EXIT_FAILURE;

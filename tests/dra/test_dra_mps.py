@@ -176,6 +176,18 @@ class DraMps(MpsRunner, FakeApi, harness.PluginTestCase):
 
     # ---------------------------------------------------------------------------------
 
+    def test_runner_without_an_mps_root_waits_quietly(self):
+        """The DRA DaemonSet mounts no MPS root and the config shares nothing with MPS: one
+        line, then nothing (it used to fail to write <root>/.ready and retry every 30 s,
+        loading NVML and saying an error each time)."""
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "mpsroot")))
+        p = self.start_runner()
+        p.wait_log("No devices are configured for MPS sharing; Waiting indefinitely.")
+        time.sleep(0.5)
+        text = p.stderr.text()
+        self.assertNotIn("failed to create", text)
+        self.assertNotIn("Retrying in", text)
+
     def test_prepare_restarts_unprepare(self):
         self.start_runner()
         self.start_dra()

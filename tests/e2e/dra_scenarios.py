@@ -68,7 +68,10 @@ def render_dra(dev_root, git_version):
     """The chart in DRA mode for this cluster (its version as Helm's Capabilities), with
     API access as render_chart_api gives it, and the dev root mounted at its own path: the
     CDI specs name host paths under it, and the plugin looks for the control nodes there."""
-    values = h.chart_values(QUIET, dra={"enabled": True},
+    # The MPS runner's DaemonSet (dra.mps.enabled, on by default) off: these scenarios make
+    # no MPS claim, and its process would load the simulated NVML too, whose control FIFO
+    # then has two readers, either of which takes an injected Xid (dra failed so on 1.36.3).
+    values = h.chart_values(QUIET, dra={"enabled": True, "mps": {"enabled": False}},
                             devicePlugin={"enabled": True, "enableHostNetwork": True})
     return render_node_chart(values, git_version, {"e2e-dev-root": dev_root},
                              {"NVIDIA_DEV_ROOT": dev_root}, api=True)
@@ -833,7 +836,10 @@ def s_dra_cuda(ctx):
 def _dra_cuda(ctx, git_version, words, undo):
     cuda_image(ctx)
     n = node_driver(undo)
-    values = h.chart_values(QUIET, dra={"enabled": True},
+    # The MPS runner's DaemonSet (dra.mps.enabled, on by default) off: these scenarios make
+    # no MPS claim, and its process would load the simulated NVML too, whose control FIFO
+    # then has two readers, either of which takes an injected Xid (dra failed so on 1.36.3).
+    values = h.chart_values(QUIET, dra={"enabled": True, "mps": {"enabled": False}},
                             devicePlugin={"enabled": True, "enableHostNetwork": True})
     chart, plug = replace_plugin(ctx, "dra-cuda", driver_chart(n, values, git_version, api=True))
     undo.callback(cleanup("delete", "resourceslices", "--field-selector", f"spec.driver={DRIVER}",
