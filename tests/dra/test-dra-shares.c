@@ -39,6 +39,30 @@ static int load(const char *profile)
     return 0;
 }
 
+/* The slices of node n1 holding devices (and counter sets, or NULL), each checked against
+ * the 1.36 rules as the API server checks them (a failure said on stderr, as what); *n: how
+ * many there are. */
+static bool slices_valid(json_t *devices, json_t *counters, const char *what, size_t *n)
+{
+    struct dra_slice_pool pool = { .driver = "gpu.nvidia.com", .node_name = "n1", .generation = 1,
+                                   .counter_sets = counters };
+    json_t *slices = dra_slices_build(&pool, devices), *sl;
+    bool ok = true;
+    size_t i;
+    json_array_foreach (slices, i, sl) {
+        char *msg = NULL;
+        if (dra_slice_validate(sl, what, &msg) < 0) {
+            fprintf(stderr, "%s: %s\n", what, msg);
+            ok = false;
+        }
+        free(msg);
+    }
+    if (n)
+        *n = json_array_size(slices);
+    json_decref(slices);
+    return ok;
+}
+
 static int node(void)
 {
     return load("dynamic/h100-1-mig-off.yaml") == 0 && set.n == 1 && set.devices[0].shared ? 0 : -1;
@@ -60,12 +84,7 @@ static void case_publish(void)
     CHECK_STR(json_string_value(json_object_get(json_object_get(caps, "compute"), "value")), "100");
     CHECK_STR(json_string_value(json_object_get(cp, "default")), "10");
     json_t *devices = json_pack("[o]", e);
-    struct dra_slice_pool pool = { .driver = "gpu.nvidia.com", .node_name = "n1", .generation = 1 };
-    json_t *slices = dra_slices_build(&pool, devices);
-    char *msg = NULL;
-    CHECK(dra_slice_validate(json_array_get(slices, 0), "x", &msg) == 0);
-    free(msg);
-    json_decref(slices);
+    CHECK(slices_valid(devices, NULL, "x", NULL));
     json_decref(devices);
     /* a grid the memory is not a multiple of: max and default on it */
     struct dra_share_grid q;
@@ -213,12 +232,7 @@ static void case_mig(void)
               "MIG-3a3a3a3a-0000-0000-0000-000000000001");
     json_t *devices = json_pack("[o, o]", e, dra_slice_device(&inv, ci));
     CHECK(!json_object_get(json_array_get(devices, 1), "allowMultipleAllocations"));
-    struct dra_slice_pool pool = { .driver = "gpu.nvidia.com", .node_name = "n1", .generation = 1 };
-    json_t *slices = dra_slices_build(&pool, devices);
-    char *msg = NULL;
-    CHECK(dra_slice_validate(json_array_get(slices, 0), "x", &msg) == 0);
-    free(msg);
-    json_decref(slices);
+    CHECK(slices_valid(devices, NULL, "x", NULL));
     json_decref(devices);
 
     /* record and fit against the MIG device's 20096 MiB */
@@ -305,23 +319,13 @@ static void case_sweep(void)
         }
         json_t *devices = dra_slice_devices(&inv, &set);
         json_t *counters = dra_slice_counter_sets(&inv, &set);
-        struct dra_slice_pool pool = { .driver = "gpu.nvidia.com", .node_name = "n1", .generation = 1,
-                                       .counter_sets = counters };
-        json_t *slices = dra_slices_build(&pool, devices), *sl;
-        size_t i;
-        json_array_foreach (slices, i, sl) {
-            char *msg = NULL;
-            if (dra_slice_validate(sl, "sweep", &msg) < 0) {
-                fprintf(stderr, "%s, policy %zu: %s\n", sweep_profile, k, msg);
-                CHECK(false);
-            }
-            free(msg);
-        }
-        printf("%s, policy %zu: %zu of %zu devices shared, %zu slice(s) valid\n", sweep_profile, k,
-               shared, set.n, json_array_size(slices));
+        char what[300];
+        size_t n_slices = 0;
+        snprintf(what, sizeof(what), "%s, policy %zu", sweep_profile, k);
+        CHECK(slices_valid(devices, counters, what, &n_slices));
+        printf("%s: %zu of %zu devices shared, %zu slice(s) valid\n", what, shared, set.n, n_slices);
         if (p->memory_step >= 1ULL << 40)
             CHECK(shared == 0);
-        json_decref(slices);
         json_decref(counters);
         json_decref(devices);
     }
