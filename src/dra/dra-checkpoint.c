@@ -459,18 +459,31 @@ int dra_checkpoint_set_mig(struct dra_checkpoint *c, const char *uid, const char
                            const struct dra_ckpt_mig *mig, struct error *err)
 {
     size_t i = find_index(c, uid);
+    bool found = false;
     for (size_t j = 0; i != SIZE_MAX && j < c->claims[i].n_devices; j++) {
         struct dra_ckpt_device *d = &c->claims[i].devices[j];
         if (!streq(d->device, device))
             continue;
         free(d->mig.parent_uuid);
         free(d->mig.uuid);
-        d->mig = (struct dra_ckpt_mig){ .parent_uuid = xstrdup(mig->parent_uuid),
-                                        .uuid = xstrdup(mig->uuid), .gi_id = mig->gi_id,
-                                        .ci_id = mig->ci_id };
-        return 0;
+        d->mig = mig ? (struct dra_ckpt_mig){ .parent_uuid = xstrdup(mig->parent_uuid),
+                                              .uuid = xstrdup(mig->uuid), .gi_id = mig->gi_id,
+                                              .ci_id = mig->ci_id }
+                     : (struct dra_ckpt_mig){ 0 };
+        found = true;
     }
-    return error_set(err, -ENOENT, "claim %s has no device %s in checkpoint %s", uid, device, c->path);
+    return found ? 0 : error_set(err, -ENOENT, "claim %s has no device %s in checkpoint %s", uid,
+                                 device, c->path);
+}
+
+int dra_checkpoint_set_config(struct dra_checkpoint *c, const char *uid, size_t k,
+                              const struct dra_config *cfg, struct error *err)
+{
+    size_t i = find_index(c, uid);
+    if (i == SIZE_MAX || k >= c->claims[i].n_devices)
+        return error_set(err, -ENOENT, "claim %s has no device %zu in checkpoint %s", uid, k, c->path);
+    c->claims[i].devices[k].config = *cfg;
+    return 0;
 }
 
 int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err)

@@ -110,9 +110,14 @@ int dra_checkpoint_complete(struct dra_checkpoint *c, const char *uid, struct er
 int dra_checkpoint_remove(struct dra_checkpoint *c, const char *uid, struct error *err);
 
 /* Records (in memory: the next save writes it) the MIG device made for `device` of uid's
- * record (copied). -ENOENT: no such record or device. */
+ * record (copied; into each entry naming it: shares of one placement; NULL: none any
+ * more). -ENOENT: no such record or device. */
 int dra_checkpoint_set_mig(struct dra_checkpoint *c, const char *uid, const char *device,
                            const struct dra_ckpt_mig *mig, struct error *err);
+/* Sets (in memory, as above) the sharing config of device k of uid's record: a placement's
+ * share, whose MPS daemon is known once its MIG device is made. -ENOENT: no such one. */
+int dra_checkpoint_set_config(struct dra_checkpoint *c, const char *uid, size_t k,
+                              const struct dra_config *cfg, struct error *err);
 
 void dra_ckpt_claim_clear(struct dra_ckpt_claim *claim);
 

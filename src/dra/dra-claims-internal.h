@@ -94,11 +94,24 @@ int claims_plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
 /* Whether preparing rec changes anything outside its CDI spec (a sharing config): only then
  * is PrepareStarted recorded first. */
 bool claims_changes_devices(const struct dra_claims *c, const struct dra_ckpt_claim *rec);
-/* DynamicMIG: whether devs has a placement, and their MIG devices made into made[] and
- * recorded in uid's record (what was made destroyed again on failure). */
+/* DynamicMIG: whether devs has a placement, and their MIG devices made (or, for shares,
+ * found) into made[] and recorded in uid's record with their shares' MPS daemons (on
+ * failure the record holds what was made: claims_uncarve destroys it). */
 bool claims_any_placement(const struct dra_device **devs, size_t n);
 int claims_carve(struct dra_claims *c, const char *uid, const struct dra_device **devs,
                  struct inv_mig *made, size_t n, struct error *err);
+/* Before rec replaces the record of its UID (a try after one that kept PrepareStarted):
+ * the MIG devices the old one made, taken over, so that the new try finds them. */
+void claims_keep_made(const struct dra_claims *c, struct dra_ckpt_claim *rec);
+/* The MIG device that a claim other than uid holds: by its UUID mig_uuid, or (NULL) the
+ * one recorded for placement `device`; NULL when none does. A placement's shares hold one
+ * MIG device: made by the first, destroyed by the last. */
+const struct dra_ckpt_mig *claims_mig_holder(const struct dra_claims *c, const char *uid,
+                                             const char *device, const char *mig_uuid);
+/* The MIG devices uid's record made, destroyed (in reverse order) unless another claim
+ * holds them; with rollback, those a PrepareStarted record names without a UUID are
+ * looked for at their placements (a killed run's). */
+int claims_uncarve(struct dra_claims *c, const char *uid, bool rollback, struct error *err);
 /* The claim whose unprepare resets (now, or next) a device that rec has a sharing config
  * for, or NULL; *device: that device. Preparing rec meanwhile could set the GPU just
  * before the reset puts it back. */

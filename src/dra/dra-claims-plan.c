@@ -37,36 +37,97 @@ bool claims_devices_conflict(const struct dra_claims *c, const char *a, const ch
     return p->start < q->start + q->size && q->start < p->start + p->size;
 }
 
-/* The MIG devices of rec's placements among devs, made in order into made[] and recorded
- * in uid's record (in memory; saved when it completes). On failure what was made is
- * destroyed again. */
+/* The MIG device recorded for `device` in rec, or NULL. */
+static const struct dra_ckpt_mig *recorded_mig(const struct dra_ckpt_claim *rec, const char *device)
+{
+    for (size_t j = 0; rec && j < rec->n_devices; j++)
+        if (rec->devices[j].mig.uuid && streq(rec->devices[j].device, device))
+            return &rec->devices[j].mig;
+    return NULL;
+}
+
+const struct dra_ckpt_mig *claims_mig_holder(const struct dra_claims *c, const char *uid,
+                                             const char *device, const char *mig_uuid)
+{
+    for (size_t k = 0; k < c->ckpt.n_claims; k++) {
+        const struct dra_ckpt_claim *o = &c->ckpt.claims[k];
+        for (size_t j = 0; !streq(o->uid, uid) && j < o->n_devices; j++) {
+            const struct dra_ckpt_mig *m = &o->devices[j].mig;
+            if (m->uuid && (mig_uuid ? streq(m->uuid, mig_uuid) : streq(o->devices[j].device, device)))
+                return m;
+        }
+    }
+    return NULL;
+}
+
+void claims_keep_made(const struct dra_claims *c, struct dra_ckpt_claim *rec)
+{
+    const struct dra_ckpt_claim *old = dra_checkpoint_find(&c->ckpt, rec->uid);
+    for (size_t i = 0; old && i < rec->n_devices; i++) {
+        const struct dra_ckpt_mig *m = recorded_mig(old, rec->devices[i].device);
+        if (m && !rec->devices[i].mig.uuid)
+            rec->devices[i].mig = (struct dra_ckpt_mig){ .parent_uuid = xstrdup(m->parent_uuid),
+                                                         .uuid = xstrdup(m->uuid),
+                                                         .gi_id = m->gi_id, .ci_id = m->ci_id };
+    }
+}
+
+/* The MIG device of placement d for uid's record into *made: the one its earlier try made
+ * (when it is still there), else the one another claim's shares of it hold (a share), else
+ * one made now. */
+static int carve_one(struct dra_claims *c, const char *uid, const struct dra_device *d,
+                     bool share, struct inv_mig *made, struct error *err)
+{
+    const struct dra_ckpt_mig *own = recorded_mig(dra_checkpoint_find(&c->ckpt, uid), d->name);
+    const struct dra_ckpt_mig *other = share ? claims_mig_holder(c, uid, d->name, NULL) : NULL;
+    int r;
+    if (own && (!other || streq(own->uuid, other->uuid))) {
+        r = dra_mig_find(c->inv, d, own->uuid, c->cfg->proc_root, made, err);
+        if (r != -ENOENT || other)
+            return r < 0 ? error_prefix(err, "share of %s", d->name) : 0;
+        /* gone since (the sweep of a restart): made anew, its old UUID forgotten first so
+         * that a failure below leaves nothing for an undo to look for */
+        if ((r = dra_checkpoint_set_mig(&c->ckpt, uid, d->name, NULL, err)) < 0)
+            return r;
+    } else if (other) {
+        /* the MIG device the placement's other shares use: their daemon too */
+        r = dra_mig_find(c->inv, d, other->uuid, c->cfg->proc_root, made, err);
+        return r < 0 ? error_prefix(err, "share of %s", d->name) : 0;
+    }
+    return dra_mig_create(c->inv, d, c->cfg->proc_root, made, err);
+}
+
+/* The MIG devices of the placements among devs, made (or found: shares) in order into
+ * made[] and recorded in uid's record (in memory; saved when it completes), with their
+ * shares' MPS daemons. On failure the record holds what was made: undo destroys it. */
 int claims_carve(struct dra_claims *c, const char *uid, const struct dra_device **devs,
                  struct inv_mig *made, size_t n, struct error *err)
 {
-    size_t i;
-    int r = 0;
-    for (i = 0; i < n && r == 0; i++) {
-        if (devs[i]->type != DRA_DEVICE_MIG_PLACEMENT)
+    for (size_t i = 0; i < n; i++) {
+        const struct dra_device *d = devs[i];
+        if (d->type != DRA_DEVICE_MIG_PLACEMENT)
             continue;
-        const struct inv_gpu *g = &c->inv->gpus[devs[i]->gpu];
-        if ((r = dra_mig_create(c->inv, devs[i], c->cfg->proc_root, &made[i], err)) < 0)
-            break;
+        const struct inv_gpu *g = &c->inv->gpus[d->gpu];
+        int r = carve_one(c, uid, d, d->shared, &made[i], err);
+        if (r < 0)
+            return r;
         struct dra_ckpt_mig m = { .parent_uuid = (char *)g->uuid, .uuid = made[i].uuid,
                                   .gi_id = made[i].gi_id, .ci_id = made[i].ci_id };
-        if ((r = dra_checkpoint_set_mig(&c->ckpt, uid, devs[i]->name, &m, err)) < 0) {
-            i++;
-            break;
+        if ((r = dra_checkpoint_set_mig(&c->ckpt, uid, d->name, &m, err)) < 0)
+            return r;
+        /* each share of it: the MPS daemon of the MIG device, known now */
+        const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, uid);
+        for (size_t j = 0; rec && j < rec->n_devices; j++) {
+            const struct dra_ckpt_device *e = &rec->devices[j];
+            struct dra_config cfg;
+            if (!e->share_id || !streq(e->device, d->name))
+                continue;
+            dra_shares_mps(c->inv, d, made[i].uuid, uid, e, &cfg);
+            if ((r = dra_checkpoint_set_config(&c->ckpt, uid, j, &cfg, err)) < 0)
+                return r;
         }
     }
-    if (r == 0)
-        return 0;
-    while (i-- > 0) {
-        struct error e = { 0 };
-        if (made[i].uuid[0] && dra_mig_destroy(&c->inv->gpus[devs[i]->gpu], made[i].gi_id,
-                                               made[i].uuid, &e) < 0)
-            log_warning("undoing the prepare of claim %s: %s", uid, e.msg);
-    }
-    return r;
+    return 0;
 }
 
 bool claims_any_placement(const struct dra_device **devs, size_t n)
@@ -137,8 +198,19 @@ int claims_plan(struct dra_claims *c, const struct dra_claim *claim, struct dra_
                 return error_set(err, -EINVAL, "share %s of device %s: a device offered as shares "
                                  "is shared through MPS, %s cannot apply to a share", rd->share_id,
                                  a->device, dra_sharing_name(a->config.sharing));
-            /* its device's one MPS control daemon, which every share of it uses */
-            dra_shares_mps(c->inv, d, claim->uid, rd, &rd->config);
+            /* its device's one MPS control daemon, which every share of it uses; a
+             * placement's is known once its MIG device is made (claims_carve): MPS, and
+             * no daemon yet (what an unprepare before then resets: nothing) */
+            if (d->type != DRA_DEVICE_MIG_PLACEMENT) {
+                dra_shares_mps(c->inv, d, dra_device_uuid(c->inv, d), claim->uid, rd, &rd->config);
+            } else {
+                rd->config = dra_config_default(DRA_CONFIG_MIG);
+                rd->config.sharing = DRA_SHARING_MPS;
+            }
+        } else if (d->type == DRA_DEVICE_MIG_PLACEMENT && a->config.sharing != DRA_SHARING_NONE) {
+            /* NVIDIA's gate exclusion (DynamicMIG without MPS), kept */
+            return error_set(err, -EOPNOTSUPP, "a sharing config on a MIG device made on demand "
+                             "is not supported");
         }
         bool seen = false;
         for (size_t k = 0; k < *n_devs && !seen; k++)

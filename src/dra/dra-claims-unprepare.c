@@ -136,10 +136,11 @@ static int reset_next(struct dra_claims *c, struct pending *p, struct error *err
 }
 
 /* DynamicMIG: the MIG devices uid's record made, destroyed in reverse order (the compute
- * instance, then the GPU instance; MIG mode off after a Hopper GPU's last); those of a
- * prepare that never completed are looked for at their placements. A failure (processes
- * still on it) keeps the record, so that the kubelet's retry destroys again. */
-static int uncarve(struct dra_claims *c, const char *uid, struct error *err)
+ * instance, then the GPU instance; MIG mode off after a Hopper GPU's last), except one
+ * another claim holds (a placement's shares: the last one's goes); with rollback, those
+ * of a prepare that never completed are looked for at their placements. A failure
+ * (processes still on it) keeps the record, so that the kubelet's retry destroys again. */
+int claims_uncarve(struct dra_claims *c, const char *uid, bool rollback, struct error *err)
 {
     const struct dra_ckpt_claim *rec = dra_checkpoint_find(&c->ckpt, uid);
     for (size_t i = rec ? rec->n_devices : 0; i-- > 0;) {
@@ -148,9 +149,15 @@ static int uncarve(struct dra_claims *c, const char *uid, struct error *err)
             continue;
         if (!c->inv || !c->devices)
             return error_set(err, -EAGAIN, "devices not discovered yet");
+        bool seen = false; /* two shares of one placement in rec: destroyed once */
+        for (size_t j = i + 1; j < rec->n_devices && !seen; j++)
+            seen = streq(rec->devices[j].device, d->device);
+        if (seen || claims_mig_holder(c, uid, d->device, d->mig.uuid))
+            continue;
         int r = 0;
         if (!d->mig.uuid) {
-            r = rec->state == DRA_CKPT_PREPARE_STARTED ? dra_mig_rollback(c->inv, c->devices, d->device, err) : 0;
+            r = rollback && rec->state == DRA_CKPT_PREPARE_STARTED
+                    ? dra_mig_rollback(c->inv, c->devices, d->device, err) : 0;
         } else {
             const struct inv_gpu *g = NULL;
             for (size_t k = 0; k < c->inv->n_gpus && !g; k++)
@@ -176,7 +183,7 @@ static void unprepared(struct dra_claims *c, struct dra_claim_result *res, const
      * claims whose specs are still there. Missing is fine. */
     bool recorded = dra_checkpoint_find(&c->ckpt, res->uid) != NULL;
     if (r == 0)
-        r = uncarve(c, res->uid, err);
+        r = claims_uncarve(c, res->uid, true, err);
     if (r == 0 && (r = dra_cdi_remove(c->cdi_root, res->uid, err)) == 0)
         r = dra_checkpoint_remove(&c->ckpt, res->uid, err);
     if (r < 0)
@@ -228,7 +235,10 @@ size_t dra_claims_gpu_migs(const struct dra_claims *c, const char *gpu_uuid, str
     for (size_t i = 0; i < c->ckpt.n_claims; i++)
         for (size_t j = 0; j < c->ckpt.claims[i].n_devices && n < max; j++) {
             const struct dra_ckpt_device *d = &c->ckpt.claims[i].devices[j];
-            if (!d->mig.uuid || !streq(d->mig.parent_uuid, gpu_uuid))
+            bool seen = false; /* a placement's shares hold one MIG device */
+            for (size_t k = 0; k < n && !seen && d->mig.uuid; k++)
+                seen = streq(out[k].uuid, d->mig.uuid);
+            if (!d->mig.uuid || seen || !streq(d->mig.parent_uuid, gpu_uuid))
                 continue;
             out[n] = (struct inv_mig){ .gi_id = d->mig.gi_id, .ci_id = d->mig.ci_id };
             snprintf(out[n].uuid, sizeof(out[n].uuid), "%s", d->mig.uuid);

@@ -215,9 +215,13 @@ int claims_device(const struct dra_claims *c, const char *device, const struct i
 
 /* ---- prepare ---------------------------------------------------------------------------- */
 
-/* Best effort: what is left is found again by the kubelet's next prepare or unprepare. */
+/* Best effort: what is left is found again by the kubelet's next prepare or unprepare.
+ * The MIG devices the record says this prepare made go first (not another claim's). */
 static void undo(struct dra_claims *c, const char *uid)
 {
+    struct error e = { 0 };
+    if (claims_uncarve(c, uid, false, &e) < 0)
+        log_warning("undoing the prepare of claim %s: %s", uid, e.msg);
     (void)dra_cdi_remove(c->cdi_root, uid, NULL);
     (void)dra_checkpoint_remove(&c->ckpt, uid, NULL);
     claims_released(c);
@@ -374,44 +378,39 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
                                    "try again", dev, other->namespace_, other->name, other->uid);
         goto out;
     }
-    if (claims_any_placement(devs, n_devs)) {
+    if ((r = dra_shares_fit(c->inv, c->devices, &c->ckpt, &rec, err)) < 0)
+        goto out;
+    bool carves = claims_any_placement(devs, n_devs);
+    if (carves) {
         /* DynamicMIG: recorded PrepareStarted before anything is made, so that what a
-         * killed run made is found at start (dra_mig_sweep) or by the next try */
-        if (claims_changes_devices(c, &rec)) {
-            r = error_set(err, -EOPNOTSUPP, "a sharing config on a MIG device made on demand is not supported");
-            goto out;
-        }
+         * killed run made is found at start (dra_mig_sweep) or by the next try (which
+         * takes over what an earlier one made and kept) */
+        claims_keep_made(c, &rec);
         if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
             goto out;
-        rec = (struct dra_ckpt_claim){ 0 };
         made = xcalloc(n_devs, sizeof(*made));
         if ((r = claims_carve(c, uid, devs, made, n_devs, err)) < 0) {
             undo(c, uid);
             goto out;
         }
-        spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, made, n_devs, p->call->common, err);
-        if (!spec || (r = complete(c, uid, spec, &p->stage, res, err)) < 0) {
-            r = spec ? r : err->code;
-            for (size_t i = n_devs; i-- > 0;) {
-                struct error e = { 0 };
-                if (made[i].uuid[0] && dra_mig_destroy(&c->inv->gpus[devs[i]->gpu], made[i].gi_id,
-                                                       made[i].uuid, &e) < 0)
-                    log_warning("undoing the prepare of claim %s: %s", uid, e.msg);
-            }
-            undo(c, uid);
-        }
-        goto out;
     }
-    if ((r = dra_shares_fit(c->inv, c->devices, &c->ckpt, &rec, err)) < 0)
-        goto out;
-    spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, NULL, n_devs, p->call->common, err);
+    /* the record: with its placements' MIG devices and their shares' daemon now */
+    const struct dra_ckpt_claim *now = carves ? dra_checkpoint_find(&c->ckpt, uid) : &rec;
+    spec = dra_cdi_spec(c->cfg, c->inv, uid, devs, made, n_devs, p->call->common, err);
     if (!spec) {
         r = err->code;
+        if (carves)
+            undo(c, uid);
         goto out;
     }
-    dra_shares_spec(spec, c->cfg, c->inv, c->devices, &rec); /* a share's own name first */
-    dra_mps_cdi_edits(spec, uid, rec.devices, rec.n_devices, c->ckpt.dir);
-    if (!claims_changes_devices(c, &rec)) {
+    dra_shares_spec(spec, c->cfg, c->inv, c->devices, now); /* a share's own name first */
+    dra_mps_cdi_edits(spec, uid, now->devices, now->n_devices, c->ckpt.dir);
+    if (!claims_changes_devices(c, now) && carves) {
+        if ((r = complete(c, uid, spec, &p->stage, res, err)) < 0)
+            undo(c, uid);
+        goto out;
+    }
+    if (!claims_changes_devices(c, now)) {
         rec.state = DRA_CKPT_PREPARE_COMPLETED;
         if ((r = dra_cdi_write(c->cdi_root, uid, spec, &p->stage, err)) < 0)
             goto out;
@@ -423,7 +422,7 @@ static int prepare_claim(struct dra_claims *c, struct pending *p, json_t *body,
         dra_ckpt_claim_result(dra_checkpoint_find(&c->ckpt, uid), res);
         goto out;
     }
-    if ((r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
+    if (!carves && (r = dra_checkpoint_put(&c->ckpt, &rec, err)) < 0)
         goto out;
     rec = (struct dra_ckpt_claim){ 0 };
     p->spec = TAKE_PTR(spec);

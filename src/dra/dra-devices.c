@@ -169,7 +169,9 @@ uint64_t dra_device_memory(const struct inventory *inv, const struct dra_device 
     const struct inv_gpu *g = &inv->gpus[d->gpu];
     if (d->type == DRA_DEVICE_MIG)
         return g->migs[d->mig].memory_bytes;
-    return d->type == DRA_DEVICE_GPU ? g->memory_bytes : 0;
+    if (d->type == DRA_DEVICE_MIG_PLACEMENT)
+        return g->mig_profiles[d->mig].memory_bytes;
+    return g->memory_bytes;
 }
 
 const char *dra_device_uuid(const struct inventory *inv, const struct dra_device *d)
@@ -195,17 +197,16 @@ void dra_share_grid(uint64_t memory, const struct dra_share_policy *p, struct dr
         out->def = out->max;
 }
 
-/* A full GPU neither DynamicMIG carves nor MIG splits, or a MIG device that exists (a
- * DynamicMIG placement does not until Prepare: docs/dra.md says why it is not shared).
- * Not a compute instance narrower than its GPU instance: its memory is the GPU instance's,
- * which the instance's other compute instances use too, so offering it whole would offer
- * that memory twice. */
+/* A full GPU (one DynamicMIG carves too: its counters are taken once, for its first share),
+ * a DynamicMIG placement (its MIG device made at its first share's Prepare, destroyed after
+ * its last: docs/dra.md "Shares of MIG devices made on demand"), or a MIG device that
+ * exists. Not a compute instance narrower than its GPU instance: its memory is the GPU
+ * instance's, which the instance's other compute instances use too, so offering it whole
+ * would offer that memory twice. */
 static bool shareable(const struct inventory *inv, const struct dra_device *d)
 {
-    if (d->type == DRA_DEVICE_GPU)
-        return !d->counters;
-    if (d->type != DRA_DEVICE_MIG)
-        return false;
+    if (d->type == DRA_DEVICE_GPU || d->type == DRA_DEVICE_MIG_PLACEMENT)
+        return true;
     const struct inv_mig *m = &inv->gpus[d->gpu].migs[d->mig];
     return m->ci_slices == m->gi_slices;
 }

@@ -72,12 +72,12 @@ struct dra_device_set {
 int dra_devices_build(const struct inventory *inv, const bool *serve, struct dra_device_set *out,
                       struct error *err);
 void dra_device_set_clear(struct dra_device_set *s);
-/* Offer as shares under policy p (copied into each) every full GPU of s that neither
- * DynamicMIG carves nor MIG splits, and every existing MIG device whose compute instance
- * spans its GPU instance; none smaller than one memory step. */
+/* Offer as shares under policy p (copied into each) every full GPU of s (carved by
+ * DynamicMIG or not), every DynamicMIG placement, and every existing MIG device whose
+ * compute instance spans its GPU instance; none smaller than one memory step. */
 void dra_devices_offer_shares(struct dra_device_set *s, const struct inventory *inv,
                               const struct dra_share_policy *p);
-/* The memory of device d of inv (a GPU's, or a MIG device's own); 0 for a placement. */
+/* The memory of device d of inv (a GPU's, a MIG device's own, a placement's profile's). */
 uint64_t dra_device_memory(const struct inventory *inv, const struct dra_device *d);
 /* The UUID of device d of inv ("GPU-..." or "MIG-..."); NULL for a placement (it has none
  * until Prepare makes it). */

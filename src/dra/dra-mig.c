@@ -32,6 +32,22 @@ static void maybe_mig_off(const struct inv_gpu *g, nvml_device dev)
         log_info("GPU %s: MIG mode off (no MIG device left)", g->uuid);
 }
 
+/* The live MIG device of profile p on g, as discovery describes an existing one. */
+static void describe(const struct inv_gpu *g, const struct inv_mig_profile *p,
+                     const struct nvml_mig_live *live, const char *proc_root, struct inv_mig *out)
+{
+    *out = (struct inv_mig){
+        .gi_id = live->gi_id, .ci_id = live->ci_id, .gi_profile_id = live->gi_profile_id,
+        .placement_start = live->placement.start, .placement_size = live->placement.size,
+        .memory_bytes = p->memory_bytes, .multiprocessors = p->multiprocessors,
+        .gi_slices = p->slices, .ci_slices = p->slices, .copy_engines = p->copy_engines,
+        .decoders = p->decoders, .encoders = p->encoders, .jpegs = p->jpegs, .ofas = p->ofas,
+    };
+    snprintf(out->uuid, sizeof(out->uuid), "%s", live->uuid);
+    snprintf(out->profile, sizeof(out->profile), "%s", p->name);
+    mig_resolve_caps(proc_root, g->minor, out);
+}
+
 int dra_mig_create(const struct inventory *inv, const struct dra_device *d, const char *proc_root,
                    struct inv_mig *out, struct error *err)
 {
@@ -64,16 +80,7 @@ int dra_mig_create(const struct inventory *inv, const struct dra_device *d, cons
             maybe_mig_off(g, dev);
         return error_prefix(err, "error creating MIG device '%s'", d->name);
     }
-    *out = (struct inv_mig){
-        .gi_id = live.gi_id, .ci_id = live.ci_id, .gi_profile_id = live.gi_profile_id,
-        .placement_start = live.placement.start, .placement_size = live.placement.size,
-        .memory_bytes = p->memory_bytes, .multiprocessors = p->multiprocessors,
-        .gi_slices = p->slices, .ci_slices = p->slices, .copy_engines = p->copy_engines,
-        .decoders = p->decoders, .encoders = p->encoders, .jpegs = p->jpegs, .ofas = p->ofas,
-    };
-    snprintf(out->uuid, sizeof(out->uuid), "%s", live.uuid);
-    snprintf(out->profile, sizeof(out->profile), "%s", p->name);
-    mig_resolve_caps(proc_root, g->minor, out);
+    describe(g, p, &live, proc_root, out);
     return 0;
 }
 
@@ -111,6 +118,23 @@ static int find_live(const struct inv_gpu *g, nvml_device dev, const struct dra_
             return 0;
         }
     return -ENOENT;
+}
+
+int dra_mig_find(const struct inventory *inv, const struct dra_device *d, const char *uuid,
+                 const char *proc_root, struct inv_mig *out, struct error *err)
+{
+    const struct inv_gpu *g = &inv->gpus[d->gpu];
+    nvml_device dev;
+    struct nvml_mig_live live;
+    int r = gpu_handle(g, &dev, err);
+    if (r < 0)
+        return r;
+    if ((r = find_live(g, dev, d, &live, err)) == -ENOENT || (r == 0 && !streq(live.uuid, uuid)))
+        return error_set(err, -ENOENT, "MIG device %s of %s is gone", uuid, d->name);
+    if (r < 0)
+        return error_prefix(err, "GPU %s: listing MIG devices", g->uuid);
+    describe(g, &g->mig_profiles[d->mig], &live, proc_root, out);
+    return 0;
 }
 
 int dra_mig_rollback(const struct inventory *inv, const struct dra_device_set *set,

@@ -19,6 +19,11 @@
  * needs) is taken. */
 int dra_mig_create(const struct inventory *inv, const struct dra_device *d, const char *proc_root,
                    struct inv_mig *out, struct error *err);
+/* The MIG device `uuid` made for placement d (a share's: another claim's, or this claim's
+ * earlier try), described as dra_mig_create does. -ENOENT (err): it is not at the
+ * placement any more (destroyed, or another in its place). */
+int dra_mig_find(const struct inventory *inv, const struct dra_device *d, const char *uuid,
+                 const char *proc_root, struct inv_mig *out, struct error *err);
 /* Destroy the MIG device of GPU instance gi_id on gpu if it is still `uuid` (a device made
  * in its place by someone else since is left alone, and so is a gone one: 0), then switch
  * MIG mode off on a Hopper+ GPU left with none. -EBUSY: processes still use it. */

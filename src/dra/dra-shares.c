@@ -137,12 +137,11 @@ void dra_shares_mps_ns(const char *uid, const char *share_id, char out[DRA_MPS_N
     snprintf(out, DRA_MPS_NS_MAX, "s%.16s", hex);
 }
 
-void dra_shares_mps(const struct inventory *inv, const struct dra_device *d, const char *uid,
-                    const struct dra_ckpt_device *share, struct dra_config *out)
+void dra_shares_mps(const struct inventory *inv, const struct dra_device *d, const char *uuid,
+                    const char *uid, const struct dra_ckpt_device *share, struct dra_config *out)
 {
-    const char *uuid = dra_device_uuid(inv, d);
     /* a MIG device's is NVIDIA's MigDeviceConfig with MPS: its UUID the daemon's device */
-    *out = dra_config_default(d->type == DRA_DEVICE_MIG ? DRA_CONFIG_MIG : DRA_CONFIG_GPU);
+    *out = dra_config_default(d->type == DRA_DEVICE_GPU ? DRA_CONFIG_GPU : DRA_CONFIG_MIG);
     out->sharing = DRA_SHARING_MPS;
     out->mps.thread_pct = -1;
     out->mps.pinned_mib = -1;
@@ -187,7 +186,8 @@ void dra_shares_spec(json_t *spec, const struct config *cfg, const struct invent
         json_object_set_new(copy, "name", json_string(name));
         json_array_append_new(devices, copy);
         const struct dra_device *d = dra_devices_find(set, r->device);
-        const char *uuid = d ? dra_device_uuid(inv, d) : NULL;
+        /* a placement's: the MIG device made for it */
+        const char *uuid = r->mig.uuid ? r->mig.uuid : d ? dra_device_uuid(inv, d) : NULL;
         if (!r->share_id || !uuid)
             continue;
         /* only where the hook was installed (at start): a hook the runtime cannot find

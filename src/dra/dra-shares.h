@@ -48,15 +48,16 @@ bool dra_shares_mps_v3(const struct inventory *inv);
  * at most 64; the claim's UID in it: a forged claim reusing another's shareID gets a
  * namespace of its own). */
 void dra_shares_mps_ns(const char *uid, const char *share_id, char out[DRA_MPS_NS_MAX]);
-/* The sharing config of share (a recorded share of device d, in claim uid): MPS, through
- * the device's one control daemon ("share-<16 hex of the SHA-256 of its UUID>", every
- * share of the device uses it; the last one's unprepare stops it), with no daemon-wide
- * limits; a MIG device's is a MigDeviceConfig, its MIG UUID the daemon's device. On an
+/* The sharing config of share (a recorded share of device d, whose UUID is uuid: a
+ * placement's, that of the MIG device made for it; in claim uid): MPS, through the
+ * device's one control daemon ("share-<16 hex of the SHA-256 of its UUID>", every share
+ * of the device uses it; the last one's unprepare stops it), with no daemon-wide limits;
+ * a MIG device's is a MigDeviceConfig, its MIG UUID the daemon's device. On an
  * r615+ driver the share also gets its own v3 namespace in that daemon (dra_shares_mps_ns)
  * holding its memory (whole MiB) and compute (percent) as the daemon's limits; before,
  * its limits are its client's (above) and its cgroup's. */
-void dra_shares_mps(const struct inventory *inv, const struct dra_device *d, const char *uid,
-                    const struct dra_ckpt_device *share, struct dra_config *out);
+void dra_shares_mps(const struct inventory *inv, const struct dra_device *d, const char *uuid,
+                    const char *uid, const struct dra_ckpt_device *share, struct dra_config *out);
 /* Whether id is a shared device's daemon id ("share-" and 16 lower-case hex digits). */
 bool dra_shares_mps_id_valid(const char *id);
 /* Whether two recorded devices (names a, b; share IDs sa, sb, NULL: whole) may be held at

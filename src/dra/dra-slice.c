@@ -244,7 +244,13 @@ json_t *dra_slice_device(const struct inventory *inv, const struct dra_device *d
         attr_string(attrs, "uuid", g->uuid);
         parent_attrs(attrs, inv, g);
         if (d->shared) {
-            return share_device(d, g->memory_bytes, attrs, caps);
+            json_t *dev = share_device(d, g->memory_bytes, attrs, caps);
+            if (d->counters) { /* taken once, for the first share, as a placement's */
+                struct mig_use all;
+                mig_maxima(g, &all);
+                json_object_set_new(dev, "consumesCounters", mig_consumes(g, &all));
+            }
+            return dev;
         } else if (!d->counters) {
             cap_bytes(caps, "memory", g->memory_bytes);
         } else {
@@ -267,6 +273,11 @@ json_t *dra_slice_device(const struct inventory *inv, const struct dra_device *d
         parent_attrs(attrs, inv, g);
         struct mig_use use = { m->multiprocessors, m->copy_engines, m->decoders, m->encoders,
                                m->jpegs, m->ofas, m->memory_bytes, pl->start, pl->size };
+        if (d->shared) {
+            json_t *dev = share_device(d, m->memory_bytes, attrs, caps);
+            json_object_set_new(dev, "consumesCounters", mig_consumes(g, &use));
+            return dev;
+        }
         mig_capacity(caps, &use);
         return json_pack("{s:s, s:o, s:o, s:o}", "name", d->name, "attributes", attrs,
                          "capacity", caps, "consumesCounters", mig_consumes(g, &use));

@@ -23,13 +23,17 @@ static struct dra_device_set set;
 static const struct dra_share_policy policy = { .memory_step = 1ULL << 30, .memory_default = 0,
                                                 .compute_default = 10 };
 
-static int load(const char *profile)
+/* profile's node (with DynamicMIG's placements where dynamic says so), shared by policy */
+static int load_as(const char *profile, bool dynamic)
 {
     char path[4096];
     struct error err = { 0 };
     snprintf(path, sizeof(path), "%s/sim/profiles/%s", getenv("GDP_SOURCE_DIR"), profile);
     setenv("MOCK_NVML_CONFIG", fixture_check(path), 1);
-    struct discover_options opt = { .sysfs_root = "/nonexistent", .with_mig = true };
+    dra_device_set_clear(&set);
+    inventory_clear(&inv);
+    struct discover_options opt = { .sysfs_root = "/nonexistent", .with_mig = true,
+                                    .with_mig_profiles = dynamic };
     if (nvml_open("/", &err) < 0 || discover_node(&opt, &inv, &err) < 0 ||
         dra_devices_build(&inv, NULL, &set, &err) < 0) {
         fprintf(stderr, "%s\n", err.msg);
@@ -37,6 +41,11 @@ static int load(const char *profile)
     }
     dra_devices_offer_shares(&set, &inv, &policy);
     return 0;
+}
+
+static int load(const char *profile)
+{
+    return load_as(profile, false);
 }
 
 /* The slices of node n1 holding devices (and counter sets, or NULL), each checked against
@@ -256,12 +265,12 @@ static void case_mig(void)
 
     /* its daemon: the MIG device's, a MigDeviceConfig */
     struct dra_config cfg;
-    dra_shares_mps(&inv, big, "u2", &two[0], &cfg);
+    dra_shares_mps(&inv, big, dra_device_uuid(&inv, big), "u2", &two[0], &cfg);
     CHECK(cfg.kind == DRA_CONFIG_MIG && cfg.sharing == DRA_SHARING_MPS && cfg.mps.n_group == 1);
     CHECK_STR(cfg.mps.group[0], "MIG-3a3a3a3a-0000-0000-0000-000000000001");
     CHECK(dra_shares_mps_id_valid(cfg.mps.id) && !cfg.mps.ns[0]); /* driver 550: no v3 */
     struct dra_config gcfg;
-    dra_shares_mps(&inv, g0, "u2", &two[0], &gcfg);
+    dra_shares_mps(&inv, g0, dra_device_uuid(&inv, g0), "u2", &two[0], &gcfg);
     CHECK(gcfg.kind == DRA_CONFIG_GPU && !streq(gcfg.mps.id, cfg.mps.id));
 
     /* a claim with a share of a MIG device of gpu-3 (bus 4E), gpu-2 (bus 47) and gpu-0:
@@ -289,10 +298,17 @@ static void case_mig(void)
  * than a step shared, and the node's slices valid under the 1.36 rules as the API server
  * checks them (dra_slice_validate). */
 static const char *sweep_profile;
+static void sweep(bool dynamic);
 
 static void case_sweep(void)
 {
-    CHECK(sweep_profile && load(sweep_profile) == 0);
+    for (int dynamic = 0; dynamic < 2; dynamic++)
+        sweep(dynamic);
+}
+
+static void sweep(bool dynamic)
+{
+    CHECK(sweep_profile && load_as(sweep_profile, dynamic) == 0);
     static const struct dra_share_policy policies[] = {
         { .memory_step = 1ULL << 30, .compute_default = 10 },
         { .memory_step = 3ULL << 30, .memory_default = 5ULL << 30, .compute_default = 100 },
@@ -303,7 +319,7 @@ static void case_sweep(void)
     for (size_t k = 0; k < ELEMENTSOF(policies); k++) {
         const struct dra_share_policy *p = &policies[k];
         dra_devices_offer_shares(&set, &inv, p);
-        size_t shared = 0;
+        size_t shared = 0, placements = 0;
         for (size_t i = 0; i < set.n; i++) {
             const struct dra_device *d = &set.devices[i];
             uint64_t mem = dra_device_memory(&inv, d);
@@ -315,15 +331,23 @@ static void case_sweep(void)
             CHECK(mem >= p->memory_step && q.capacity <= mem);
             CHECK(q.min == p->memory_step && q.min <= q.def && q.def <= q.max && q.max <= q.capacity);
             CHECK((q.def - q.min) % q.step == 0 && (q.max - q.min) % q.step == 0);
-            CHECK(d->type == DRA_DEVICE_GPU || d->type == DRA_DEVICE_MIG);
+            CHECK(d->type != DRA_DEVICE_MIG || inv.gpus[d->gpu].migs[d->mig].ci_slices ==
+                                                   inv.gpus[d->gpu].migs[d->mig].gi_slices);
+            placements += d->type == DRA_DEVICE_MIG_PLACEMENT;
         }
+        /* DynamicMIG: every placement at least one step large is shared */
+        for (size_t i = 0; i < set.n; i++)
+            if (set.devices[i].type == DRA_DEVICE_MIG_PLACEMENT)
+                CHECK(set.devices[i].shared == (dra_device_memory(&inv, &set.devices[i]) >= p->memory_step));
         json_t *devices = dra_slice_devices(&inv, &set);
         json_t *counters = dra_slice_counter_sets(&inv, &set);
         char what[300];
         size_t n_slices = 0;
-        snprintf(what, sizeof(what), "%s, policy %zu", sweep_profile, k);
+        snprintf(what, sizeof(what), "%s%s, policy %zu", sweep_profile,
+                 dynamic ? " (DynamicMIG)" : "", k);
         CHECK(slices_valid(devices, counters, what, &n_slices));
-        printf("%s: %zu of %zu devices shared, %zu slice(s) valid\n", what, shared, set.n, n_slices);
+        printf("%s: %zu of %zu devices shared (%zu placements), %zu slice(s) valid\n", what,
+               shared, set.n, placements, n_slices);
         if (p->memory_step >= 1ULL << 40)
             CHECK(shared == 0);
         json_decref(counters);
