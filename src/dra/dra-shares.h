@@ -1,5 +1,5 @@
-/* GPU shares (consumable capacity, KEP-5075; docs/dra.md "GPU shares"): a full GPU or an
- * existing MIG device offered with allowMultipleAllocations, each claim holding a share the
+/* GPU shares (consumable capacity, KEP-5075; docs/dra.md "GPU shares"): a full GPU, an
+ * existing MIG device or a DynamicMIG placement offered with allowMultipleAllocations, each claim holding a share the
  * scheduler accounted (consumedCapacity: memory, compute) under a shareID. What a Prepare
  * checks and writes for them: the share's record, that the shares prepared on a device
  * never exceed what it has (a stale scheduler or a forged claim would), and the spec's CDI
