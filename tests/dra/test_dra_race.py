@@ -19,13 +19,16 @@ NVML (MOCK_NVML_STATE, read by another process) has exactly the MIG devices the 
 (UUID, GI and CI ids), MIG mode on iff any, the specs' caps nodes those of the live devices,
 never two overlapping claims. Shares: every checkpoint the plugin wrote during the round
 (read in a loop while it runs) holds at most 80Gi and 100% of SMs, the MPS desired state and
-the daemon exist iff a share is prepared. At the end everything unprepared: no MIG device,
+the daemon exist iff a share is prepared. MIG shares: at most two on the placement at 0, the
+full GPU's never beside a placement's, NVML has exactly one MIG device per placement a share
+holds (every share's record naming its UUID and its daemon), MIG mode on iff any, an MPS
+daemon per held device and no other. At the end everything unprepared: no MIG device,
 MIG mode off (Hopper), no daemon; the plugin's threads and fds (/proc/<pid>/task, /fd) as
 before the rounds.
 
 The seed is printed; RACE_SEED=<n> replays a run, RACE_ROUNDS=<n> changes the count.
 
-usage: test_dra_race.py <fake-apiserver> MigRace|SharesRace"""
+usage: test_dra_race.py <fake-apiserver> MigRace|SharesRace|MigSharesRace"""
 import json
 import os
 import random
@@ -39,6 +42,7 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_dra_mig as mig  # noqa: E402  (sets up the paths of harness, kubetest, attacklib)
 import test_dra_shares as shares  # noqa: E402
+import test_dra_shares_dyn as dyn  # noqa: E402
 import attacklib  # noqa: E402
 import harness  # noqa: E402
 from dra_kubelet import DRIVER, Kubelet, ref  # noqa: E402
@@ -50,6 +54,7 @@ SEED = int(os.environ.get("RACE_SEED", str(random.SystemRandom().randrange(1 << 
 SCENARIOS = ["PU", "UP", "PP", "UU", "PPU", "PUU", "UPU", "PUP"]
 JITTER_S = 0.004
 CONNECTIONS = 24  # at least the most calls of one round (6 claims x 3)
+FOUR = "gpu-0-mig-3g40gb-9-4"  # the H100's other 3g.40gb (memory slices 4-7)
 
 # The answers a lost race may give (dra-claims.c, dra-claims-unprepare.c): the kubelet
 # retries all of them. Anything else is a failure.
@@ -291,6 +296,63 @@ class SharesRace(RaceMixin, shares.DraShares):
         self.assertEqual(self.spec_names(), [])
         self.assertFalse(os.path.exists(self.daemon_dir))
         self.assertFalse(self.daemon_up())
+
+
+class MigSharesRace(RaceMixin, dyn.DraSharesDyn):
+    def test_race_same_claim(self):
+        self.start_runner()
+        self.start_dra()
+        pool = Pool(list(self.slices().values()))
+        alloc, sixteen = [], {"memory": "16Gi"}
+        # two shares of the 3g.40gb at 0 (its 39Gi take two of 16Gi), the scheduler's third
+        # on the one at 4; forged: a third on 0 (over its memory) and one of the full GPU
+        # (never beside a placement)
+        claims = [self.share(pool, alloc, sixteen), self.share(pool, alloc, sixteen),
+                  self.share(pool, alloc, sixteen, device=FOUR)]
+        for dev in (dyn.THREE, "gpu-0"):
+            claims.append(self.claim([{"device": dev, "shareID": str(uuid.uuid4()),
+                                       "consumedCapacity": {"memory": "16Gi", "compute": "10"}}], [sixteen]))
+        full = claims[-1]["metadata"]["uid"]
+        dev_of = {o["metadata"]["uid"]: o["status"]["allocation"]["devices"]["results"][0]["device"]
+                  for o in claims}
+
+        def check(prepared, ck, burst, what):
+            on = {}
+            for uid in prepared:
+                (d,) = ck[uid]["devices"]
+                self.assertEqual(d["device"], dev_of[uid], what)
+                on.setdefault(d["device"], []).append(d)
+            self.assertLessEqual(len(on.get(dyn.THREE, [])), 2, "over the placement's memory\n" + what)
+            self.assertFalse(full in prepared and len(on) > 1, "the full GPU beside a placement\n" + what)
+            gpu = self.nvml()[0]
+            live = {m["uuid"]: m for m in gpu["migs"]}
+            self.assertEqual(gpu["mode"], 1 if live else 0, "MIG mode\n" + what)
+            want = {}
+            for dev, recs in on.items():
+                if dev == "gpu-0":
+                    continue
+                # one MIG device per placement, whatever the number of its shares
+                self.assertEqual(len({r["mig"]["migUUID"] for r in recs}), 1, what)
+                m = recs[0]["mig"]
+                want[m["migUUID"]] = (m["giId"], m["ciId"], int(dev.rsplit("-", 1)[1]))
+                self.assertEqual({r["mpsId"] for r in recs}, {dyn.mps_id(m["migUUID"])}, what)
+            self.assertEqual({u: (x["gi"], x["ci"], x["start"]) for u, x in live.items()}, want,
+                             "NVML's MIG devices exactly those the shares hold (no orphan, none twice)\n" + what)
+            daemons = sorted(n for n in os.listdir(self.mps) if not n.startswith(".")) \
+                if os.path.isdir(self.mps) else []
+            self.assertEqual(daemons, sorted([dyn.mps_id(u) for u in want] +
+                                             ([shares.MPS_ID] if full in prepared else [])),
+                             "an MPS daemon per held device\n" + what)
+
+        lost = PREPARE_LOST + ("is being reset by the unprepare of claim", "cannot hold share",
+                               "is already prepared for claim")
+        self.rounds(claims, lost, check)
+        self.assertEqual(self.kl.unprepare(*[ref(o) for o in claims]),
+                         {o["metadata"]["uid"]: "" for o in claims})
+        self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])
+        self.assertEqual(self.checkpoint(), {})
+        self.assertEqual(self.spec_names(), [])
+        self.assertEqual([n for n in os.listdir(self.mps) if not n.startswith(".")], [])
 
 
 class CheckpointWatch:
