@@ -279,8 +279,16 @@ static void applied(struct pending *p, int r, struct error *err)
         r = complete(call->c, res->uid, p->spec, &p->stage, res, err);
     fs_stage_abort(&p->stage);
     if (r < 0) {
-        /* an MPS daemon not up yet: PrepareStarted kept (NVIDIA's), the kubelet retries */
-        if (r != -EINPROGRESS)
+        /* An MPS daemon not up yet: PrepareStarted kept (NVIDIA's), the kubelet retries. So
+         * for any failure of a claim that made MIG devices (a placement's first share): its
+         * retry takes them over, where an undo would destroy them and the retry make new
+         * ones, each with a new daemon (named by its UUID) whose desired state the undo
+         * cannot take back; its unprepare resets and destroys them. */
+        const struct dra_ckpt_claim *rec = dra_checkpoint_find(&call->c->ckpt, res->uid);
+        bool made = false;
+        for (size_t i = 0; rec && i < rec->n_devices && !made; i++)
+            made = rec->devices[i].mig.uuid != NULL;
+        if (r != -EINPROGRESS && !made)
             undo(call->c, res->uid);
         claims_result_error(res, "preparing", p->namespace_, p->name, err);
     }
