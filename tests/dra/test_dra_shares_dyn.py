@@ -33,7 +33,11 @@ and no MIG device (dynamic/a100-40gb-mig-empty.yaml):
   TimeSlicing MigDeviceConfig on one still refused ("made on demand is not supported"); one
   given whole beside a share of a 3g.40gb, each MIG device gone with its own claim;
 - the A100: two shares of one placement in one claim: one MIG device, two CDI devices, the
-  unprepare destroys it once; MIG mode stays on (Ampere).
+  unprepare destroys it once; MIG mode stays on (Ampere);
+- driver r615 (MPS v3), no runner: a first share whose namespace fails (`<ns>.failed`) fails
+  at once with its text, its PrepareStarted record and MIG device kept; the retry, the
+  runner up, takes that MIG device over (no second GI, one daemon), the unprepare destroys
+  it, MIG mode off, no daemon left.
 
 usage: test_dra_shares_dyn.py <fake-apiserver>"""
 import hashlib
@@ -43,6 +47,8 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 
 sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "integration"))
@@ -509,6 +515,81 @@ class DraSharesDynA100(DraSharesDyn):
         self.assertEqual(self.nvml(), [{"mode": 1, "migs": []}])  # Ampere: MIG mode stays on
         self.assertEqual(os.listdir(self.cdi), [])
         self.assertEqual(self.checkpoint(), {})
+
+
+class DraSharesDynV3(DraSharesDyn):
+    """Driver r615 (the profile's, as test_dra_shares.py's DraSharesV3 makes it): each share
+    of a MIG device its own MPS v3 namespace."""
+    test_slice = test_two_claims_share_one_mig_device = test_forged_shares_refused = None
+    test_restart_with_two_shares = test_step_above_small_placements = None
+
+    def setUp(self):
+        super().setUp()
+        with open(self.PROFILE) as f:
+            text = f.read()
+        self.assertIn('"550.163.01"', text)
+        self.profile = os.path.join(self.tmp, "h100-r615.yaml")
+        with open(self.profile, "w") as f:
+            f.write(text.replace("550.163.01", "615.44.01"))
+
+    def nvml_env(self):
+        return dict(super().nvml_env(), MOCK_NVML_CONFIG=self.profile)
+
+    def test_failed_first_share_keeps_its_mig_device(self):
+        self.start_dra()  # no runner yet: the namespace made by nobody
+        o = self.share(Pool(list(self.slices().values())), [], {"memory": "8Gi"})
+        uid = o["metadata"]["uid"]
+        sid = o["status"]["allocation"]["devices"]["results"][0]["shareID"]
+        ns = "s" + hashlib.sha256(("%s/%s" % (uid, sid)).encode()).hexdigest()[:16]  # dra-shares.c
+        out = {}
+        t = threading.Thread(target=lambda: out.update(self.kl.prepare(ref(o))), daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        desired = None
+        while not desired and time.monotonic() - t0 < harness.TIMEOUT:
+            time.sleep(0.02)
+            ds = os.listdir(self.mps) if os.path.isdir(self.mps) else []
+            desired = [os.path.join(self.mps, d, "ns", ns + ".json") for d in ds]
+            desired = [p for p in desired if os.path.exists(p)]
+        self.assertEqual(len(desired or []), 1, "namespace %s desired in one daemon" % ns)
+        # the runner's answer: the namespace failed (written whole, then renamed)
+        failed = desired[0][:-len(".json")] + ".failed"
+        with open(failed + ".tmp", "w") as f:
+            f.write("namespace set %s failed: out of bubbles" % ns)
+        os.rename(failed + ".tmp", failed)
+        t.join(harness.TIMEOUT)
+        self.assertFalse(t.is_alive())
+        self.assertLess(time.monotonic() - t0, 10)  # not the 15 s ready timeout
+        self.assertIn("namespace set %s failed: out of bubbles" % ns, out[uid]["error"])
+        self.assertEqual(out[uid]["devices"], [])
+        # its record kept (the MIG device in it in memory: saved when it completes), the MIG
+        # device NVML still has, its daemon's desired state
+        self.assertIn(uid, self.checkpoint(), "the failed first share's record undone")
+        rec = self.checkpoint()[uid]
+        self.assertEqual(rec["checkpointState"], "PrepareStarted")
+        self.assertEqual([(d["device"], d["share"]["id"]) for d in rec["devices"]], [(THREE, sid)])
+        (m,) = self.live().values()
+        self.assertEqual((m["profileId"], m["start"]), (9, 0))
+        self.assertEqual(self.nvml()[0]["mode"], 1)
+        self.assertEqual(os.path.dirname(os.path.dirname(desired[0])), self.daemon_of(m["uuid"]))
+        with open(os.path.join(self.daemon_dir, "desired.json")) as f:
+            self.assertEqual(json.load(f)["devices"], [m["uuid"]])
+        # the runner up: the retry takes the MIG device over, no second GI, one daemon
+        os.unlink(failed)
+        self.start_runner()
+        self.assertShares(self.kl.prepare(ref(o), share_id=True), o)
+        self.assertEqual(self.checkpoint()[uid]["checkpointState"], "PrepareCompleted")
+        self.assertEqual(self.assertOneMig([o], (9, 0)), m)
+        self.assertTrue(self.daemon_up())
+        self.assertTrue(os.path.exists(os.path.join(self.daemon_dir, "ns", ns + ".ready")))
+        self.assertEqual([n for n in os.listdir(self.mps) if not n.startswith(".")], [mps_id(m["uuid"])])
+        # the unprepare: the daemon stopped, the MIG device destroyed, MIG mode off
+        self.assertEqual(self.kl.unprepare(ref(o)), {uid: ""})
+        self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])
+        self.assertFalse(os.path.exists(self.daemon_dir))
+        self.assertFalse(self.daemon_up())
+        self.assertEqual(self.checkpoint(), {})
+        self.assertEqual(os.listdir(self.cdi), [])
 
 
 if __name__ == "__main__":
