@@ -15,12 +15,15 @@ every placement and every full GPU is offered as shares:
   unprepared (the MIG device and daemon kept: the first share holds them), --pace seconds
   apart, from grpcio and from grpc-go (DIR/tools/go-client/go-client, when built);
 - VmRSS / RssAnon after the start settled, with the 8 first shares held, and after the
-  round (median of --runs starts).
+  round (median of --runs starts);
+- context switches of the plugin and of the runner over --idle seconds with the 8 first
+  shares held (no health stream open).
 
 A benchmark: it prints figures and asserts nothing. Goals (issue 32): Prepare of a share
-<= 5 ms p50 when its device's daemon is up; RSS <= 4 MiB with DRA, MIG and shares on.
+<= 5 ms p50 when its device's daemon is up; no idle wakeups added; RSS <= 4 MiB with DRA,
+MIG and shares on.
 
-Usage: bench-dra-mig-shares.py --build DIR [--runs N] [--claims N] [--pace S] [--json]
+Usage: bench-dra-mig-shares.py --build DIR [--runs N] [--claims N] [--pace S] [--idle S] [--json]
 """
 
 import argparse
@@ -49,7 +52,7 @@ def pcts(v):
 
 
 class Bench(bd.Bench):
-    def mig_shares(self, runs, settle, n, pace):
+    def mig_shares(self, runs, settle, n, pace, idle):
         self.cmd("version v1.36.3")
         self.device = PLACEMENT
         self.share = {"memory": "8Gi", "compute": "10"}
@@ -84,6 +87,12 @@ class Bench(bd.Bench):
                                 "grpc-go: prepare of a share (found)": go and go[0],
                                 "grpc-go: prepare again": go and go[1],
                                 "grpc-go: unprepare": go and go[2]}
+                        if idle > 0:
+                            time.sleep(1.0)
+                            c0, r0 = bd.switches(p.pid), bd.switches(runner.pid)
+                            time.sleep(idle)
+                            out["idle"] = {"seconds": idle, "serve --dra, 8 shares held": bd.switches(p.pid) - c0,
+                                           "mps-control-daemon --dra, 8 daemons": bd.switches(runner.pid) - r0}
                     else:
                         self.prepare_round(kl, min(n, 50), pace / 10, first_uid=2 * n + run * 100)
                     time.sleep(settle)
@@ -108,12 +117,13 @@ def main():
     ap.add_argument("--settle", type=float, default=0.5, help="seconds before reading RSS")
     ap.add_argument("--claims", type=int, default=100, help="claims in the prepare round")
     ap.add_argument("--pace", type=float, default=0.25, help="seconds between two claims")
+    ap.add_argument("--idle", type=float, default=30, help="seconds of the idle window (0: skip)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     out = {"load_at_start": open("/proc/loadavg").read().split()[:3]}
     b = Bench(os.path.abspath(a.build), bd.MIG_PROFILE, ["--dra-consumable-capacity"], mig=True, shares=True)
     try:
-        out.update(b.mig_shares(a.runs, a.settle, a.claims, a.pace))
+        out.update(b.mig_shares(a.runs, a.settle, a.claims, a.pace, a.idle))
     finally:
         b.close()
     out["load_at_end"] = open("/proc/loadavg").read().split()[:3]
@@ -127,6 +137,9 @@ def main():
     for k, v in out["rss"].items():
         print("  %-52s VmRSS %5d (%.2f MiB)  RssAnon %5d  runs %s" % (
             k, v["VmRSS_KiB"], v["VmRSS_KiB"] / 1024, v["RssAnon_KiB"], v["runs_VmRSS_KiB"]))
+    if "idle" in out:
+        print("Context switches over %g s, 8 first shares held: %s" % (out["idle"]["seconds"], ", ".join(
+            "%s %d" % (k, v) for k, v in out["idle"].items() if k != "seconds")))
     print("Shares of a 3g.40gb placement, one claim per call (ms):")
     for k, v in out["prepare"].items():
         print("  %-66s n %3d  p50 %.3f  p99 %.3f  max %.3f" % (k, v["n"], v["p50_ms"], v["p99_ms"], v["max_ms"]))
