@@ -30,7 +30,6 @@ import argparse
 import importlib.util
 import json
 import os
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("bench_dra", os.path.join(HERE, "bench-dra.py"))
@@ -56,56 +55,24 @@ class Bench(bd.Bench):
         self.cmd("version v1.36.3")
         self.device = PLACEMENT
         self.share = {"memory": "8Gi", "compute": "10"}
-        out, rss, held, after, cold = {}, [], [], [], []
-        prep = None
-        for run in range(runs):
-            runner, close_runner = self.start_runner()
-            try:
-                p, kl, close = self.start_dra()
-                try:
-                    if run == 0:
-                        out["publish"] = next(line for line in p.log_lines() if bd.UP_TO_DATE in line)
-                    time.sleep(settle)
-                    rss.append(self.rss_of(p))
-                    kl.prepare()  # the channel is connected before timing starts
-                    keepers = self.load_claims(8, first_uid=9000000 + run * 10)
-                    for r in keepers:
-                        time.sleep(pace)
-                        t0 = time.perf_counter()
-                        res = kl.prepare(r)
-                        cold.append((time.perf_counter() - t0) * 1e3)
-                        if res[r[2]]["error"]:
-                            raise bl.BenchError("prepare %s: %s" % (r[1], res[r[2]]["error"]))
-                    time.sleep(settle)
-                    held.append(self.rss_of(p))
-                    if run == 0:
-                        first, again, unprep = self.prepare_round(kl, n, pace)
-                        go = self.go_round(n, pace, first_uid=n)
-                        prep = {"prepare of a share (MIG device and daemon up: found)": first,
-                                "prepare again (from the checkpoint)": again,
-                                "unprepare (MIG device and daemon kept)": unprep,
-                                "grpc-go: prepare of a share (found)": go and go[0],
-                                "grpc-go: prepare again": go and go[1],
-                                "grpc-go: unprepare": go and go[2]}
-                        if idle > 0:
-                            time.sleep(1.0)
-                            c0, r0 = bd.switches(p.pid), bd.switches(runner.pid)
-                            time.sleep(idle)
-                            out["idle"] = {"seconds": idle, "serve --dra, 8 shares held": bd.switches(p.pid) - c0,
-                                           "mps-control-daemon --dra, 8 daemons": bd.switches(runner.pid) - r0}
-                    else:
-                        self.prepare_round(kl, min(n, 50), pace / 10, first_uid=2 * n + run * 100)
-                    time.sleep(settle)
-                    after.append(self.rss_of(p))
-                    kl.unprepare(*keepers)  # MIG devices and daemons gone: the next run starts clean
-                finally:
-                    close()
-            finally:
-                close_runner()
-        out["rss"] = {"serve --dra, DynamicMIG + shares, 8 H100": row(rss),
-                      "... 8 first shares held (8 MIG devices, 8 daemons)": row(held),
-                      "... after a prepare round": row(after)}
-        prep["prepare of a placement's first share (MIG made, daemon started)"] = cold
+        out = {}
+
+        def publish(p):
+            out["publish"] = next(line for line in p.log_lines() if bd.UP_TO_DATE in line)
+        got = self.share_runs(runs, settle, n, pace, idle, publish)
+        first, again, unprep, go = got["round"]
+        if got["idle"]:
+            out["idle"] = got["idle"]
+        out["rss"] = {"serve --dra, DynamicMIG + shares, 8 H100": row(got["rss"]),
+                      "... 8 first shares held (8 MIG devices, 8 daemons)": row(got["held"]),
+                      "... after a prepare round": row(got["after"])}
+        prep = {"prepare of a share (MIG device and daemon up: found)": first,
+                "prepare again (from the checkpoint)": again,
+                "unprepare (MIG device and daemon kept)": unprep,
+                "grpc-go: prepare of a share (found)": go and go[0],
+                "grpc-go: prepare again": go and go[1],
+                "grpc-go: unprepare": go and go[2],
+                "prepare of a placement's first share (MIG made, daemon started)": got["cold"]}
         out["prepare"] = {k: pcts(v) for k, v in prep.items() if v}
         return out
 
