@@ -120,19 +120,30 @@ static int find_live(const struct inv_gpu *g, nvml_device dev, const struct dra_
     return -ENOENT;
 }
 
+/* The live MIG device at placement d of inv (its GPU's handle in *dev): 0, -ENOENT (err
+ * untouched), or -errno (err). */
+static int live_at(const struct inventory *inv, const struct dra_device *d, nvml_device *dev,
+                   struct nvml_mig_live *live, struct error *err)
+{
+    const struct inv_gpu *g = &inv->gpus[d->gpu];
+    int r = gpu_handle(g, dev, err);
+    if (r < 0)
+        return r;
+    r = find_live(g, *dev, d, live, err);
+    return r < 0 && r != -ENOENT ? error_prefix(err, "GPU %s: listing MIG devices", g->uuid) : r;
+}
+
 int dra_mig_find(const struct inventory *inv, const struct dra_device *d, const char *uuid,
                  const char *proc_root, struct inv_mig *out, struct error *err)
 {
     const struct inv_gpu *g = &inv->gpus[d->gpu];
     nvml_device dev;
     struct nvml_mig_live live;
-    int r = gpu_handle(g, &dev, err);
-    if (r < 0)
-        return r;
-    if ((r = find_live(g, dev, d, &live, err)) == -ENOENT || (r == 0 && !streq(live.uuid, uuid)))
+    int r = live_at(inv, d, &dev, &live, err);
+    if (r == -ENOENT || (r == 0 && !streq(live.uuid, uuid)))
         return error_set(err, -ENOENT, "MIG device %s of %s is gone", uuid, d->name);
     if (r < 0)
-        return error_prefix(err, "GPU %s: listing MIG devices", g->uuid);
+        return r;
     describe(g, &g->mig_profiles[d->mig], &live, proc_root, out);
     return 0;
 }
@@ -146,13 +157,9 @@ int dra_mig_rollback(const struct inventory *inv, const struct dra_device_set *s
     const struct inv_gpu *g = &inv->gpus[d->gpu];
     nvml_device dev;
     struct nvml_mig_live live;
-    int r = gpu_handle(g, &dev, err);
+    int r = live_at(inv, d, &dev, &live, err);
     if (r < 0)
-        return r;
-    if ((r = find_live(g, dev, d, &live, err)) == -ENOENT)
-        return 0;
-    if (r < 0)
-        return error_prefix(err, "GPU %s: listing MIG devices", g->uuid);
+        return r == -ENOENT ? 0 : r;
     log_info("GPU %s: destroying MIG device %s (GPU instance %u) of an unfinished prepare of %s",
              g->uuid, *live.uuid ? live.uuid : "without a compute instance", live.gi_id, device);
     return dra_mig_destroy(g, live.gi_id, live.uuid, err);
