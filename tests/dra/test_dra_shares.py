@@ -32,7 +32,6 @@ import stat
 import subprocess
 import sys
 import time
-import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "integration"))
@@ -400,29 +399,37 @@ class DraShares(MpsRunner, FakeApi, harness.PluginTestCase):
         self.assertEqual(res[o["metadata"]["uid"]]["error"], "", res)
         self.assertEqual(self.kl.unprepare(ref(o)), {o["metadata"]["uid"]: ""})
 
-    def test_flat(self):
-        """Threads, fds and RSS of the plugin flat around two rounds of ten shares."""
+    def flat_around(self, rounds, what):
+        """Threads and fds of the plugin as before, and RSS within 1 MiB, around rounds()
+        (the runner and the plugin started, the kubelet's channel connected before and
+        registered again after); rounds gets the scheduler stand-in's pool."""
         self.start_runner()
         self.start_dra()
         pool = Pool(list(self.slices().values()))
         self.kl.prepare()  # the channel connected
         before = attacklib.Snapshot(self.plugin.pid)
         print("\nbefore: %s" % before)
-        for _ in range(2):
-            _, claims = self.share_ten(pool)
-            for o in claims:
-                self.assertEqual(self.kl.prepare(ref(o))[o["metadata"]["uid"]]["error"], "")
-            self.assertEqual(self.kl.unprepare(*[ref(o) for o in claims]),
-                             {o["metadata"]["uid"]: "" for o in claims})
-            self.assertFalse(os.path.exists(self.daemon_dir))
+        rounds(pool)
         self.kl.close()
         self.kl.register()
         self.kl.prepare()
         after = attacklib.settled(self.plugin.pid, before)
         print("after: %s" % after)
-        attacklib.assert_flat(self, before, after, what="GPU shares lifecycle")
+        attacklib.assert_flat(self, before, after, what=what)
         if not after.sanitized:  # a sanitizer's quarantine holds what is freed
             self.assertLess(after.rss - before.rss, 1 << 20, "RSS grew by 1 MiB or more")
+
+    def test_flat(self):
+        """Threads, fds and RSS of the plugin flat around two rounds of ten shares."""
+        def rounds(pool):
+            for _ in range(2):
+                _, claims = self.share_ten(pool)
+                for o in claims:
+                    self.assertEqual(self.kl.prepare(ref(o))[o["metadata"]["uid"]]["error"], "")
+                self.assertEqual(self.kl.unprepare(*[ref(o) for o in claims]),
+                                 {o["metadata"]["uid"]: "" for o in claims})
+                self.assertFalse(os.path.exists(self.daemon_dir))
+        self.flat_around(rounds, "GPU shares lifecycle")
         self.assertEqual(len([b for b in mps_blocks(self.mps_log) if b[0].endswith(" -d")]), 2)
 
 

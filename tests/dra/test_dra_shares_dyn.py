@@ -55,7 +55,6 @@ sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "
 import harness  # noqa: E402
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "attack"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import attacklib  # noqa: E402
 import test_dra_mig as mig  # noqa: E402
 import test_dra_shares as shares  # noqa: E402
 from dra_kubelet import DRIVER, NODE, cdi_errors, ref  # noqa: E402
@@ -296,20 +295,10 @@ class DraSharesDyn(shares.DraShares):
         self.assertEqual(self.nvml(), [{"mode": 0, "migs": []}])  # nothing carved by publishing
 
     def test_two_claims_share_one_mig_device(self):
-        self.start_runner()
-        self.start_dra()
-        pool = Pool(list(self.slices().values()))
-        self.kl.prepare()  # the channel connected
-        before = attacklib.Snapshot(self.plugin.pid)
-        print("\nbefore: %s" % before)
-        for rnd in range(2):
-            self.two_shares_round(pool, rnd)
-        self.kl.close()
-        self.kl.register()
-        self.kl.prepare()
-        after = attacklib.settled(self.plugin.pid, before)
-        print("after: %s" % after)
-        attacklib.assert_flat(self, before, after, what="shares of DynamicMIG placements")
+        def rounds(pool):
+            for rnd in range(2):
+                self.two_shares_round(pool, rnd)
+        self.flat_around(rounds, "shares of DynamicMIG placements")
 
     def two_shares_round(self, pool, rnd):
         alloc = []
