@@ -11,10 +11,14 @@ profile at that placement's start, named by both records with its daemon
 no MIG device, no daemon, MIG mode back as the GPU had it (off on Hopper and Blackwell,
 on for Ampere). The slices pass the fake API server's 1.36 rules at the start.
 
+SharedPlacementXid (the H100): an Xid on the MIG device two shares of a 3g.40gb hold taints
+exactly that placement, once, and recovery clears it; the MIG device and daemon stay.
+
 usage: test_dra_shares_dyn_profiles.py <fake-apiserver>"""
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.environ.get("GDP_SOURCE_DIR", ""), "tests", "integration"))
 import harness  # noqa: E402
@@ -22,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_dra_mig as mig  # noqa: E402
 import test_dra_shares as shares  # noqa: E402
 import test_dra_shares_dyn as dyn  # noqa: E402
-from dra_kubelet import ref  # noqa: E402
+from dra_kubelet import HEALTHY, NODE, UNHEALTHY, Kubelet, ref  # noqa: E402
 from dra_scheduler import Pool  # noqa: E402
 
 GPU = 1
@@ -87,6 +91,56 @@ class Profiles(dyn.DraSharesDyn):
                 os.path.basename(self.PROFILE), dev, pool.by_name[dev]["capacity"]["memory"]["value"]))
         self.assertEqual(self.checkpoint(), {})
         self.assertEqual(os.listdir(self.cdi), [])
+
+
+class SharedPlacementXid(dyn.DraSharesDyn):
+    """An Xid NVML attributes to the MIG device two shares hold: exactly their placement is
+    UNHEALTHY and tainted, once, and recovery clears it; the shares' MIG device and daemon
+    stay. The runner reads a control FIFO of its own (the simulator's has one reader per
+    process that loads it, and the runner loads it too)."""
+    test_slice = test_two_claims_share_one_mig_device = test_forged_shares_refused = None
+    test_restart_with_two_shares = test_step_above_small_placements = None
+
+    def runner_env(self):
+        return dict(self.nvml_env(), MOCK_NVML_CONTROL=os.path.join(self.tmp, "runner.ctl"))
+
+    def nvml_env(self):
+        return dict(super().nvml_env(), **mig.FAST_HEALTH)
+
+    def test_xid_on_a_shared_placement(self):
+        self.cmd("rs-taints on")
+        self.start_runner()
+        self.start_dra()
+        pool = Pool(list(self.slices().values()))
+        alloc = []
+        claims = [self.share(pool, alloc, {"memory": "8Gi"}) for _ in range(2)]
+        for o in claims:
+            self.assertEqual(self.kl.prepare(ref(o))[o["metadata"]["uid"]]["error"], "")
+        (m,) = self.live().values()
+        w = self.kl.watch_health()
+        Kubelet.wait_health(w, lambda h: len(h) == 26 and set(h.values()) == {HEALTHY}, "26 healthy")
+        start = len(w["msgs"])
+        self.inject("xid %s 94" % m["uuid"])
+        h = Kubelet.wait_health(w, lambda h: h.get((NODE, dyn.THREE)) == UNHEALTHY,
+                                dyn.THREE + " UNHEALTHY", start)
+        self.assertEqual({k: v for k, v in h.items() if v != HEALTHY}, {(NODE, dyn.THREE): UNHEALTHY})
+        deadline = time.monotonic() + harness.TIMEOUT
+        while True:
+            devs = {d["name"]: d for sl in self.slices().values() for d in sl["spec"].get("devices") or []}
+            if "taints" in devs.get(dyn.THREE, {}) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual([(t["key"], t.get("value"), t["effect"]) for t in devs[dyn.THREE].get("taints", [])],
+                         [("gpu.nvidia.com/xid", "94", "NoSchedule")])
+        self.assertEqual([n for n, d in devs.items() if "taints" in d], [dyn.THREE])
+        self.assertIs(devs[dyn.THREE]["allowMultipleAllocations"], True)
+        Kubelet.wait_health(w, lambda h: h.get((NODE, dyn.THREE)) == HEALTHY, dyn.THREE + " HEALTHY again",
+                            len(w["msgs"]))
+        self.assertEqual(list(self.live().values()), [m])  # the shares' MIG device left alone
+        self.daemon_of(m["uuid"])
+        self.assertTrue(self.daemon_up())
+        self.assertEqual(self.kl.unprepare(*[ref(o) for o in claims]), {o["metadata"]["uid"]: "" for o in claims})
+        self.assertEqual(self.nvml()[0], {"mode": 0, "migs": []})
 
 
 for _name in ("a100-80gb", "a30", "h200", "b200"):
