@@ -7,11 +7,11 @@
 #       collect the plugin, the static go-client, bench-topo, bench-metrics, the fake API
 #       server of tests/kube and cdi-apply with every shared library they need (glibc
 #       included, libnvidia-ml excluded) and the ELF loader into DIR/gpu-smoke/, with
-#       rootfs/ (Debian's glibc and cuda-probe: section 8's container) and
-#       tests/cdi/gpu-smoke-container.sh (section 8), and write OUT (default
-#       DIR/gpu-smoke.tar.gz) with this script inside. Build it right before use: a
-#       bundle is never committed.
-#   ./gpu-smoke.sh run [--driver-root DIR] [--quick]
+#       rootfs/ (Debian's glibc and cuda-probe: section 8's container),
+#       tests/cdi/gpu-smoke-container.sh (section 8) and tests/dra/gpu-smoke-shares.sh
+#       (section 9), and write OUT (default DIR/gpu-smoke.tar.gz) with this script
+#       inside. Build it right before use: a bundle is never committed.
+#   ./gpu-smoke.sh run [--driver-root DIR] [--quick] [--shares]
 #       ON THE GPU HOST, from the unpacked bundle: GPU model and driver version, `list`,
 #       `labels`, one registration with a kubelet stand-in (go-client smoke) and one
 #       Allocate, the registered Xid event set, the figures of bench/ that need no
@@ -24,13 +24,16 @@
 #       temp dir it removes; exits non-zero when any check fails. --driver-root: where the
 #       driver is installed when it is not /, e.g. /run/nvidia/driver. --quick: fewer
 #       Allocate calls, a 2 s idle window and one bench-topo topology (the test's mode).
+#       --shares (opt-in: MPS sets gpu-0's compute mode while it runs): section 9, two MPS
+#       shares of gpu-0, in a container from each one's CDI spec cuda-probe allocating within
+#       it (must work) and beyond (must be refused), mechanism named; compute mode restored.
 #   scripts/gpu-smoke.sh run-from-tree [--build-dir DIR] [run options]
 #       run the bundle staged in DIR/gpu-smoke/ (for runners that copy the working tree
 #       plus named ignored paths, e.g. build-gpu-smoke/gpu-smoke).
 #   scripts/gpu-smoke.sh check-nvml FILE...
 #       list the NVML functions the files name; fail if one is not known to be read-only.
 #
-# IT CHANGES NO GPU SETTING: no MIG mode or instances, no clocks, no power limits, no
+# WITHOUT --shares IT CHANGES NO GPU SETTING: no MIG mode or instances, no clocks, no power limits, no
 # persistence or compute mode, no ECC, no reset, nothing injected. The plugin only reads
 # NVML: `bundle` refuses binaries that name any NVML function outside the read-only set
 # (check-nvml below; the list travels as nvml-functions.txt), nvidia-smi is only queried
@@ -153,9 +156,7 @@ ${libc%/*}/$l"
 
 # ---------------------------------------------------------------- run (on the GPU host)
 
-n_pass=0
-n_fail=0
-n_skip=0
+n_pass=0 n_fail=0 n_skip=0
 check() { # name, ok(0/1), detail
     if [ "$2" = 0 ]; then
         n_pass=$((n_pass + 1))
@@ -242,14 +243,15 @@ children_cpu_s() { # user + system seconds of the waited-for children, from `tim
 }
 
 cleanup() {
-    for p in ${pid:-} ${gc_pid:-} ${dra_pid:-} ${api_pid:-}; do kill -9 "$p" 2>/dev/null; done
+    ! command -v shares_cleanup >/dev/null || shares_cleanup # gpu-smoke-shares.sh
+    for p in ${pid:-} ${gc_pid:-} ${dra_pid:-} ${api_pid:-} ${runner_pid:-}; do kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
     rm -rf "$T" ${S:+"$S"}
 }
 
 run() {
     driver_root=/
-    quick=0
+    quick=0 shares=0
     while [ $# -gt 0 ]; do
         case $1 in
         --driver-root)
@@ -258,13 +260,14 @@ run() {
             shift 2
             ;;
         --quick) quick=1; shift ;;
+        --shares) shares=1; shift ;;
         *) die "run: unknown option $1" ;;
         esac
     done
     B=$(cd "$(dirname "$0")" && pwd)
-    [ -x "$B/lib/ld-linux-x86-64.so.2" ] && [ -x "$B/bin/gpu-device-plugin" ] && [ -f "$B/gpu-smoke-container.sh" ] ||
+    [ -x "$B/lib/ld-linux-x86-64.so.2" ] && [ -x "$B/bin/gpu-device-plugin" ] && [ -f "$B/gpu-smoke-shares.sh" ] ||
         die "run: $B is not an unpacked bundle (scripts/gpu-smoke.sh bundle makes one)"
-    . "$B/gpu-smoke-container.sh"
+    . "$B/gpu-smoke-container.sh"; . "$B/gpu-smoke-shares.sh"
     command -v timeout >/dev/null 2>&1 || die "run: needs timeout (coreutils or busybox)"
     T=$(mktemp -d "${TMPDIR:-/tmp}/gpu-smoke.XXXXXX") || die "run: mktemp failed"
     # The sockets' directories (the kubelet's, the device plugin's, DRA's registration and
@@ -273,10 +276,7 @@ run() {
     d=${TMPDIR:-/tmp}
     [ ${#d} -le 32 ] || d=/tmp
     S=$(mktemp -d "$d/gdp-smoke.XXXXXX") || { rm -rf "$T"; die "run: mktemp in $d failed"; }
-    pid=''
-    gc_pid=''
-    dra_pid=''
-    api_pid=''
+    pid='' gc_pid='' dra_pid='' api_pid='' runner_pid=''
     trap cleanup EXIT
     trap 'exit 130' INT TERM HUP
     : >"$T/checks"
@@ -366,7 +366,8 @@ run() {
     fi
     section "8. The driver in a container (a claim's CDI spec applied by cdi-apply)"
     section8 # gpu-smoke-container.sh; then dra_stop
-    section "9. Summary"
+    section "9. Two shares of one GPU (run --shares: MPS, compute mode EXCLUSIVE_PROCESS meanwhile)"; section9
+    section "10. Summary"
     summary
 }
 
@@ -594,5 +595,5 @@ bundle) bundle "$@" ;;
 run) run "$@" ;;
 run-from-tree) run_from_tree "$@" ;;
 check-nvml) check_nvml "$@" ;;
-*) die "usage: $0 bundle [--build-dir DIR] [--no-build] [OUT.tar.gz] | run [--driver-root DIR] [--quick] | run-from-tree [--build-dir DIR] [--driver-root DIR] | check-nvml FILE..." ;;
+*) die "usage: $0 bundle [--build-dir DIR] [--no-build] [OUT.tar.gz] | run [--driver-root DIR] [--quick] [--shares] | run-from-tree [--build-dir DIR] [--driver-root DIR] | check-nvml FILE..." ;;
 esac

@@ -7,6 +7,11 @@
  *   GPU-... or MIG-...), then per device: retain the primary context, make it current,
  *   cuMemAlloc 1 MiB, free it, release; "memalloc ok".
  *
+ * cuda-probe MIB...: then, on device 0 with its primary context current, one cuMemAlloc of
+ * each MIB MiB, freed before the next: "alloc <MIB> MiB ok" or "alloc <MIB> MiB failed:
+ * <CUresult name> (<number>)"; a refused allocation is a result, not an error (gpu-smoke's
+ * shares: within a share allocated, beyond it refused).
+ *
  * Exit 0, or 1 with one line on stderr naming the failing call and dlerror() or the CUDA
  * error's name and text. Links glibc only. */
 #include <dlfcn.h>
@@ -54,8 +59,16 @@ static void format_uuid(const CUuuid *u, const char *name, char *out, size_t len
              b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    for (int a = 1; a < argc; a++) {
+        char *end;
+        unsigned long long mib = strtoull(argv[a], &end, 10);
+        if (!*argv[a] || *end || mib == 0 || mib > (1ull << 30)) {
+            fprintf(stderr, "cuda-probe: %s: not a size in MiB (usage: cuda-probe [MIB...])\n", argv[a]);
+            return 1;
+        }
+    }
     lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) {
         fprintf(stderr, "cuda-probe: dlopen libcuda.so.1: %s\n", dlerror());
@@ -102,5 +115,29 @@ int main(void)
         check(release(dev), "cuDevicePrimaryCtxRelease_v2");
     }
     printf("memalloc ok\n");
+    if (argc > 1) {
+        CUdevice dev;
+        CUcontext ctx;
+        check(n > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE, "allocating: no device");
+        check(get(&dev, 0), "cuDeviceGet");
+        check(retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+        check(set_current(ctx), "cuCtxSetCurrent");
+        for (int a = 1; a < argc; a++) {
+            unsigned long long mib = strtoull(argv[a], NULL, 10);
+            CUdeviceptr p;
+            CUresult r = mem_alloc(&p, (size_t)mib << 20);
+            if (r == CUDA_SUCCESS) {
+                printf("alloc %llu MiB ok\n", mib);
+                check(mem_free(p), "cuMemFree_v2");
+            } else {
+                const char *name = NULL;
+                get_error_name(r, &name);
+                printf("alloc %llu MiB failed: %s (%d)\n", mib, name ? name : "unknown CUresult", r);
+            }
+            fflush(stdout);
+        }
+        check(set_current(NULL), "cuCtxSetCurrent");
+        check(release(dev), "cuDevicePrimaryCtxRelease_v2");
+    }
     return 0;
 }

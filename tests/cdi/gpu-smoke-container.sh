@@ -30,7 +30,7 @@ bundle_apply() {
         [ -x "$f" ] || die "missing $f (build it, or drop --no-build)"
     done
     strip -o "$3/bin/cdi-apply" "$2/tests/cdi/cdi-apply" 2>/dev/null || cp "$2/tests/cdi/cdi-apply" "$3/bin/"
-    cp "$1/tests/cdi/gpu-smoke-container.sh" "$3/"
+    cp "$1/tests/cdi/gpu-smoke-container.sh" "$1/tests/dra/gpu-smoke-shares.sh" "$3/"
 }
 
 # bundle_rootfs SRC BUILD STAGE (set -e is on; after STAGE/lib is filled): STAGE/rootfs, a

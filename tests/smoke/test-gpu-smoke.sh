@@ -38,20 +38,35 @@ if [ "$(id -u)" = 0 ]; then
 elif [ "${CI:-}" = true ]; then
     fail "not root: section 8 (the driver in a container) cannot run, and CI=true wants it"
 fi
-# nvidia-smi as a host has it, queries only: section 1's and section 8's settings (the
-# profile's 8 GPUs; the same answer every time: a setting that changed would show).
-cat >"$T/bin/nvidia-smi" <<'SMI'
+# nvidia-smi as a host has it: section 1's and section 8's settings (the profile's 8
+# GPUs; the same answer every time: a setting that changed would show), section 9's
+# compute mode of GPU 0 (Default, or what `-c` last set: the MPS runner's), and `-c`, which
+# the simulator's stand-in (moved to nvidia-smi.sim in the driver root) carries out through
+# the simulated NVML. The driver root's nvidia-smi (first on the runner's PATH) is this one.
+mode="$T/compute-mode"
+echo Default >"$mode"
+mv "$T/driver/usr/bin/nvidia-smi" "$T/driver/usr/bin/nvidia-smi.sim" || { echo "FAIL: no nvidia-smi stand-in"; exit 1; }
+cat >"$T/bin/nvidia-smi" <<SMI
 #!/bin/sh
-case "$*" in
+case "\$*" in
+"-i GPU-12345678-1234-1234-1234-123456780000 -c EXCLUSIVE_PROCESS") echo Exclusive_Process >"$mode" ;;
+"-i GPU-12345678-1234-1234-1234-123456780000 -c DEFAULT") echo Default >"$mode" ;;
+esac
+case "\$*" in
 *--query-gpu=index,uuid,compute_mode,*)
     for i in 0 1 2 3 4 5 6 7; do
-        echo "$i, GPU-12345678-1234-1234-1234-12345678000$i, Default, Enabled, Disabled, Disabled, Enabled, Enabled, 400.00 W, 1410 MHz, 1215 MHz"
+        m=Default; [ \$i != 0 ] || m=\$(cat "$mode")
+        echo "\$i, GPU-12345678-1234-1234-1234-12345678000\$i, \$m, Enabled, Disabled, Disabled, Enabled, Enabled, 400.00 W, 1410 MHz, 1215 MHz"
     done ;;
+"--query-gpu=compute_mode --format=csv,noheader -i GPU-12345678-1234-1234-1234-123456780000") cat "$mode" ;;
 *--query-gpu=*) echo "index, name"; echo "0, NVIDIA A100-SXM4-40GB" ;;
-*) echo "nvidia-smi (gpu-smoke test): only --query-gpu is answered" >&2; exit 2 ;;
+*-c\ *) LD_LIBRARY_PATH="$T/driver/usr/lib/x86_64-linux-gnu" MOCK_NVML_CONFIG="$profile" \\
+    exec "$T/driver/usr/bin/nvidia-smi.sim" "\$@" ;;
+*) echo "nvidia-smi (gpu-smoke test): only --query-gpu and -c are answered" >&2; exit 2 ;;
 esac
 SMI
 chmod 755 "$T/bin/nvidia-smi"
+cp "$T/bin/nvidia-smi" "$T/driver/usr/bin/nvidia-smi"
 for f in gpu-smoke.sh gpu-smoke-container.sh MANIFEST nvml-functions.txt bin/gpu-device-plugin \
     bin/go-client bin/bench-topo bin/bench-metrics bin/fake-apiserver bin/cdi-apply \
     lib/ld-linux-x86-64.so.2 lib/libc.so.6 rootfs/usr/local/bin/cuda-probe \
@@ -63,7 +78,7 @@ done
 dra_dirs() { ls -d /tmp/gdp-smoke.* 2>/dev/null | sort; }
 dra_dirs >"$T/dra-dirs-before"
 env -i PATH="$T/bin:/usr/bin:/bin" TMPDIR="$T/tmp" MOCK_NVML_CONFIG="$profile" \
-    "$T/host/gpu-smoke/gpu-smoke.sh" run --quick --driver-root "$T/driver" >"$T/out" 2>&1
+    "$T/host/gpu-smoke/gpu-smoke.sh" run --quick --shares --driver-root "$T/driver" >"$T/out" 2>&1
 rc=$?
 dra_dirs | comm -13 "$T/dra-dirs-before" - | grep . && fail "the run left the above in /tmp"
 cat "$T/out"
@@ -90,7 +105,7 @@ for want in '^== 1\. Host, GPU and driver ==$' '^GPU models: 8 x NVIDIA A100-SXM
     '^claim default/ctr of gpu-7 (GPU-12345678-1234-1234-1234-123456780007); ' \
     '^  spec| *"containerPath": "/usr/lib/x86_64-linux-gnu/libcuda\.so\.1",$' \
     '^unprepare: [0-9]* µs, the spec file removed$' 'PASS  DRA SIGTERM: exit status 0, 0 claim spec(s) left' \
-    '^== 9\. Summary ==$' '^GPU settings changed: none'; do
+    '^== 10\. Summary ==$'; do
     grep -q -- "$want" "$T/out" || fail "no line matching: $want"
 done
 if [ $root = 1 ]; then # the container: exactly the claimed GPU, renumbered 0, and 1 MiB on it
@@ -99,12 +114,23 @@ if [ $root = 1 ]; then # the container: exactly the claimed GPU, renumbered 0, a
         '^exec: exit status 0, [0-9]* ms$' \
         '^PASS  driver in a container: driver 550\.163\.01, 1 device(s) seen: NVIDIA A100-SXM4-40GB GPU-12345678-1234-1234-1234-123456780007 (claimed GPU-12345678-1234-1234-1234-123456780007), memalloc ok, [0-9]* ms from .*; no hooks (no nvidia-cdi-hook or nvidia-ctk here): the libraries also at their SONAMEs; device nodes by mknod$' \
         '^| driver in a container: cdi-apply + cuda-probe .* | [0-9]* ms |$' \
-        '^checks: 16 passed, 0 failed, 0 skipped'; do
+        '^== 9\. Two shares of one GPU ' \
+        '^gpu-0 (GPU-12345678-1234-1234-1234-123456780000): memory 40Gi published, two shares of 10Gi; compute mode before: Default; driver 550\.163\.01: MPS client limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT)$' \
+        '^PASS  share-a: 9984 MiB within its 10Gi allocated: MPS client limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT); the spec: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=' \
+        '^PASS  share-a: 10496 MiB beyond its 10Gi refused: failed: CUDA_ERROR_OUT_OF_MEMORY (2); MPS client limit' \
+        '^PASS  share-b: 9984 MiB within its 10Gi allocated: MPS client limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT); the spec: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=' \
+        '^PASS  share-b: 10496 MiB beyond its 10Gi refused: failed: CUDA_ERROR_OUT_OF_MEMORY (2); MPS client limit' \
+        '^PASS  two shares of one GPU prepared together and unprepared: go-client exit status 0, 2 of 2 containers exited 0, compute mode while prepared: Exclusive_Process$' \
+        '^PASS  MPS runner SIGTERM: exit status 0$' \
+        '^PASS  compute mode restored: GPU-12345678-1234-1234-1234-123456780000: before Default, while the shares ran Exclusive_Process, after Default$' \
+        '^GPU settings changed: compute mode EXCLUSIVE_PROCESS during section 9 (read then: Exclusive_Process), restored$' \
+        '^checks: 23 passed, 0 failed, 0 skipped'; do
         grep -q -- "$want" "$T/out" || fail "no line matching: $want"
     done
 else
     for want in '^SKIP  driver in a container: cdi-apply: building a container needs root' \
-        '^checks: 15 passed, 0 failed, 1 skipped'; do
+        '^SKIP  two shares of one GPU: needs root' '^GPU settings changed: none' \
+        '^checks: 15 passed, 0 failed, 2 skipped'; do
         grep -q -- "$want" "$T/out" || fail "no line matching: $want"
     done
 fi
