@@ -9,7 +9,8 @@
 # (cdi-apply, as section 8): S GiB - 256 MiB must be allocated, S GiB + 256 MiB refused.
 # Then both unprepared, the runner stopped with SIGTERM and the compute mode compared with
 # the one recorded. THIS CHANGES A GPU SETTING WHILE IT RUNS: MPS needs the GPU in
-# EXCLUSIVE_PROCESS compute mode, which the runner sets and restores; the summary says so.
+# EXCLUSIVE_PROCESS compute mode, which the runner sets and restores; the summary says so;
+# after a run cut short, shares_cleanup (from the script's cleanup) restores it.
 # The plugin's share hook (a hard memory limit on the container's cgroup, through NVML)
 # is not in the bundle, so the shares are held by MPS only. Uses the script's variables
 # (B, T, S, driver, driver_root, libpath, shares) and functions (check, skip, api, claim,
@@ -181,15 +182,33 @@ EOF
     check "two shares of one GPU prepared together and unprepared" $? "go-client exit status $rc, $n_ok of 2 containers exited 0, compute mode while prepared: ${mode_during:-?}"
 }
 
-# From the script's cleanup (an early exit): the runner gets SIGTERM, so that it stops the
-# shares' MPS daemons and restores the compute mode, and 30 s before it is killed.
+# From the script's cleanup, on every exit once section 9 began: the runner gets SIGTERM
+# (30 s, then SIGKILL). A run cut short (Ctrl-C reaches the whole process group) leaves
+# the claims prepared, and the runner leaves their MPS daemons running, as it does for a
+# plugin's restart: here each daemon in the plugins directory is told to quit, its mounts
+# are taken off, and gpu-0's compute mode is set back to the one recorded if it differs.
 shares_cleanup() {
-    [ -n "${runner_pid:-}" ] || return 0
-    (sleep 30 && kill -9 "$runner_pid") >/dev/null 2>&1 </dev/null &
-    kill -TERM "$runner_pid" 2>/dev/null
-    wait "$runner_pid" 2>/dev/null
-    kill "$!" 2>/dev/null
-    runner_pid=''
+    if [ -n "${runner_pid:-}" ]; then
+        (sleep 30 && kill -9 "$runner_pid") >/dev/null 2>&1 </dev/null &
+        kill -TERM "$runner_pid" 2>/dev/null
+        wait "$runner_pid" 2>/dev/null
+        kill "$!" 2>/dev/null
+        runner_pid=''
+    fi
+    [ -n "${gpu_uuid:-}" ] || return 0
+    for d in "$S"/p9/gpu.nvidia.com/mps/*/pipe; do
+        [ -S "$d/control" ] || continue
+        echo quit | PATH="$smi_path" CUDA_MPS_PIPE_DIRECTORY="$d" CUDA_MPS_LOG_DIRECTORY="${d%/pipe}/log" \
+            timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1
+        echo "gpu-smoke: cleanup: told the MPS daemon in $d to quit" >&2
+    done
+    awk -v p="$S/p9/" 'index($2, p) == 1 { print $2 }' /proc/self/mounts | sort -r |
+        while read -r m; do umount -l "$m" && echo "gpu-smoke: cleanup: unmounted $m" >&2; done
+    now=$(compute_mode "$gpu_uuid")
+    [ -n "${mode_before:-}" ] && [ "$now" != "$mode_before" ] || return 0
+    want=$(echo "$mode_before" | tr '[:lower:]' '[:upper:]')
+    PATH="$smi_path" timeout 20 nvidia-smi -i "$gpu_uuid" -c "$want" >/dev/null 2>&1
+    echo "gpu-smoke: cleanup: compute mode of $gpu_uuid was $now, set back to $want: now $(compute_mode "$gpu_uuid")" >&2
 }
 
 shares_stop() {
