@@ -8,9 +8,12 @@
 # against the bundled fake API server; section 8: a claim of gpu-7 applied by cdi-apply
 # to the bundled rootfs, cuda-probe in it seeing exactly that GPU as GPU 0 and allocating,
 # no hook binary here so the spec's SONAME mounts; the settings nvidia-smi reports the
-# same after), exit 0, and that the run removed its temp dir; then that a host without
+# same after; run --shares, section 9: two 10Gi shares of gpu-0 under the MPS runner with
+# the simulator's MPS stand-in, in each one's container 9984 MiB allocated and 10496 MiB
+# refused by the MPS client limit, gpu-0's compute mode EXCLUSIVE_PROCESS meanwhile and
+# Default after), exit 0, and that the run removed its temp dir; then that a host without
 # NVML fails with the line that says so, and that check-nvml refuses a binary naming an
-# NVML setter. Not root: section 8 must be SKIPPED with cdi-apply's reason (under
+# NVML setter. Not root: sections 8 and 9 must be SKIPPED with the reason (under
 # CI=true that fails the test: the section must run in CI).
 set -u
 : "${GDP_BUILD_DIR:?}" "${GDP_SOURCE_DIR:?}" "${GDP_TEST_DATA:?}"
