@@ -24,9 +24,8 @@
 #       temp dir it removes; exits non-zero when any check fails. --driver-root: where the
 #       driver is installed when it is not /, e.g. /run/nvidia/driver. --quick: fewer
 #       Allocate calls, a 2 s idle window and one bench-topo topology (the test's mode).
-#       --shares (opt-in: MPS sets gpu-0's compute mode while it runs): section 9, two MPS
-#       shares of gpu-0, in a container from each one's CDI spec cuda-probe allocating within
-#       it (must work) and beyond (must be refused), mechanism named; compute mode restored.
+#       --shares (opt-in: MPS sets gpu-0's compute mode while it runs, restored): section 9,
+#       two MPS shares of gpu-0, each one's container allocating within it and beyond it.
 #   scripts/gpu-smoke.sh run-from-tree [--build-dir DIR] [run options]
 #       run the bundle staged in DIR/gpu-smoke/ (for runners that copy the working tree
 #       plus named ignored paths, e.g. build-gpu-smoke/gpu-smoke).
@@ -172,8 +171,7 @@ figure() { printf '| %s | %s |\n' "$1" "$2" >>"$T/figures"; }
 section() { printf '\n== %s ==\n' "$1"; }
 uptime_cs() { awk '{ printf "%d", $1 * 100 }' /proc/uptime; }
 elapsed_s() { echo $((($(uptime_cs) - t_start) / 100)); }
-# budget_ok N: a step that may take up to 300 - N seconds starts only while the run is
-# younger than N seconds, so that the whole run stays under 5 minutes.
+# budget_ok N: a step of up to 300 - N s starts only in the run's first N s (5 minutes in all).
 budget_ok() { [ "$(elapsed_s)" -lt "$1" ]; }
 
 # ldso SECONDS PROGRAM ARGS: a bundled program through the bundled loader, with a timeout.
@@ -485,27 +483,29 @@ api() {
 }
 quantile() { sort -n | awk -v q="$1" '{ v[NR] = $1 } END { i = int(NR * q + 0.999); if (i < 1) i = 1; printf "%.3f", v[i] / 1000 }'; }
 
+# api_start DIR NODE CHECK: the fake API server on DIR (fd 7 its input, $T/api.out its output)
+# knowing NODE, DIR/kubeconfig for it; 1 (CHECK failed) when it did not start.
+api_start() {
+    mkfifo "$T/api.in" || { check "$3" 1 "mkfifo failed"; return 1; }
+    ldso 200 "$B/bin/fake-apiserver" "$1" <"$T/api.in" >"$T/api.out" 2>&1 &
+    api_pid=$!
+    exec 7>"$T/api.in"
+    wait_for "$T/api.out" '^listening ' 10
+    port=$(sed -n 's/^listening \([0-9]*\)$/\1/p' "$T/api.out")
+    [ -n "$port" ] || { check "$3" 1 "the fake API server did not start: $(head -c 300 "$T/api.out" | tr '\n' ' ')"; return 1; }
+    api add "$2"
+    printf '{"apiVersion":"v1","kind":"Config","current-context":"t","contexts":[{"name":"t","context":{"cluster":"t","user":"t"}}],"clusters":[{"name":"t","cluster":{"server":"https://127.0.0.1:%s","certificate-authority":"%s"}}],"users":[{"name":"t","user":{"token":"tok1"}}]}\n' \
+        "$port" "$1/ca.crt" >"$1/kubeconfig"
+}
+
 # Section 7: the GPUs served through DRA. The fake API server (tests/kube/fake-apiserver:
 # TLS, HTTP/2, every ResourceSlice write checked against the rules of Kubernetes 1.34)
 # stands in for the cluster, go-client dra-smoke for the kubelet.
 dra() {
     dra_node=gpu-smoke-node
-    mkdir -p "$T/api" "$T/cdi-dra"
+    mkdir -p "$T/api" "$T/cdi-dra" "$S/reg" "$S/plugins"
     hook=$(cdi_hook) # NVIDIA's hook binary when this host has one (gpu-smoke-container.sh)
-    mkdir -p "$S/reg" "$S/plugins"
-    mkfifo "$T/api.in" || { check "DRA" 1 "mkfifo failed"; return; }
-    ldso 200 "$B/bin/fake-apiserver" "$T/api" <"$T/api.in" >"$T/api.out" 2>&1 &
-    api_pid=$!
-    exec 7>"$T/api.in"
-    wait_for "$T/api.out" '^listening ' 10
-    port=$(sed -n 's/^listening \([0-9]*\)$/\1/p' "$T/api.out")
-    if [ -z "$port" ]; then
-        check "DRA" 1 "the fake API server did not start: $(head -c 300 "$T/api.out" | tr '\n' ' ')"
-        return
-    fi
-    api add "$dra_node"
-    printf '{"apiVersion":"v1","kind":"Config","current-context":"t","contexts":[{"name":"t","context":{"cluster":"t","user":"t"}}],"clusters":[{"name":"t","cluster":{"server":"https://127.0.0.1:%s","certificate-authority":"%s"}}],"users":[{"name":"t","user":{"token":"tok1"}}]}\n' \
-        "$port" "$T/api/ca.crt" >"$T/api/kubeconfig"
+    api_start "$T/api" "$dra_node" DRA || return
     plugin 0 --dra --kubeconfig="$T/api/kubeconfig" --node-name="$dra_node" \
         --kubelet-registrar-directory-path="$S/reg" --kubelet-plugins-directory-path="$S/plugins" \
         --cdi-root="$T/cdi-dra" ${hook:+--nvidia-cdi-hook-path="$hook"} >"$T/dra.log" 2>&1 &

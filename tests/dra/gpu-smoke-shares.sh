@@ -13,7 +13,7 @@
 # after a run cut short, shares_cleanup (from the script's cleanup) restores it.
 # The plugin's share hook (a hard memory limit on the container's cgroup, through NVML)
 # is not in the bundle, so the shares are held by MPS only. Uses the script's variables
-# (B, T, S, driver, driver_root, libpath, shares) and functions (check, skip, api, claim,
+# (B, T, S, driver, driver_root, libpath, shares) and functions (check, skip, api, api_start, claim,
 # uuid_of, wait_for, wait_count, ldso, plugin, budget_ok, elapsed_s).
 
 # compute_mode UUID: gpu UUID's compute mode as nvidia-smi (the runner's) reports it.
@@ -70,19 +70,7 @@ shares_run() {
     mkdir -p "$T/api9" "$T/cdi-shares" "$S/r9" "$S/p9" "$T/mpsroot"
     rm -f "$T/api.in"
     mv -f "$T/api.out" "$T/api7.out" 2>/dev/null
-    mkfifo "$T/api.in" || { check "two shares of one GPU" 1 "mkfifo failed"; return; }
-    ldso 200 "$B/bin/fake-apiserver" "$T/api9" <"$T/api.in" >"$T/api.out" 2>&1 &
-    api_pid=$!
-    exec 7>"$T/api.in"
-    wait_for "$T/api.out" '^listening ' 10
-    port=$(sed -n 's/^listening \([0-9]*\)$/\1/p' "$T/api.out")
-    if [ -z "$port" ]; then
-        check "two shares of one GPU" 1 "the fake API server did not start: $(head -c 300 "$T/api.out" | tr '\n' ' ')"
-        return
-    fi
-    api add "$node"
-    printf '{"apiVersion":"v1","kind":"Config","current-context":"t","contexts":[{"name":"t","context":{"cluster":"t","user":"t"}}],"clusters":[{"name":"t","cluster":{"server":"https://127.0.0.1:%s","certificate-authority":"%s"}}],"users":[{"name":"t","user":{"token":"tok1"}}]}\n' \
-        "$port" "$T/api9/ca.crt" >"$T/api9/kubeconfig"
+    api_start "$T/api9" "$node" "two shares of one GPU" || return
     # the runner: its own name through the loader, its root in $T (not /mps)
     (PATH="$smi_path" GDP_MPS_CONTAINER_ROOT="$T/mpsroot" exec "$B/lib/ld-linux-x86-64.so.2" \
         --library-path "$libpath" --argv0 mps-control-daemon "$B/bin/gpu-device-plugin" \
