@@ -219,13 +219,7 @@ static bool names_gpu(const char *device, unsigned minor)
 
 const struct dra_ckpt_mig *dra_claims_placement_mig(const struct dra_claims *c, const char *device)
 {
-    for (size_t i = 0; i < c->ckpt.n_claims; i++)
-        for (size_t j = 0; j < c->ckpt.claims[i].n_devices; j++) {
-            const struct dra_ckpt_device *d = &c->ckpt.claims[i].devices[j];
-            if (d->mig.uuid && streq(d->device, device))
-                return &d->mig;
-        }
-    return NULL;
+    return claims_mig_holder(c, "", device, NULL); /* "": no record's UID, so any claim's */
 }
 
 size_t dra_claims_gpu_migs(const struct dra_claims *c, const char *gpu_uuid, struct inv_mig *out,
